@@ -1,0 +1,28 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    projects: [
+      {
+        test: {
+          name: 'unit',
+          include: ['src/**/*.test.ts', 'test/unit/**/*.test.ts'],
+          environment: 'node',
+          testTimeout: 20_000,
+        },
+      },
+      {
+        test: {
+          name: 'e2e',
+          include: ['test/e2e/**/*.test.ts'],
+          environment: 'node',
+          // One real control plane per file; two cores cannot run several at once.
+          fileParallelism: false,
+          testTimeout: 180_000,
+          hookTimeout: 240_000,
+          pool: 'forks',
+        },
+      },
+    ],
+  },
+});
