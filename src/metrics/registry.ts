@@ -1,0 +1,30 @@
+import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+import type { RequestObserver } from '../kube/client.js';
+
+/** The one Registry of the process, created in main and passed to every module. */
+export function createRegistry(opts: { defaultMetrics?: boolean } = {}): Registry {
+  const registry = new Registry();
+  if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
+  return registry;
+}
+
+/** API requests by verb, resource and code (client-go's rest_client_requests_total, our labels). */
+export function createApiRequestMetrics(registry: Registry): RequestObserver {
+  const total = new Counter({
+    name: 'nlc_api_requests_total',
+    help: 'Requests to kube-apiserver by verb, resource and HTTP code (<error:...> for transport failures).',
+    labelNames: ['verb', 'resource', 'code'] as const,
+    registers: [registry],
+  });
+  const duration = new Histogram({
+    name: 'nlc_api_request_duration_seconds',
+    help: 'Latency of requests to kube-apiserver until response headers (watches) or body (others).',
+    labelNames: ['verb', 'resource'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry],
+  });
+  return (o) => {
+    total.inc({ verb: o.verb, resource: o.resource, code: o.code });
+    if (o.verb !== 'watch') duration.observe({ verb: o.verb, resource: o.resource }, o.durationSeconds);
+  };
+}
