@@ -1,0 +1,209 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { KubeConfig } from '@kubernetes/client-node';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { KubeClient } from '../kube/client.js';
+import type { Node } from '../kube/types.js';
+import { memoryLogger } from '../log/logger.js';
+import { createRegistry } from '../metrics/registry.js';
+import { ApiWriter, createWriterMetrics } from './writer.js';
+
+/** A scripted stand-in for the API server's HTTP edge (the real server is exercised in e2e). */
+type Reply = { status: number; body: unknown; headers?: Record<string, string> };
+let script: Reply[] = [];
+const requests: { method: string; url: string; body: unknown }[] = [];
+let server: http.Server;
+let client: KubeClient;
+
+beforeAll(async () => {
+  server = http.createServer((req, res) => {
+    let raw = '';
+    req.on('data', (c) => {
+      raw += c;
+    });
+    req.on('end', () => {
+      requests.push({
+        method: req.method ?? '',
+        url: req.url ?? '',
+        body: raw ? JSON.parse(raw) : undefined,
+      });
+      const r = script.shift() ?? { status: 500, body: { message: 'script exhausted' } };
+      res.writeHead(r.status, { 'content-type': 'application/json', ...r.headers });
+      res.end(JSON.stringify(r.body));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [
+      {
+        name: 'c',
+        server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        skipTLSVerify: true,
+      },
+    ],
+    users: [{ name: 'u', token: 't' }],
+    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+    currentContext: 'x',
+  });
+  client = await KubeClient.fromKubeConfig(kc);
+});
+afterAll(async () => {
+  client?.close();
+  server.closeAllConnections();
+  await new Promise((r) => server.close(r));
+});
+beforeEach(() => {
+  script = [];
+  requests.length = 0;
+});
+
+function writer(opts: { dryRun?: boolean; fence?: () => string | undefined } = {}) {
+  const sleeps: number[] = [];
+  const registry = createRegistry({ defaultMetrics: false });
+  let now = 0;
+  const w = new ApiWriter({
+    client,
+    fence: opts.fence ?? (() => undefined),
+    dryRun: opts.dryRun ?? false,
+    logger: memoryLogger(),
+    metrics: createWriterMetrics(registry),
+    clock: {
+      scheduler: { now: () => now, schedule: () => ({ unsubscribe() {}, closed: false }) } as never,
+      wall: () => 0,
+    },
+    qps: 1000,
+    burst: 1000,
+    component: 'node-controller',
+    instance: 'test',
+    sleep: async (ms) => {
+      sleeps.push(ms);
+      now += ms;
+    },
+  });
+  return { w, sleeps, registry };
+}
+
+const node = (rv: string, taints: { key: string; effect: string }[] = []): Node => ({
+  metadata: { name: 'n1', resourceVersion: rv },
+  spec: { taints },
+});
+
+/** Adds our taint to whatever taints the node has. */
+const addOurTaint = (n: Node) => {
+  const taints = n.spec?.taints ?? [];
+  if (taints.some((t) => t.key === 'ours')) return undefined;
+  return { spec: { taints: [...taints, { key: 'ours', effect: 'NoSchedule' }] } };
+};
+
+describe('ApiWriter', () => {
+  it('sends a patch with a resourceVersion precondition', async () => {
+    const { w } = writer();
+    script = [{ status: 200, body: node('2') }];
+    const out = await w.patchNode('n1', node('1'), addOurTaint);
+    expect(out.kind).toBe('applied');
+    expect(requests).toHaveLength(1);
+    expect(requests[0]!.method).toBe('PATCH');
+    expect(requests[0]!.body).toEqual({
+      metadata: { resourceVersion: '1' },
+      spec: { taints: [{ key: 'ours', effect: 'NoSchedule' }] },
+    });
+  });
+
+  it('on 409 re-reads and recomputes, keeping a taint someone else added meanwhile', async () => {
+    const { w, registry } = writer();
+    script = [
+      { status: 409, body: { reason: 'Conflict', code: 409 } },
+      { status: 200, body: node('5', [{ key: 'theirs', effect: 'NoSchedule' }]) },
+      { status: 200, body: node('6') },
+    ];
+    const out = await w.patchNode('n1', node('4'), addOurTaint);
+    expect(out).toMatchObject({ kind: 'applied', attempts: 2 });
+    expect(requests.map((r) => r.method)).toEqual(['PATCH', 'GET', 'PATCH']);
+    expect(requests[2]!.body).toEqual({
+      metadata: { resourceVersion: '5' },
+      spec: {
+        taints: [
+          { key: 'theirs', effect: 'NoSchedule' },
+          { key: 'ours', effect: 'NoSchedule' },
+        ],
+      },
+    });
+    expect(await registry.getSingleMetricAsString('nlc_write_conflicts_total')).toContain(
+      'resource="nodes"} 1',
+    );
+  });
+
+  it('waits out 429 Retry-After before retrying', async () => {
+    const { w, sleeps } = writer();
+    script = [
+      { status: 429, body: { reason: 'TooManyRequests' }, headers: { 'retry-after': '3' } },
+      { status: 200, body: node('1') },
+      { status: 200, body: node('2') },
+    ];
+    const out = await w.patchNode('n1', node('1'), addOurTaint);
+    expect(out.kind).toBe('applied');
+    expect(sleeps).toContain(3000);
+  });
+
+  it('does not retry a 403 and reports failure', async () => {
+    const { w } = writer();
+    script = [{ status: 403, body: { reason: 'Forbidden', message: 'nope' } }];
+    const out = await w.patchNode('n1', node('1'), addOurTaint);
+    expect(out.kind).toBe('failed');
+    expect(requests).toHaveLength(1);
+  });
+
+  it('treats 404 as gone and unchanged objects as no write', async () => {
+    const { w } = writer();
+    script = [{ status: 404, body: { reason: 'NotFound' } }];
+    expect((await w.patchNode('n1', node('1'), addOurTaint)).kind).toBe('gone');
+    expect(
+      (await w.patchNode('n1', node('1', [{ key: 'ours', effect: 'NoSchedule' }]), addOurTaint)).kind,
+    ).toBe('unchanged');
+    expect(requests).toHaveLength(1);
+  });
+
+  it('sends nothing when the fence refuses, or in dry-run', async () => {
+    const fenced = writer({ fence: () => 'not the leader' });
+    expect(await fenced.w.patchNode('n1', node('1'), addOurTaint)).toEqual({
+      kind: 'fenced',
+      reason: 'not the leader',
+    });
+    const dry = writer({ dryRun: true });
+    const out = await dry.w.patchNode('n1', node('1'), addOurTaint);
+    expect(out.kind).toBe('dry-run');
+    await dry.w.event({
+      involved: { kind: 'Node', name: 'n1', apiVersion: 'v1' },
+      type: 'Normal',
+      reason: 'NodeNotReady',
+      message: 'x',
+    });
+    expect(requests).toHaveLength(0);
+    expect(await dry.registry.getSingleMetricAsString('nlc_writes_total')).toContain('outcome="dry-run"} 1');
+  });
+
+  it('creates an Event once, then bumps its count for repeats', async () => {
+    const { w } = writer();
+    script = [
+      { status: 201, body: {} },
+      { status: 200, body: {} },
+    ];
+    const spec = {
+      involved: { kind: 'Node' as const, name: 'n1', apiVersion: 'v1' },
+      type: 'Normal' as const,
+      reason: 'NodeNotReady',
+      message: 'Node n1 status is now: NodeNotReady',
+    };
+    await w.event(spec);
+    await w.event(spec);
+    expect(requests.map((r) => r.method)).toEqual(['POST', 'PATCH']);
+    expect(requests[0]!.body).toMatchObject({
+      reason: 'NodeNotReady',
+      source: { component: 'node-controller' },
+      count: 1,
+      involvedObject: { kind: 'Node', name: 'n1' },
+    });
+    expect(requests[1]!.body).toMatchObject({ count: 2 });
+  });
+});

@@ -1,0 +1,357 @@
+import { randomBytes } from 'node:crypto';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import type { Clock } from '../clock/clock.js';
+import { TokenBucket } from '../disruption/token-bucket.js';
+import { KubeApiError, type KubeClient, KubeTransportError, PatchType, paths } from '../kube/client.js';
+import type { KubeObject, Node, Pod } from '../kube/types.js';
+import type { Logger } from '../log/logger.js';
+
+/**
+ * The only place that writes Nodes, Pods and Events. Every write:
+ * - passes the leadership fence right before it leaves the process;
+ * - is a patch with a resourceVersion precondition (optimistic concurrency), recomputed from a
+ *   fresh read on 409 Conflict;
+ * - waits out 429 Retry-After and backs off on 5xx / transport errors;
+ * - is paced by a client-side token bucket (--kube-api-qps / --kube-api-burst);
+ * - in dry-run is computed, logged and counted but never sent.
+ */
+
+export type WriteOutcome =
+  | { kind: 'applied'; object: KubeObject | undefined; attempts: number }
+  | { kind: 'unchanged' }
+  | { kind: 'dry-run'; patch: unknown }
+  | { kind: 'fenced'; reason: string }
+  | { kind: 'gone' }
+  | { kind: 'failed'; error: Error };
+
+/** Returns undefined when we may write now, else why not (e.g. "not leader", "lease expired"). */
+export type Fence = () => string | undefined;
+
+export interface WriterMetrics {
+  writes: Counter<'resource' | 'outcome'>;
+  conflicts: Counter<'resource'>;
+  queueDepth: Gauge;
+  throttleSeconds: Histogram;
+}
+
+export function createWriterMetrics(registry: Registry): WriterMetrics {
+  return {
+    writes: new Counter({
+      name: 'nlc_writes_total',
+      help: 'Writes to the API server by resource and outcome (applied, unchanged, dry-run, fenced, gone, failed).',
+      labelNames: ['resource', 'outcome'] as const,
+      registers: [registry],
+    }),
+    conflicts: new Counter({
+      name: 'nlc_write_conflicts_total',
+      help: 'Writes that hit 409 Conflict and were recomputed from a fresh read.',
+      labelNames: ['resource'] as const,
+      registers: [registry],
+    }),
+    queueDepth: new Gauge({
+      name: 'nlc_write_queue_depth',
+      help: 'Writes waiting for the client-side rate limiter or a Retry-After.',
+      registers: [registry],
+    }),
+    throttleSeconds: new Histogram({
+      name: 'nlc_write_throttle_seconds',
+      help: 'Time writes waited for the client-side rate limiter.',
+      buckets: [0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 30],
+      registers: [registry],
+    }),
+  };
+}
+
+export interface WriterDeps {
+  client: KubeClient;
+  fence: Fence;
+  dryRun: boolean;
+  logger: Logger;
+  metrics: WriterMetrics;
+  clock: Clock;
+  qps: number;
+  burst: number;
+  /** Component and instance recorded on Events. */
+  component: string;
+  instance: string;
+  sleep?: (ms: number) => Promise<void>;
+  maxConflictRetries?: number;
+  maxErrorRetries?: number;
+}
+
+export interface EventSpec {
+  involved: { kind: 'Node' | 'Pod'; name: string; namespace?: string; uid?: string; apiVersion: string };
+  type: 'Normal' | 'Warning';
+  reason: string;
+  message: string;
+}
+
+const realSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const EVENT_DEDUPE_MS = 10 * 60_000;
+
+export class ApiWriter {
+  private readonly bucket: TokenBucket;
+  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly events = new Map<string, { name: string; namespace: string; count: number; at: number }>();
+  private waiting = 0;
+
+  constructor(private readonly d: WriterDeps) {
+    this.bucket = TokenBucket.full(d.qps, d.burst);
+    this.sleep = d.sleep ?? realSleep;
+  }
+
+  get dryRun(): boolean {
+    return this.d.dryRun;
+  }
+
+  /** Waits for a token of the client-side limiter. */
+  private async throttle(): Promise<void> {
+    const start = this.d.clock.scheduler.now();
+    this.waiting++;
+    this.d.metrics.queueDepth.set(this.waiting);
+    try {
+      for (;;) {
+        const now = this.d.clock.scheduler.now();
+        if (this.bucket.tryTake(now)) break;
+        const at = this.bucket.nextTokenAt(now) ?? now + 1000;
+        await this.sleep(Math.max(1, at - now));
+      }
+    } finally {
+      this.waiting--;
+      this.d.metrics.queueDepth.set(this.waiting);
+      this.d.metrics.throttleSeconds.observe((this.d.clock.scheduler.now() - start) / 1000);
+    }
+  }
+
+  /**
+   * Read-modify-write with optimistic concurrency. `mutate` receives the current object (first
+   * `initial`, after a conflict a fresh GET) and returns the patch body to send, or undefined when
+   * the object already is as it should be. The writer adds metadata.resourceVersion as a
+   * precondition.
+   */
+  async patch<T extends KubeObject>(opts: {
+    resource: 'nodes' | 'nodes/status' | 'pods/status';
+    path: string;
+    getPath: string;
+    initial: T | undefined;
+    mutate: (current: T) => Record<string, unknown> | undefined;
+    log: Record<string, unknown>;
+  }): Promise<WriteOutcome> {
+    const outcome = await this.patchInner(opts);
+    this.d.metrics.writes.inc({ resource: opts.resource, outcome: outcome.kind });
+    if (outcome.kind === 'failed') {
+      this.d.logger.error('Write failed', { ...opts.log, resource: opts.resource, err: outcome.error });
+    } else if (outcome.kind === 'fenced') {
+      this.d.logger.warn('Write refused by the leadership fence', {
+        ...opts.log,
+        resource: opts.resource,
+        reason: outcome.reason,
+      });
+    }
+    return outcome;
+  }
+
+  private async patchInner<T extends KubeObject>(opts: {
+    resource: string;
+    path: string;
+    getPath: string;
+    initial: T | undefined;
+    mutate: (current: T) => Record<string, unknown> | undefined;
+    log: Record<string, unknown>;
+  }): Promise<WriteOutcome> {
+    const maxConflicts = this.d.maxConflictRetries ?? 5;
+    const maxErrors = this.d.maxErrorRetries ?? 5;
+    let current = opts.initial;
+    let conflicts = 0;
+    let errors = 0;
+    for (let attempt = 1; ; attempt++) {
+      if (!current) {
+        try {
+          current = await this.d.client.request<T>({ method: 'GET', path: opts.getPath, timeoutMs: 10_000 });
+        } catch (err) {
+          if (err instanceof KubeApiError && err.isNotFound) return { kind: 'gone' };
+          if (++errors > maxErrors) return { kind: 'failed', error: err as Error };
+          await this.backoff(err, errors);
+          continue;
+        }
+      }
+      const body = opts.mutate(current);
+      if (body === undefined) return { kind: 'unchanged' };
+      if (this.d.dryRun) {
+        this.d.logger.info('Dry run: would patch', { ...opts.log, resource: opts.resource, patch: body });
+        return { kind: 'dry-run', patch: body };
+      }
+      const rv = current.metadata.resourceVersion;
+      const meta = (body.metadata as Record<string, unknown> | undefined) ?? {};
+      const withPrecondition = rv ? { ...body, metadata: { ...meta, resourceVersion: rv } } : body;
+      await this.throttle();
+      const fenced = this.d.fence();
+      if (fenced) return { kind: 'fenced', reason: fenced };
+      try {
+        const object = await this.d.client.request<KubeObject>({
+          method: 'PATCH',
+          path: opts.path,
+          contentType: PatchType.strategic,
+          body: withPrecondition,
+          timeoutMs: 10_000,
+        });
+        return { kind: 'applied', object, attempts: attempt };
+      } catch (err) {
+        if (err instanceof KubeApiError && err.isConflict) {
+          this.d.metrics.conflicts.inc({ resource: opts.resource });
+          this.d.logger.debug(2, 'Write conflict, re-reading', { ...opts.log, resource: opts.resource });
+          if (++conflicts > maxConflicts) return { kind: 'failed', error: err };
+          current = undefined;
+          continue;
+        }
+        if (err instanceof KubeApiError && err.isNotFound) return { kind: 'gone' };
+        if (err instanceof KubeApiError && !isRetryable(err)) return { kind: 'failed', error: err };
+        if (++errors > maxErrors) return { kind: 'failed', error: err as Error };
+        await this.backoff(err, errors);
+        // The object may have changed while we waited.
+        current = undefined;
+      }
+    }
+  }
+
+  private async backoff(err: unknown, n: number): Promise<void> {
+    let ms = Math.min(100 * 2 ** (n - 1), 5000) * (1 + Math.random() * 0.2);
+    if (err instanceof KubeApiError && err.retryAfterSeconds !== undefined) {
+      ms = Math.min(Math.max(err.retryAfterSeconds * 1000, 100), 60_000);
+    }
+    this.waiting++;
+    this.d.metrics.queueDepth.set(this.waiting);
+    try {
+      await this.sleep(ms);
+    } finally {
+      this.waiting--;
+      this.d.metrics.queueDepth.set(this.waiting);
+    }
+  }
+
+  patchNode(
+    name: string,
+    initial: Node | undefined,
+    mutate: (n: Node) => Record<string, unknown> | undefined,
+  ) {
+    return this.patch<Node>({
+      resource: 'nodes',
+      path: paths.node(name),
+      getPath: paths.node(name),
+      initial,
+      mutate,
+      log: { node: name },
+    });
+  }
+
+  patchNodeStatus(
+    name: string,
+    initial: Node | undefined,
+    mutate: (n: Node) => Record<string, unknown> | undefined,
+  ) {
+    return this.patch<Node>({
+      resource: 'nodes/status',
+      path: paths.nodeStatus(name),
+      getPath: paths.node(name),
+      initial,
+      mutate,
+      log: { node: name },
+    });
+  }
+
+  patchPodStatus(
+    ns: string,
+    name: string,
+    initial: Pod | undefined,
+    mutate: (p: Pod) => Record<string, unknown> | undefined,
+  ) {
+    return this.patch<Pod>({
+      resource: 'pods/status',
+      path: paths.podStatus(ns, name),
+      getPath: paths.pod(ns, name),
+      initial,
+      mutate,
+      log: { pod: `${ns}/${name}` },
+    });
+  }
+
+  /**
+   * Records an Event (core/v1, source component like upstream's recorder). Repeats of the same
+   * object+reason+message within 10 minutes bump the count of the existing Event instead of
+   * creating a new one. Best effort: failures are logged, never thrown. Not sent in dry-run.
+   */
+  async event(spec: EventSpec): Promise<void> {
+    const namespace = spec.involved.namespace ?? 'default';
+    const key = `${spec.involved.kind}/${namespace}/${spec.involved.name}/${spec.reason}/${spec.message}`;
+    const nowWall = new Date(this.d.clock.wall()).toISOString().replace(/\.\d{3}Z$/, 'Z');
+    const nowMono = this.d.clock.scheduler.now();
+    this.d.logger.debug(2, 'Event', {
+      kind: spec.involved.kind,
+      object: spec.involved.name,
+      reason: spec.reason,
+      type: spec.type,
+    });
+    if (this.d.dryRun) {
+      this.d.metrics.writes.inc({ resource: 'events', outcome: 'dry-run' });
+      return;
+    }
+    const fenced = this.d.fence();
+    if (fenced) {
+      this.d.metrics.writes.inc({ resource: 'events', outcome: 'fenced' });
+      return;
+    }
+    const prev = this.events.get(key);
+    try {
+      await this.throttle();
+      if (prev && nowMono - prev.at < EVENT_DEDUPE_MS) {
+        prev.count++;
+        prev.at = nowMono;
+        await this.d.client.request({
+          method: 'PATCH',
+          path: `${paths.coreEvents(prev.namespace)}/${prev.name}`,
+          contentType: PatchType.merge,
+          body: { count: prev.count, lastTimestamp: nowWall },
+          timeoutMs: 10_000,
+        });
+      } else {
+        const name = `${spec.involved.name}.${randomBytes(8).toString('hex')}`;
+        await this.d.client.request({
+          method: 'POST',
+          path: paths.coreEvents(namespace),
+          body: {
+            apiVersion: 'v1',
+            kind: 'Event',
+            metadata: { name, namespace },
+            involvedObject: spec.involved,
+            reason: spec.reason,
+            message: spec.message,
+            type: spec.type,
+            source: { component: this.d.component },
+            reportingComponent: this.d.component,
+            reportingInstance: this.d.instance,
+            firstTimestamp: nowWall,
+            lastTimestamp: nowWall,
+            count: 1,
+          },
+          timeoutMs: 10_000,
+        });
+        this.events.set(key, { name, namespace, count: 1, at: nowMono });
+        if (this.events.size > 10_000) this.pruneEvents(nowMono);
+      }
+      this.d.metrics.writes.inc({ resource: 'events', outcome: 'applied' });
+    } catch (err) {
+      if (prev) this.events.delete(key);
+      this.d.metrics.writes.inc({ resource: 'events', outcome: 'failed' });
+      this.d.logger.warn('Event not recorded', { reason: spec.reason, object: spec.involved.name, err });
+    }
+  }
+
+  private pruneEvents(now: number): void {
+    for (const [k, v] of this.events) if (now - v.at >= EVENT_DEDUPE_MS) this.events.delete(k);
+  }
+}
+
+function isRetryable(err: KubeApiError | KubeTransportError): boolean {
+  if (err instanceof KubeTransportError) return true;
+  return err.status === 429 || err.status >= 500;
+}

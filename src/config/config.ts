@@ -1,0 +1,165 @@
+import { randomBytes } from 'node:crypto';
+import { FlagError, type ParsedArgs, parseAddress, parseArgs } from './flags.js';
+
+export interface BindAddress {
+  host: string;
+  port: number;
+}
+
+/** Everything the controller is configured with, parsed and validated once at start. */
+export interface Config {
+  kubeconfig: string | undefined;
+  dryRun: boolean;
+  health: {
+    monitorGraceMs: number;
+    startupGraceMs: number;
+    monitorPeriodMs: number;
+    markPodsNotReady: 'always' | 'upstream';
+    watchSilenceThresholdMs: number;
+  };
+  nodePoolConfigPath: string | undefined;
+  disruption: {
+    evictionRate: number;
+    secondaryEvictionRate: number;
+    largeClusterSizeThreshold: number;
+    unhealthyZoneThreshold: number;
+    capMaxNodes: number;
+    capMaxPercent: number;
+    capWindowMs: number;
+  };
+  leaderElection: {
+    enabled: boolean;
+    leaseDurationMs: number;
+    renewDeadlineMs: number;
+    retryPeriodMs: number;
+    resourceName: string;
+    namespace: string;
+    identity: string;
+    identityLeaseGcAgeMs: number;
+  };
+  metricsAddress: BindAddress | undefined;
+  probeAddress: BindAddress | undefined;
+  shutdownGracePeriodMs: number;
+  kubeApi: { qps: number; burst: number };
+  log: { format: 'json' | 'text'; verbosity: number };
+}
+
+/** The only environment the controller reads: downward-API values, and the host name. */
+export interface ConfigEnv {
+  POD_NAME?: string | undefined;
+  POD_NAMESPACE?: string | undefined;
+  HOSTNAME?: string | undefined;
+}
+
+const DNS1123 = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+function address(raw: string): BindAddress | undefined {
+  return raw === '0' ? undefined : parseAddress(raw);
+}
+
+/**
+ * Builds the Config from parsed flags and the downward-API environment. Throws FlagError naming
+ * the flag(s) when values are individually valid but inconsistent.
+ */
+export function buildConfig(args: ParsedArgs, env: ConfigEnv, hostname: string): Config {
+  const v = args.values;
+  const num = (k: string) => v[k] as number;
+  const str = (k: string) => v[k] as string;
+  const bool = (k: string) => v[k] as boolean;
+
+  const leaseDurationMs = num('leader-elect-lease-duration');
+  const renewDeadlineMs = num('leader-elect-renew-deadline');
+  const retryPeriodMs = num('leader-elect-retry-period');
+  if (!(leaseDurationMs > renewDeadlineMs)) {
+    throw new FlagError(
+      `--leader-elect-lease-duration (${leaseDurationMs}ms) must be greater than --leader-elect-renew-deadline (${renewDeadlineMs}ms)`,
+    );
+  }
+  if (!(renewDeadlineMs > 1.2 * retryPeriodMs)) {
+    throw new FlagError(
+      `--leader-elect-renew-deadline (${renewDeadlineMs}ms) must be greater than 1.2 x --leader-elect-retry-period (${1.2 * retryPeriodMs}ms)`,
+    );
+  }
+  const resourceName = str('leader-elect-resource-name');
+  if (!DNS1123.test(resourceName) || resourceName.length > 253) {
+    throw new FlagError(
+      `invalid value ${JSON.stringify(resourceName)} for flag --leader-elect-resource-name: accepted: a DNS subdomain name (lowercase letters, digits, '-' and '.')`,
+    );
+  }
+  const namespace = str('leader-elect-resource-namespace') || env.POD_NAMESPACE || 'kube-system';
+  if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(namespace) || namespace.length > 63) {
+    throw new FlagError(
+      `invalid namespace ${JSON.stringify(namespace)} for --leader-elect-resource-namespace (or POD_NAMESPACE): accepted: a DNS label`,
+    );
+  }
+  const unschedulableMonitor = num('node-monitor-grace-period');
+  const silence = num('watch-silence-threshold');
+  if (silence >= unschedulableMonitor) {
+    // A blind watch must be noticed before a node's grace period could run out on stale data.
+    throw new FlagError(
+      `--watch-silence-threshold (${silence}ms) must be less than --node-monitor-grace-period (${unschedulableMonitor}ms)`,
+    );
+  }
+  const metricsAddress = address(str('metrics-bind-address'));
+  const probeAddress = address(str('health-probe-bind-address'));
+  if (
+    metricsAddress &&
+    probeAddress &&
+    metricsAddress.port === probeAddress.port &&
+    metricsAddress.port !== 0
+  ) {
+    throw new FlagError(
+      `--metrics-bind-address and --health-probe-bind-address must use different ports (both ${metricsAddress.port})`,
+    );
+  }
+  // Identity: the pod name (unique per replica in a Deployment), else host name plus randomness
+  // (two processes on one host must still differ), as client-go users usually do.
+  const identity = env.POD_NAME || `${hostname}_${randomBytes(4).toString('hex')}`;
+
+  return {
+    kubeconfig: str('kubeconfig') || undefined,
+    dryRun: bool('dry-run'),
+    health: {
+      monitorGraceMs: unschedulableMonitor,
+      startupGraceMs: num('node-startup-grace-period'),
+      monitorPeriodMs: num('node-monitor-period'),
+      markPodsNotReady: str('mark-pods-not-ready') as 'always' | 'upstream',
+      watchSilenceThresholdMs: silence,
+    },
+    nodePoolConfigPath: str('node-pool-config') || undefined,
+    disruption: {
+      evictionRate: num('node-eviction-rate'),
+      secondaryEvictionRate: num('secondary-node-eviction-rate'),
+      largeClusterSizeThreshold: num('large-cluster-size-threshold'),
+      unhealthyZoneThreshold: num('unhealthy-zone-threshold'),
+      capMaxNodes: num('max-noexecute-taints'),
+      capMaxPercent: num('max-noexecute-percent'),
+      capWindowMs: num('max-noexecute-window'),
+    },
+    leaderElection: {
+      enabled: bool('leader-elect'),
+      leaseDurationMs,
+      renewDeadlineMs,
+      retryPeriodMs,
+      resourceName,
+      namespace,
+      identity,
+      identityLeaseGcAgeMs: num('identity-lease-gc-age'),
+    },
+    metricsAddress,
+    probeAddress,
+    shutdownGracePeriodMs: num('shutdown-grace-period'),
+    kubeApi: { qps: num('kube-api-qps'), burst: num('kube-api-burst') },
+    log: { format: str('log-format') as 'json' | 'text', verbosity: num('v') },
+  };
+}
+
+/** argv + environment -> Config (or FlagError). */
+export function loadConfig(
+  argv: readonly string[],
+  env: ConfigEnv,
+  hostname: string,
+): { config: Config; args: ParsedArgs } {
+  const args = parseArgs(argv);
+  return { config: buildConfig(args, env, hostname), args };
+}

@@ -1,0 +1,149 @@
+import { describe, expect, it } from 'vitest';
+import { buildConfig, loadConfig } from './config.js';
+import { FLAGS, FlagError, helpText, parseArgs } from './flags.js';
+
+const env = { POD_NAME: 'nlc-0', POD_NAMESPACE: 'nlc-system' };
+const load = (argv: string[]) => loadConfig(argv, env, 'host-a').config;
+
+/** An out-of-range or malformed value for each kind of flag. */
+function badValues(f: (typeof FLAGS)[number]): string[] {
+  switch (f.kind) {
+    case 'duration': {
+      const out = ['ten', '10', '5x'];
+      if (f.greaterThan !== undefined || f.min !== undefined) out.push('-1s');
+      if (f.max !== undefined) out.push('100000h');
+      return out;
+    }
+    case 'number':
+      return [
+        'abc',
+        'NaN',
+        ...(f.min !== undefined ? [String(f.min - 1)] : []),
+        ...(f.max !== undefined ? [String(f.max + 1)] : []),
+      ];
+    case 'int':
+      return [
+        '1.5',
+        'x',
+        ...(f.min !== undefined ? [String(f.min - 1)] : []),
+        ...(f.max !== undefined ? [String(f.max + 1)] : []),
+      ];
+    case 'bool':
+      return ['yes-please'];
+    case 'enum':
+      return ['nope'];
+    case 'address':
+      return ['localhost', ':99999', 'a:b'];
+    default:
+      return [];
+  }
+}
+
+describe('flags', () => {
+  it('defaults match kube-controller-manager where names match', () => {
+    const c = load([]);
+    expect(c.health.monitorGraceMs).toBe(50_000);
+    expect(c.health.startupGraceMs).toBe(60_000);
+    expect(c.health.monitorPeriodMs).toBe(5_000);
+    expect(c.disruption).toMatchObject({
+      evictionRate: 0.1,
+      secondaryEvictionRate: 0.01,
+      largeClusterSizeThreshold: 50,
+      unhealthyZoneThreshold: 0.55,
+    });
+    expect(c.leaderElection).toMatchObject({
+      enabled: true,
+      leaseDurationMs: 15_000,
+      renewDeadlineMs: 10_000,
+      retryPeriodMs: 2_000,
+      resourceName: 'node-lifecycle-controller',
+      namespace: 'nlc-system',
+      identity: 'nlc-0',
+    });
+    expect(c.metricsAddress).toEqual({ host: '0.0.0.0', port: 8080 });
+    expect(c.probeAddress).toEqual({ host: '0.0.0.0', port: 8081 });
+    expect(c.dryRun).toBe(false);
+  });
+
+  it('accepts Go durations, both flag spellings and boolean forms', () => {
+    const c = load([
+      '--node-monitor-grace-period=1m30s',
+      '--node-startup-grace-period',
+      '2m',
+      '--dry-run',
+      '--leader-elect=false',
+      '-v=4',
+      '--metrics-bind-address=127.0.0.1:9090',
+      '--health-probe-bind-address=0',
+    ]);
+    expect(c.health.monitorGraceMs).toBe(90_000);
+    expect(c.health.startupGraceMs).toBe(120_000);
+    expect(c.dryRun).toBe(true);
+    expect(c.leaderElection.enabled).toBe(false);
+    expect(c.log.verbosity).toBe(4);
+    expect(c.metricsAddress).toEqual({ host: '127.0.0.1', port: 9090 });
+    expect(c.probeAddress).toBeUndefined();
+  });
+
+  for (const f of FLAGS) {
+    for (const value of badValues(f)) {
+      it(`rejects --${f.name}=${value} naming the flag, the value and what is accepted`, () => {
+        let err: unknown;
+        try {
+          parseArgs([`--${f.name}=${value}`]);
+        } catch (e) {
+          err = e;
+        }
+        expect(err).toBeInstanceOf(FlagError);
+        const msg = (err as Error).message;
+        expect(msg).toContain(`--${f.name}`);
+        expect(msg).toContain(JSON.stringify(value));
+        expect(msg).toContain('accepted:');
+      });
+    }
+  }
+
+  it('rejects unknown flags and missing arguments', () => {
+    expect(() => parseArgs(['--node-grace=5s'])).toThrow(/unknown flag: --node-grace/);
+    expect(() => parseArgs(['--kubeconfig'])).toThrow(/flag needs an argument: --kubeconfig/);
+  });
+
+  it('checks leader-election timings against each other like client-go', () => {
+    expect(() => load(['--leader-elect-lease-duration=10s', '--leader-elect-renew-deadline=10s'])).toThrow(
+      /--leader-elect-lease-duration .* must be greater than --leader-elect-renew-deadline/,
+    );
+    expect(() => load(['--leader-elect-renew-deadline=2s', '--leader-elect-retry-period=2s'])).toThrow(
+      /--leader-elect-renew-deadline .* must be greater than 1.2 x --leader-elect-retry-period/,
+    );
+  });
+
+  it('requires a blind watch to be noticed before a grace period can run out', () => {
+    expect(() => load(['--node-monitor-grace-period=30s', '--watch-silence-threshold=45s'])).toThrow(
+      /--watch-silence-threshold .* must be less than --node-monitor-grace-period/,
+    );
+  });
+
+  it('rejects a bad lock name and clashing ports', () => {
+    expect(() => load(['--leader-elect-resource-name=Bad_Name'])).toThrow(/--leader-elect-resource-name/);
+    expect(() => load(['--metrics-bind-address=:9000', '--health-probe-bind-address=:9000'])).toThrow(
+      /different ports/,
+    );
+  });
+
+  it('derives an identity without POD_NAME that differs per process', () => {
+    const a = buildConfig(parseArgs([]), {}, 'host-a').leaderElection;
+    const b = buildConfig(parseArgs([]), {}, 'host-a').leaderElection;
+    expect(a.identity).toMatch(/^host-a_[0-9a-f]{8}$/);
+    expect(a.identity).not.toBe(b.identity);
+    expect(a.namespace).toBe('kube-system');
+  });
+
+  it('lists every flag with its default in --help', () => {
+    const text = helpText('usage');
+    for (const f of FLAGS) {
+      expect(text).toContain(`--${f.name}`);
+      if (f.default !== '')
+        expect(text).toContain(`(default ${f.kind === 'string' ? JSON.stringify(f.default) : f.default})`);
+    }
+  });
+});

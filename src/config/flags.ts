@@ -1,0 +1,453 @@
+import { DURATION_SYNTAX_HELP, formatDuration, tryParseDuration } from '../disruption/duration.js';
+
+/**
+ * Command-line flags in kube-controller-manager's style: `--name=value` or `--name value`,
+ * booleans as `--name`, `--name=true|false`. Every flag is declared once here with its type,
+ * default, accepted range and help; `--help` prints this table.
+ */
+
+export class FlagError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'FlagError';
+  }
+}
+
+type Kind = 'duration' | 'number' | 'int' | 'bool' | 'string' | 'enum' | 'address';
+
+export interface FlagSpec {
+  name: string;
+  kind: Kind;
+  default: string;
+  help: string;
+  /** Inclusive bounds (durations in ms). */
+  min?: number;
+  max?: number;
+  /** Exclusive lower bound. */
+  greaterThan?: number;
+  values?: readonly string[];
+  group: string;
+}
+
+const DUR = 'duration' as const;
+
+export const FLAGS: readonly FlagSpec[] = [
+  // Node health (names and defaults of kube-controller-manager's node-lifecycle-controller).
+  {
+    group: 'Node health',
+    name: 'node-monitor-grace-period',
+    kind: DUR,
+    default: '50s',
+    greaterThan: 0,
+    max: 24 * 3600_000,
+    help: 'How long a node may go without a heartbeat (lease renewal or status update) before it is marked Unknown. Keep it above 45s: the HTTP/2 health check needs 30s+15s to notice a dead connection.',
+  },
+  {
+    group: 'Node health',
+    name: 'node-startup-grace-period',
+    kind: DUR,
+    default: '1m',
+    greaterThan: 0,
+    max: 24 * 3600_000,
+    help: 'Grace period for a node that has never posted Ready before it is marked Unknown.',
+  },
+  {
+    group: 'Node health',
+    name: 'node-monitor-period',
+    kind: DUR,
+    default: '5s',
+    min: 100,
+    max: 3600_000,
+    help: 'Period of the safety-net full re-check of every node. Detection itself is event-driven and does not wait for this.',
+  },
+  {
+    group: 'Node health',
+    name: 'node-pool-config',
+    kind: 'string',
+    default: '',
+    help: 'JSON file of node pools (label selectors) with their own grace periods; reloaded on change and on SIGHUP.',
+  },
+  {
+    group: 'Node health',
+    name: 'mark-pods-not-ready',
+    kind: 'enum',
+    default: 'always',
+    values: ['always', 'upstream'],
+    help: "When to set Ready=False on a lost node's pods: 'upstream' only when this controller flips Ready from True; 'always' whenever the node is not Ready (also False->Unknown and kubelet-reported NotReady).",
+  },
+  {
+    group: 'Node health',
+    name: 'watch-silence-threshold',
+    kind: DUR,
+    default: '45s',
+    min: 1000,
+    max: 3600_000,
+    help: 'A lease watch with no event, bookmark or successful reconnect for this long counts as blind: nothing is marked until sight returns.',
+  },
+
+  // Eviction protection.
+  {
+    group: 'Disruption',
+    name: 'node-eviction-rate',
+    kind: 'number',
+    default: '0.1',
+    min: 0,
+    max: 1000,
+    help: 'Nodes per second that may get NoExecute taints in a healthy zone.',
+  },
+  {
+    group: 'Disruption',
+    name: 'secondary-node-eviction-rate',
+    kind: 'number',
+    default: '0.01',
+    min: 0,
+    max: 1000,
+    help: 'Nodes per second that may get NoExecute taints in a partially disrupted large zone.',
+  },
+  {
+    group: 'Disruption',
+    name: 'large-cluster-size-threshold',
+    kind: 'int',
+    default: '50',
+    min: 0,
+    max: 1_000_000,
+    help: 'Zones with more nodes than this use the secondary rate when partially disrupted; smaller ones stop tainting.',
+  },
+  {
+    group: 'Disruption',
+    name: 'unhealthy-zone-threshold',
+    kind: 'number',
+    default: '0.55',
+    min: 0,
+    max: 1,
+    help: 'Fraction of not-Ready nodes (at least 3) at which a zone counts as partially disrupted.',
+  },
+  {
+    group: 'Disruption',
+    name: 'max-noexecute-taints',
+    kind: 'int',
+    default: '0',
+    min: 0,
+    max: 1_000_000,
+    help: 'Blast-radius cap: at most this many nodes may get NEW NoExecute taints within --max-noexecute-window (0 disables).',
+  },
+  {
+    group: 'Disruption',
+    name: 'max-noexecute-percent',
+    kind: 'number',
+    default: '0',
+    min: 0,
+    max: 100,
+    help: 'Blast-radius cap as a percentage of the fleet within --max-noexecute-window (0 disables). With both set the smaller wins.',
+  },
+  {
+    group: 'Disruption',
+    name: 'max-noexecute-window',
+    kind: DUR,
+    default: '10m',
+    greaterThan: 0,
+    max: 7 * 24 * 3600_000,
+    help: 'Sliding window of the blast-radius cap.',
+  },
+
+  // Leader election (kube-controller-manager's flag names).
+  {
+    group: 'Leader election',
+    name: 'leader-elect',
+    kind: 'bool',
+    default: 'true',
+    help: 'Run under Lease-based leader election; only the leader writes. Disable only for a single replica.',
+  },
+  {
+    group: 'Leader election',
+    name: 'leader-elect-lease-duration',
+    kind: DUR,
+    default: '15s',
+    min: 1000,
+    max: 3600_000,
+    help: 'How long non-leaders wait after the last observed renewal before taking the lease.',
+  },
+  {
+    group: 'Leader election',
+    name: 'leader-elect-renew-deadline',
+    kind: DUR,
+    default: '10s',
+    min: 500,
+    max: 3600_000,
+    help: 'How long the leader keeps retrying to renew before it gives up leadership. Must be less than the lease duration.',
+  },
+  {
+    group: 'Leader election',
+    name: 'leader-elect-retry-period',
+    kind: DUR,
+    default: '2s',
+    min: 100,
+    max: 3600_000,
+    help: 'Interval between attempts to acquire or renew. renew-deadline must exceed 1.2 x retry-period.',
+  },
+  {
+    group: 'Leader election',
+    name: 'leader-elect-resource-name',
+    kind: 'string',
+    default: 'node-lifecycle-controller',
+    help: 'Name of the lock Lease. Give each install its own so two installs never collide.',
+  },
+  {
+    group: 'Leader election',
+    name: 'leader-elect-resource-namespace',
+    kind: 'string',
+    default: '',
+    help: 'Namespace of the lock Lease and identity leases (default: POD_NAMESPACE, else kube-system).',
+  },
+  {
+    group: 'Leader election',
+    name: 'identity-lease-gc-age',
+    kind: DUR,
+    default: '1h',
+    min: 1000,
+    max: 30 * 24 * 3600_000,
+    help: 'Identity leases of replicas not renewed for this long are deleted by a live replica.',
+  },
+
+  // Operation.
+  {
+    group: 'Operation',
+    name: 'kubeconfig',
+    kind: 'string',
+    default: '',
+    help: 'Path to a kubeconfig. Order: this flag, $KUBECONFIG, in-cluster service account, ~/.kube/config.',
+  },
+  {
+    group: 'Operation',
+    name: 'dry-run',
+    kind: 'bool',
+    default: 'false',
+    help: 'Compute, log and count every decision but write nothing to Nodes or Pods.',
+  },
+  {
+    group: 'Operation',
+    name: 'metrics-bind-address',
+    kind: 'address',
+    default: ':8080',
+    help: 'host:port for /metrics ("0" disables).',
+  },
+  {
+    group: 'Operation',
+    name: 'health-probe-bind-address',
+    kind: 'address',
+    default: ':8081',
+    help: 'host:port for /healthz and /readyz ("0" disables).',
+  },
+  {
+    group: 'Operation',
+    name: 'shutdown-grace-period',
+    kind: DUR,
+    default: '8s',
+    min: 0,
+    max: 600_000,
+    help: 'On SIGTERM, time allowed for in-flight writes before the lease is released and the process exits.',
+  },
+  {
+    group: 'Operation',
+    name: 'kube-api-qps',
+    kind: 'number',
+    default: '50',
+    greaterThan: 0,
+    max: 100_000,
+    help: 'Average writes per second this controller sends to the API server.',
+  },
+  {
+    group: 'Operation',
+    name: 'kube-api-burst',
+    kind: 'int',
+    default: '100',
+    min: 1,
+    max: 100_000,
+    help: 'Burst of writes allowed above --kube-api-qps.',
+  },
+  {
+    group: 'Operation',
+    name: 'log-format',
+    kind: 'enum',
+    default: 'json',
+    values: ['json', 'text'],
+    help: 'Log format: one JSON object a line, or text for humans.',
+  },
+  {
+    group: 'Operation',
+    name: 'v',
+    kind: 'int',
+    default: '0',
+    min: 0,
+    max: 10,
+    help: 'Log verbosity (klog levels: 2 for decisions, 4 for every observation).',
+  },
+];
+
+const BY_NAME = new Map(FLAGS.map((f) => [f.name, f]));
+
+export type FlagValues = Record<string, string | number | boolean>;
+
+function describeAccepted(f: FlagSpec): string {
+  const fmt = (v: number) => (f.kind === 'duration' ? formatDuration(v) : String(v));
+  const range: string[] = [];
+  if (f.greaterThan !== undefined) range.push(`> ${fmt(f.greaterThan)}`);
+  if (f.min !== undefined) range.push(`>= ${fmt(f.min)}`);
+  if (f.max !== undefined) range.push(`<= ${fmt(f.max)}`);
+  const r = range.length ? ` ${range.join(' and ')}` : '';
+  switch (f.kind) {
+    case 'duration':
+      return `${DURATION_SYNTAX_HELP}${r}`;
+    case 'number':
+      return `a number${r}`;
+    case 'int':
+      return `a whole number${r}`;
+    case 'bool':
+      return 'true or false';
+    case 'enum':
+      return `one of ${f.values?.join(', ')}`;
+    case 'address':
+      return 'host:port, :port, or 0 to disable';
+    default:
+      return 'a string';
+  }
+}
+
+function bad(f: FlagSpec, raw: string, why?: string): FlagError {
+  return new FlagError(
+    `invalid value ${JSON.stringify(raw)} for flag --${f.name}${why ? ` (${why})` : ''}: accepted: ${describeAccepted(f)}`,
+  );
+}
+
+function checkRange(f: FlagSpec, raw: string, v: number): number {
+  if (f.greaterThan !== undefined && !(v > f.greaterThan)) throw bad(f, raw);
+  if (f.min !== undefined && v < f.min) throw bad(f, raw);
+  if (f.max !== undefined && v > f.max) throw bad(f, raw);
+  return v;
+}
+
+/** Parses one flag value by its declared kind; throws FlagError naming the flag and the accepted values. */
+export function parseFlagValue(f: FlagSpec, raw: string): string | number | boolean {
+  switch (f.kind) {
+    case 'duration': {
+      const r = tryParseDuration(raw);
+      if (!r.ok) throw bad(f, raw, r.error);
+      return checkRange(f, raw, r.ms);
+    }
+    case 'number': {
+      const v = raw.trim() === '' ? Number.NaN : Number(raw);
+      if (!Number.isFinite(v)) throw bad(f, raw);
+      return checkRange(f, raw, v);
+    }
+    case 'int': {
+      if (!/^[+-]?\d+$/.test(raw.trim())) throw bad(f, raw);
+      return checkRange(f, raw, Number(raw));
+    }
+    case 'bool': {
+      const v = raw.toLowerCase();
+      if (['true', '1', 't'].includes(v)) return true;
+      if (['false', '0', 'f'].includes(v)) return false;
+      throw bad(f, raw);
+    }
+    case 'enum':
+      if (!f.values?.includes(raw)) throw bad(f, raw);
+      return raw;
+    case 'address':
+      if (raw !== '0' && parseAddress(raw) === undefined) throw bad(f, raw);
+      return raw;
+    default:
+      return raw;
+  }
+}
+
+/** host:port -> {host, port}; ":8080" binds all interfaces. */
+export function parseAddress(raw: string): { host: string; port: number } | undefined {
+  const m = /^(.*):(\d{1,5})$/.exec(raw);
+  if (!m) return undefined;
+  const port = Number(m[2]);
+  if (port > 65535) return undefined;
+  let host = m[1] ?? '';
+  if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
+  return { host: host === '' ? '0.0.0.0' : host, port };
+}
+
+export interface ParsedArgs {
+  values: FlagValues;
+  /** Flags the user set explicitly. */
+  explicit: Set<string>;
+  positionals: string[];
+  help: boolean;
+  version: boolean;
+}
+
+/** Parses argv (without node and script) against FLAGS. Unknown flags are errors. */
+export function parseArgs(argv: readonly string[], flags: readonly FlagSpec[] = FLAGS): ParsedArgs {
+  const byName = flags === FLAGS ? BY_NAME : new Map(flags.map((f) => [f.name, f]));
+  const values: FlagValues = {};
+  for (const f of flags) values[f.name] = parseFlagValue(f, f.default);
+  const explicit = new Set<string>();
+  const positionals: string[] = [];
+  let help = false;
+  let version = false;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--') {
+      positionals.push(...argv.slice(i + 1));
+      break;
+    }
+    if (!arg.startsWith('-') || arg === '-') {
+      positionals.push(arg);
+      continue;
+    }
+    const body = arg.replace(/^--?/, '');
+    const eq = body.indexOf('=');
+    const name = eq >= 0 ? body.slice(0, eq) : body;
+    if (name === 'help' || name === 'h') {
+      help = true;
+      continue;
+    }
+    if (name === 'version') {
+      version = true;
+      continue;
+    }
+    const f = byName.get(name);
+    if (!f) throw new FlagError(`unknown flag: --${name} (see --help for the list of flags)`);
+    let raw: string;
+    if (eq >= 0) raw = body.slice(eq + 1);
+    else if (f.kind === 'bool') raw = 'true';
+    else {
+      const next = argv[i + 1];
+      if (next === undefined)
+        throw new FlagError(`flag needs an argument: --${name} (accepted: ${describeAccepted(f)})`);
+      raw = next;
+      i++;
+    }
+    values[name] = parseFlagValue(f, raw);
+    explicit.add(name);
+  }
+  return { values, explicit, positionals, help, version };
+}
+
+/** The --help text: every flag with its default, grouped. */
+export function helpText(usage: string, flags: readonly FlagSpec[] = FLAGS): string {
+  const lines = [usage, ''];
+  let group = '';
+  for (const f of flags) {
+    if (f.group !== group) {
+      group = f.group;
+      lines.push(`${group} flags:`);
+    }
+    const type = f.kind === 'bool' ? '' : ` ${f.kind === 'enum' ? (f.values ?? []).join('|') : f.kind}`;
+    const def =
+      f.default === '' ? '' : ` (default ${f.kind === 'string' ? JSON.stringify(f.default) : f.default})`;
+    lines.push(`      --${f.name}${type}`);
+    lines.push(`          ${f.help}${def}`);
+  }
+  lines.push(
+    '      -h, --help',
+    '          Show this help.',
+    '      --version',
+    '          Print the version.',
+  );
+  return lines.join('\n');
+}

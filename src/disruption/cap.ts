@@ -1,0 +1,119 @@
+/**
+ * The blast-radius cap (beyond upstream): at most `limit` NEW NoExecute taints within any sliding
+ * window of `windowMs`. The limit is `maxNodes`, or `maxPercent` of the fleet (rounded down, but at
+ * least 1 so that a small fleet is slowed down rather than frozen), whichever is smaller when both
+ * are set. 0 or unset disables that bound; with neither bound the cap is off.
+ */
+export interface CapSettings {
+  /** Absolute bound; 0/undefined = no absolute bound. */
+  maxNodes?: number;
+  /** Percent (0-100] of the fleet (all known nodes, excluded ones included); 0/undefined = none. */
+  maxPercent?: number;
+  /** Sliding window length in ms; must be > 0 when a bound is set. */
+  windowMs?: number;
+}
+
+/** Validates cap settings; returns messages naming the bad field (empty when valid). */
+export function validateCapSettings(cap: CapSettings | undefined): string[] {
+  if (!cap) return [];
+  const errors: string[] = [];
+  const { maxNodes, maxPercent, windowMs } = cap;
+  if (maxNodes !== undefined && !(Number.isInteger(maxNodes) && maxNodes >= 0)) {
+    errors.push(`cap.maxNodes: ${String(maxNodes)}: must be an integer >= 0 (0 disables)`);
+  }
+  if (maxPercent !== undefined && !(Number.isFinite(maxPercent) && maxPercent >= 0 && maxPercent <= 100)) {
+    errors.push(`cap.maxPercent: ${String(maxPercent)}: must be a number in [0, 100] (0 disables)`);
+  }
+  const enabled = (maxNodes ?? 0) > 0 || (maxPercent ?? 0) > 0;
+  if (enabled && !(windowMs !== undefined && Number.isFinite(windowMs) && windowMs > 0)) {
+    errors.push(`cap.windowMs: ${String(windowMs)}: must be > 0 when maxNodes or maxPercent is set`);
+  }
+  return errors;
+}
+
+interface Grant {
+  name: string;
+  at: number;
+}
+
+export class BlastRadiusCap {
+  /** Grants in time order (oldest first). */
+  private grants: Grant[] = [];
+  private head = 0;
+
+  constructor(private readonly settings: CapSettings = {}) {
+    const errors = validateCapSettings(settings);
+    if (errors.length > 0) throw new RangeError(errors.join('; '));
+  }
+
+  get enabled(): boolean {
+    return (this.settings.maxNodes ?? 0) > 0 || (this.settings.maxPercent ?? 0) > 0;
+  }
+
+  get windowMs(): number {
+    return this.settings.windowMs ?? 0;
+  }
+
+  /** The limit for a fleet of `fleetSize` nodes, or undefined when the cap is off. */
+  limit(fleetSize: number): number | undefined {
+    const bounds: number[] = [];
+    const { maxNodes, maxPercent } = this.settings;
+    if (maxNodes !== undefined && maxNodes > 0) bounds.push(maxNodes);
+    if (maxPercent !== undefined && maxPercent > 0) {
+      bounds.push(Math.max(1, Math.floor((maxPercent * fleetSize) / 100 + 1e-9)));
+    }
+    return bounds.length === 0 ? undefined : Math.min(...bounds);
+  }
+
+  private prune(now: number): void {
+    const cutoff = now - this.windowMs;
+    while (this.head < this.grants.length && this.grants[this.head]!.at <= cutoff) this.head++;
+    if (this.head > 64 && this.head * 2 > this.grants.length) {
+      this.grants = this.grants.slice(this.head);
+      this.head = 0;
+    }
+  }
+
+  /** Grants counted in the window ending at `now`. */
+  used(now: number): number {
+    if (!this.enabled) return 0;
+    this.prune(now);
+    return this.grants.length - this.head;
+  }
+
+  /** Whether one more taint may be added at `now`. */
+  allows(now: number, fleetSize: number): boolean {
+    const limit = this.limit(fleetSize);
+    if (limit === undefined) return true;
+    return this.used(now) < limit;
+  }
+
+  /** Records a grant at `now` (no-op when the cap is off). */
+  record(name: string, now: number): void {
+    if (!this.enabled) return;
+    this.prune(now);
+    this.grants.push({ name, at: now });
+  }
+
+  /** Gives back the most recent grant for `name` still in the window (a taint that was not added). */
+  refund(name: string): boolean {
+    for (let i = this.grants.length - 1; i >= this.head; i--) {
+      if (this.grants[i]!.name === name) {
+        this.grants.splice(i, 1);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** When the next slot frees up (>= now); `now` when a slot is free; undefined when off. */
+  nextFreeAt(now: number, fleetSize: number): number | undefined {
+    const limit = this.limit(fleetSize);
+    if (limit === undefined) return undefined;
+    const used = this.used(now);
+    if (used < limit) return now;
+    // Slots free when enough of the oldest grants leave the window.
+    const g = this.grants[this.head + (used - limit)]!;
+    return g.at + this.windowMs;
+  }
+}

@@ -1,0 +1,512 @@
+import { Registry } from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import { memoryLogger } from '../log/logger.js';
+import { DisruptionController, type NodeObservation, type ReadyStatus } from './controller.js';
+import { createDisruptionMetrics } from './metrics.js';
+
+const A = 'r1:\u0000:a';
+const B = 'r1:\u0000:b';
+const C = 'r1:\u0000:c';
+
+function nodes(zone: string, count: number, ready: ReadyStatus, prefix = zone.slice(-1)): NodeObservation[] {
+  return Array.from({ length: count }, (_, i) => ({ name: `${prefix}-${i}`, zone, ready, excluded: false }));
+}
+
+function setReady(dc: DisruptionController, list: NodeObservation[], ready: ReadyStatus): void {
+  for (const n of list) dc.observe({ ...n, ready });
+}
+
+/** Runs the caller's timer loop in virtual time: admit at every wakeup until `until`. */
+function drain(dc: DisruptionController, from: number, until: number): Array<{ name: string; at: number }> {
+  const out: Array<{ name: string; at: number }> = [];
+  let now = from;
+  for (let guard = 0; guard < 100_000; guard++) {
+    for (const a of dc.admit(now).admitted) {
+      out.push({ name: a.name, at: now });
+      dc.settle(a.name, 'applied', now);
+    }
+    const next = dc.nextWakeup(now);
+    if (next === undefined || next > until) return out;
+    expect(next).toBeGreaterThanOrEqual(now);
+    now = next;
+  }
+  throw new Error('drain did not converge');
+}
+
+describe('zone states', () => {
+  it('Initial -> Normal on the first evaluation', () => {
+    const dc = new DisruptionController();
+    for (const n of nodes(A, 3, 'True')) dc.observe(n);
+    expect(dc.zoneState(A)).toBe('Initial');
+    const u = dc.evaluate(0);
+    expect(u.transitions).toEqual([
+      { zone: A, from: 'Initial', to: 'Normal', size: 3, notReady: 0, rate: 0.1 },
+    ]);
+    expect(u.zones).toEqual([
+      { zone: A, state: 'Normal', size: 3, notReady: 0, excluded: 0, rate: 0.1, queued: 0 },
+    ]);
+    // no change, no transition
+    expect(dc.evaluate(1).transitions).toEqual([]);
+  });
+
+  it('Normal -> PartialDisruption -> FullDisruption -> Normal', () => {
+    const dc = new DisruptionController();
+    const a = nodes(A, 10, 'True');
+    dc.update([...a, ...nodes(B, 10, 'True')], 0);
+
+    setReady(dc, a.slice(0, 5), 'Unknown'); // 5/10 = 0.5 < 0.55
+    expect(dc.evaluate(1).transitions).toEqual([]);
+    setReady(dc, a.slice(5, 6), 'False'); // 6/10 >= 0.55
+    let u = dc.evaluate(2);
+    expect(u.transitions).toEqual([
+      { zone: A, from: 'Normal', to: 'PartialDisruption', size: 10, notReady: 6, rate: 0 },
+    ]);
+    expect(dc.rateOf(A)).toBe(0);
+
+    setReady(dc, a, 'Unknown');
+    u = dc.evaluate(3);
+    expect(u.transitions).toEqual([
+      { zone: A, from: 'PartialDisruption', to: 'FullDisruption', size: 10, notReady: 10, rate: 0.1 },
+    ]);
+    expect(u.masterDisruptionActive).toBe(false);
+
+    setReady(dc, a, 'True');
+    u = dc.evaluate(4);
+    expect(u.transitions).toEqual([
+      { zone: A, from: 'FullDisruption', to: 'Normal', size: 10, notReady: 0, rate: 0.1 },
+    ]);
+  });
+
+  it('needs more than two not-ready nodes for PartialDisruption', () => {
+    const dc = new DisruptionController();
+    const a = nodes(A, 3, 'True');
+    dc.update([...a, ...nodes(B, 3, 'True')], 0);
+    setReady(dc, a.slice(0, 2), 'Unknown'); // 2/3 >= 0.55 but only 2
+    dc.evaluate(1);
+    expect(dc.zoneState(A)).toBe('Normal');
+  });
+
+  it('leaves exclude-disruption nodes out of the statistics', () => {
+    const dc = new DisruptionController();
+    const counted = nodes(A, 3, 'True');
+    const excluded = nodes(A, 5, 'Unknown', 'x').map((n) => ({ ...n, excluded: true }));
+    const u = dc.update([...counted, ...excluded], 0);
+    expect(u.zones).toEqual([
+      { zone: A, state: 'Normal', size: 3, notReady: 0, excluded: 5, rate: 0.1, queued: 0 },
+    ]);
+    // all counted nodes down: FullDisruption even though excluded nodes exist (and master disruption
+    // because it is the only zone)
+    setReady(dc, counted, 'Unknown');
+    expect(dc.evaluate(1).zones[0]?.state).toBe('FullDisruption');
+  });
+
+  it('a zone of only excluded nodes has no state but its nodes are still tainted, rate limited', () => {
+    const dc = new DisruptionController();
+    const ex = nodes(C, 3, 'Unknown', 'x').map((n) => ({ ...n, excluded: true }));
+    const u = dc.update([...nodes(A, 3, 'True'), ...ex], 0);
+    expect(u.zones.map((z) => z.zone)).toEqual([A]);
+    for (const n of ex) dc.requestNoExecute(n.name, n.zone, 0);
+    expect(drain(dc, 0, 100_000)).toEqual([
+      { name: 'x-0', at: 0 },
+      { name: 'x-1', at: 10_000 },
+      { name: 'x-2', at: 20_000 },
+    ]);
+  });
+
+  it('excluded nodes wait in their zone queue (held when the zone rate is 0)', () => {
+    const dc = new DisruptionController();
+    const a = nodes(A, 10, 'True');
+    const ex = { name: 'x-0', zone: A, ready: 'Unknown' as const, excluded: true };
+    dc.update([...a, ex, ...nodes(B, 3, 'True')], 0);
+    setReady(dc, a.slice(0, 8), 'Unknown');
+    dc.evaluate(1);
+    expect(dc.zoneState(A)).toBe('PartialDisruption');
+    expect(dc.requestNoExecute('x-0', A, 1)).toBe('queued');
+    expect(drain(dc, 1, 1e9)).toEqual([]);
+  });
+
+  it('forgets zones whose nodes are all gone', () => {
+    const dc = new DisruptionController();
+    dc.update([...nodes(A, 2, 'True'), ...nodes(B, 2, 'True')], 0);
+    const u = dc.update(nodes(A, 2, 'True'), 1);
+    expect(u.zones.map((z) => z.zone)).toEqual([A]);
+    expect(dc.zoneState(B)).toBe('Initial');
+  });
+
+  it('logs zone transitions with constant messages', () => {
+    const log = memoryLogger();
+    const dc = new DisruptionController({}, { logger: log });
+    dc.update(nodes(A, 3, 'True'), 0);
+    expect(log.lines).toContainEqual(
+      expect.objectContaining({
+        msg: 'Controller detected that zone is now in new state',
+        zone: 'r1/a',
+        from: 'Initial',
+        newState: 'Normal',
+        component: 'disruption',
+      }),
+    );
+  });
+});
+
+describe('rates', () => {
+  it('primary 0.1/s: 10 nodes failing at once are admitted one per 10 s', () => {
+    const dc = new DisruptionController();
+    const a = nodes(A, 100, 'True');
+    dc.update([...a, ...nodes(B, 10, 'True')], 0);
+    setReady(dc, a.slice(0, 10), 'Unknown');
+    dc.evaluate(1000);
+    expect(dc.zoneState(A)).toBe('Normal');
+    for (const n of a.slice(0, 10)) expect(dc.requestNoExecute(n.name, A, 1000)).toBe('queued');
+    const got = drain(dc, 1000, 1e9);
+    expect(got).toEqual(a.slice(0, 10).map((n, i) => ({ name: n.name, at: 1000 + i * 10_000 })));
+  });
+
+  it('secondary 0.01/s in a large partially disrupted zone', () => {
+    const dc = new DisruptionController();
+    const a = nodes(A, 60, 'True');
+    dc.update([...a, ...nodes(B, 10, 'True')], 0);
+    setReady(dc, a.slice(0, 40), 'Unknown'); // 40/60 = 0.67 -> Partial, 60 > 50
+    dc.evaluate(5000);
+    expect(dc.zoneState(A)).toBe('PartialDisruption');
+    expect(dc.rateOf(A)).toBe(0.01);
+    for (const n of a.slice(0, 4)) dc.requestNoExecute(n.name, A, 5000);
+    expect(drain(dc, 5000, 1e9)).toEqual([
+      { name: 'a-0', at: 5000 },
+      { name: 'a-1', at: 105_000 },
+      { name: 'a-2', at: 205_000 },
+      { name: 'a-3', at: 305_000 },
+    ]);
+  });
+
+  it('0 in a small partially disrupted zone: nothing is admitted, no wakeup', () => {
+    const dc = new DisruptionController();
+    const a = nodes(A, 10, 'True');
+    dc.update([...a, ...nodes(B, 10, 'True')], 0);
+    setReady(dc, a.slice(0, 7), 'Unknown');
+    dc.evaluate(0);
+    for (const n of a.slice(0, 7)) dc.requestNoExecute(n.name, A, 0);
+    expect(dc.nextWakeup(0)).toBeUndefined();
+    expect(dc.admit(10 ** 9).admitted).toEqual([]);
+    expect(dc.heldBack()).toEqual({ 'rate-limit': 7, cap: 0, 'master-disruption': 0 });
+  });
+
+  it('full disruption of one zone while others are healthy uses the primary rate', () => {
+    const dc = new DisruptionController();
+    const a = nodes(A, 5, 'True');
+    dc.update([...a, ...nodes(B, 5, 'True'), ...nodes(C, 5, 'True')], 0);
+    setReady(dc, a, 'Unknown');
+    const u = dc.evaluate(0);
+    expect(u.masterDisruptionActive).toBe(false);
+    expect(dc.zoneState(A)).toBe('FullDisruption');
+    for (const n of a) dc.requestNoExecute(n.name, A, 0);
+    expect(drain(dc, 0, 1e9).map((x) => x.at)).toEqual([0, 10_000, 20_000, 30_000, 40_000]);
+  });
+
+  it('swap from a held zone starts drained (upstream SwapLimiter)', () => {
+    const dc = new DisruptionController();
+    const a = nodes(A, 10, 'True');
+    dc.update([...a, ...nodes(B, 10, 'True')], 0);
+    setReady(dc, a.slice(0, 7), 'Unknown');
+    dc.evaluate(0); // Partial, rate 0
+    dc.requestNoExecute('a-0', A, 0);
+    setReady(dc, a.slice(1, 7), 'True');
+    dc.evaluate(50_000); // Normal again: new bucket drained because the 0 limiter had no token
+    expect(dc.zoneState(A)).toBe('Normal');
+    expect(dc.nextWakeup(50_000)).toBe(60_000);
+    expect(drain(dc, 50_000, 1e9)).toEqual([{ name: 'a-0', at: 60_000 }]);
+  });
+
+  it('keeps FIFO per zone and the oldest request first across zones', () => {
+    const dc = new DisruptionController({ nodeEvictionRate: 1 });
+    dc.update([...nodes(A, 3, 'Unknown'), ...nodes(B, 2, 'Unknown'), ...nodes(C, 10, 'True')], 0);
+    dc.requestNoExecute('a-2', A, 0);
+    dc.requestNoExecute('b-1', B, 1);
+    dc.requestNoExecute('a-0', A, 2);
+    dc.requestNoExecute('b-0', B, 3);
+    const got = drain(dc, 10, 1e9);
+    expect(got).toEqual([
+      { name: 'a-2', at: 10 },
+      { name: 'b-1', at: 10 },
+      { name: 'a-0', at: 1010 },
+      { name: 'b-0', at: 1010 },
+    ]);
+  });
+});
+
+describe('queue bookkeeping', () => {
+  it('dedupes by name, drops recovered and deleted nodes', () => {
+    const dc = new DisruptionController();
+    const a = nodes(A, 10, 'Unknown');
+    dc.update([...a, ...nodes(B, 10, 'True')], 0);
+    dc.admit(0); // nothing queued yet
+    expect(dc.requestNoExecute('a-0', A, 0, 'node.kubernetes.io/unreachable')).toBe('queued');
+    expect(dc.requestNoExecute('a-0', A, 1, 'node.kubernetes.io/not-ready')).toBe('already-queued');
+    dc.requestNoExecute('a-1', A, 2);
+    dc.requestNoExecute('a-2', A, 3);
+    dc.requestNoExecute('a-3', A, 4);
+    dc.observe({ ...a[1]!, ready: 'True' }); // recovered
+    dc.forget('a-2'); // deleted
+    expect(dc.cancel('a-3')).toBe(true);
+    expect(dc.cancel('a-3')).toBe(false);
+    expect(dc.queued().map((q) => q.name)).toEqual(['a-0']);
+    const r = dc.admit(10);
+    expect(r.admitted).toEqual([
+      { name: 'a-0', zone: A, key: 'node.kubernetes.io/not-ready', requestedAt: 0, waitedMs: 10 },
+    ]);
+    expect(dc.requestNoExecute('a-1', A, 11)).toBe('ignored-ready');
+  });
+
+  it('ignores requests while admitted and unsettled, until settled or timed out', () => {
+    const dc = new DisruptionController({ nodeEvictionRate: 1000, inFlightTimeoutMs: 5000 });
+    dc.update([...nodes(A, 3, 'Unknown'), ...nodes(B, 3, 'True')], 0);
+    dc.requestNoExecute('a-0', A, 0);
+    expect(dc.admit(0).admitted.map((a) => a.name)).toEqual(['a-0']);
+    expect(dc.requestNoExecute('a-0', A, 1)).toBe('in-flight');
+    expect(dc.inFlightNames()).toEqual(['a-0']);
+    expect(dc.requestNoExecute('a-0', A, 5000)).toBe('queued');
+    expect(dc.settle('a-0', 'applied', 5001)).toBe(false);
+  });
+
+  it('a failed write goes to the back of its zone queue and gives the cap slot back', () => {
+    const dc = new DisruptionController({ nodeEvictionRate: 1, cap: { maxNodes: 1, windowMs: 600_000 } });
+    dc.update([...nodes(A, 3, 'Unknown'), ...nodes(B, 3, 'True')], 0);
+    dc.requestNoExecute('a-0', A, 0);
+    dc.requestNoExecute('a-1', A, 0);
+    expect(dc.admit(0).admitted.map((a) => a.name)).toEqual(['a-0']);
+    expect(dc.capUsed(0)).toBe(1);
+    expect(dc.settle('a-0', 'failed', 100)).toBe(true);
+    expect(dc.capUsed(100)).toBe(0);
+    expect(dc.queued().map((q) => q.name)).toEqual(['a-1', 'a-0']);
+    expect(dc.admit(1000).admitted.map((a) => a.name)).toEqual(['a-1']);
+  });
+
+  it('moves a pending request when the node changes zone', () => {
+    const dc = new DisruptionController();
+    dc.update([...nodes(A, 3, 'Unknown'), ...nodes(B, 3, 'True')], 0);
+    dc.requestNoExecute('a-0', A, 0);
+    dc.observe({ name: 'a-0', zone: B, ready: 'Unknown', excluded: false });
+    expect(dc.queued()).toEqual([{ name: 'a-0', zone: B, requestedAt: 0, reason: 'rate-limit' }]);
+  });
+
+  it('rejects invalid options naming the field', () => {
+    expect(() => new DisruptionController({ nodeEvictionRate: -1 })).toThrow(/nodeEvictionRate: -1/);
+    expect(() => new DisruptionController({ unhealthyZoneThreshold: 2 })).toThrow(
+      /unhealthyZoneThreshold: 2/,
+    );
+    expect(() => new DisruptionController({ cap: { maxNodes: 2 } })).toThrow(/cap\.windowMs/);
+  });
+});
+
+describe('blast-radius cap', () => {
+  const fast = { nodeEvictionRate: 1000 }; // 1 ms per token: the rate never binds here
+
+  it('caps at N within the sliding window and releases in order', () => {
+    const dc = new DisruptionController({ ...fast, cap: { maxNodes: 3, windowMs: 60_000 } });
+    dc.update([...nodes(A, 50, 'Unknown'), ...nodes(B, 50, 'Unknown'), ...nodes(C, 50, 'True')], 0);
+    const order = ['a-0', 'b-0', 'a-1', 'b-1', 'a-2', 'b-2', 'a-3'];
+    order.forEach((n, i) => {
+      dc.requestNoExecute(n, n.startsWith('a') ? A : B, i);
+    });
+    const first = drain(dc, 10, 59_000);
+    expect(first.map((x) => x.name)).toEqual(['a-0', 'b-0', 'a-1']);
+    expect(dc.capUsed(59_000)).toBe(3);
+    expect(dc.nextWakeup(59_000)).toBe(60_010);
+    const rest = drain(dc, 59_000, 10 ** 6);
+    expect(rest).toEqual([
+      // a-0 and b-0 (admitted at 10) leave the window at 60 010, a-1 at 60 011
+      { name: 'b-1', at: 60_010 },
+      { name: 'a-2', at: 60_010 },
+      { name: 'b-2', at: 60_011 },
+      { name: 'a-3', at: 120_010 },
+    ]);
+  });
+
+  it('returns the held-back Event once per node', () => {
+    const dc = new DisruptionController({ ...fast, cap: { maxNodes: 1, windowMs: 60_000 } });
+    dc.update([...nodes(A, 10, 'Unknown'), ...nodes(B, 10, 'True')], 0);
+    dc.requestNoExecute('a-0', A, 0);
+    dc.requestNoExecute('a-1', A, 0);
+    dc.requestNoExecute('a-2', A, 0);
+    const r0 = dc.admit(0);
+    expect(r0.admitted.map((a) => a.name)).toEqual(['a-0']);
+    expect(r0.events).toEqual([]);
+    const r1 = dc.admit(1);
+    expect(r1.events).toEqual([
+      {
+        involvedObject: { apiVersion: 'v1', kind: 'Node', name: 'a-1' },
+        type: 'Warning',
+        reason: 'NoExecuteTaintHeldByCap',
+        message:
+          'Adding the NoExecute taint is held back by the blast-radius cap: 1 of 1 node(s) allowed per 1m0s already tainted',
+      },
+    ]);
+    expect(dc.admit(1).events).toEqual([]);
+    const r2 = dc.admit(2);
+    expect(r2.events.map((e) => e.involvedObject.name)).toEqual(['a-2']);
+    // no more events while they stay held
+    const events = [];
+    for (let t = 3; t < 60_000; t += 997) events.push(...dc.admit(t).events);
+    expect(events).toEqual([]);
+    expect(dc.heldBack()).toEqual({ 'rate-limit': 0, cap: 2, 'master-disruption': 0 });
+    expect(dc.admit(60_000).admitted.map((a) => a.name)).toEqual(['a-1']);
+  });
+
+  it('separates held by cap from held by rate', () => {
+    // zone rate 0.1/s, cap 1 per 15 s: after the first admission the second node would be admitted
+    // by the rate at 10 s, but the cap holds it until 15 s.
+    const dc = new DisruptionController({ cap: { maxNodes: 1, windowMs: 15_000 } });
+    dc.update(nodes(A, 30, 'Unknown').concat(nodes(B, 30, 'True')), 0);
+    dc.update([...nodes(A, 3, 'Unknown'), ...nodes(A, 27, 'True', 'h'), ...nodes(B, 30, 'True')], 0);
+    for (const n of ['a-0', 'a-1', 'a-2']) dc.requestNoExecute(n, A, 0);
+    expect(dc.admit(0).admitted.map((a) => a.name)).toEqual(['a-0']);
+    expect(dc.heldBack()).toEqual({ 'rate-limit': 2, cap: 0, 'master-disruption': 0 });
+    expect(dc.nextWakeup(0)).toBe(10_000);
+    const r = dc.admit(10_000);
+    expect(r.admitted).toEqual([]);
+    expect(r.events.map((e) => e.involvedObject.name)).toEqual(['a-1']);
+    expect(dc.heldBack()).toEqual({ 'rate-limit': 1, cap: 1, 'master-disruption': 0 });
+    expect(dc.nextWakeup(10_000)).toBe(15_000);
+    expect(dc.admit(15_000).admitted.map((a) => a.name)).toEqual(['a-1']);
+  });
+
+  it('caps at a percent of the fleet, the smaller bound winning', () => {
+    const pct = new DisruptionController({ ...fast, cap: { maxPercent: 10, windowMs: 60_000 } });
+    pct.update(nodes(A, 40, 'Unknown'), 0);
+    pct.evaluate(0);
+    expect(pct.capLimit()).toBe(4);
+    const both = new DisruptionController({
+      ...fast,
+      cap: { maxNodes: 10, maxPercent: 10, windowMs: 60_000 },
+    });
+    both.update([...nodes(A, 20, 'Unknown'), ...nodes(B, 20, 'True')], 0);
+    expect(both.capLimit()).toBe(4);
+    for (let i = 0; i < 20; i++) both.requestNoExecute(`a-${i}`, A, 0);
+    expect(drain(both, 0, 59_999).map((x) => x.name)).toEqual(['a-0', 'a-1', 'a-2', 'a-3']);
+  });
+});
+
+describe('master disruption', () => {
+  it('enters when every zone is fully disrupted and exits with a probe reset', () => {
+    const dc = new DisruptionController();
+    const a = nodes(A, 5, 'True');
+    const b = nodes(B, 5, 'True');
+    dc.update([...a, ...b], 0);
+    setReady(dc, a, 'Unknown');
+    expect(dc.evaluate(1000).masterDisruption).toBeNull();
+    dc.requestNoExecute('a-0', A, 1000);
+
+    setReady(dc, b, 'Unknown');
+    const enter = dc.evaluate(2000);
+    expect(enter.masterDisruption).toBe('entered');
+    expect(enter.masterDisruptionActive).toBe(true);
+    expect(enter.decisions).toEqual([{ kind: 'RemoveAllNoExecuteTaints' }]);
+    expect(enter.transitions).toEqual([
+      { zone: B, from: 'Normal', to: 'FullDisruption', size: 5, notReady: 5, rate: 0 },
+    ]);
+    for (const n of [...a, ...b]) dc.requestNoExecute(n.name, n.zone, 2000);
+    expect(dc.admit(2000).admitted).toEqual([]);
+    expect(dc.nextWakeup(2000)).toBeUndefined();
+    expect(dc.heldBack()).toEqual({ 'rate-limit': 0, cap: 0, 'master-disruption': 10 });
+
+    // staying in it: no new decisions
+    expect(dc.evaluate(3000).decisions).toEqual([]);
+    expect(dc.admit(10 ** 7).admitted).toEqual([]);
+
+    setReady(dc, b.slice(0, 3), 'True'); // recovered nodes leave the queue
+    const exit = dc.evaluate(600_000);
+    expect(exit.masterDisruption).toBe('exited');
+    expect(exit.masterDisruptionActive).toBe(false);
+    expect(exit.decisions).toEqual([{ kind: 'ResetAllProbeTimestamps', now: 600_000 }]);
+    expect(exit.transitions).toEqual([
+      { zone: B, from: 'FullDisruption', to: 'Normal', size: 5, notReady: 2, rate: 0.1 },
+    ]);
+    expect(dc.zoneState(A)).toBe('FullDisruption');
+    expect(dc.rateOf(A)).toBe(0.1);
+    // limiters come back drained (swapped from 0): first admissions one interval later, FIFO
+    const got = drain(dc, 600_000, 620_000);
+    expect(got).toEqual([
+      { name: 'a-0', at: 610_000 },
+      { name: 'b-3', at: 610_000 },
+      { name: 'a-1', at: 620_000 },
+      { name: 'b-4', at: 620_000 },
+    ]);
+  });
+
+  it('needs at least one zone', () => {
+    const dc = new DisruptionController();
+    expect(dc.update([], 0).masterDisruption).toBeNull();
+    const ex = nodes(A, 2, 'Unknown').map((n) => ({ ...n, excluded: true }));
+    expect(dc.update(ex, 1).masterDisruptionActive).toBe(false);
+  });
+
+  it('a single-zone cluster going fully down is master disruption', () => {
+    const dc = new DisruptionController();
+    const u = dc.update(nodes('', 4, 'Unknown'), 0);
+    expect(u.masterDisruption).toBe('entered');
+    expect(u.transitions).toEqual([
+      { zone: '', from: 'Initial', to: 'FullDisruption', size: 4, notReady: 4, rate: 0 },
+    ]);
+  });
+});
+
+describe('metrics', () => {
+  it('exports upstream zone metrics and ours', async () => {
+    const registry = new Registry();
+    const metrics = createDisruptionMetrics(registry);
+    const dc = new DisruptionController({ cap: { maxNodes: 5, windowMs: 60_000 } }, { metrics });
+    const a = nodes(A, 4, 'True');
+    dc.update([...a, ...nodes(B, 2, 'True')], 0);
+    setReady(dc, a.slice(0, 2), 'Unknown');
+    dc.evaluate(1);
+    dc.requestNoExecute('a-0', A, 1);
+    dc.requestNoExecute('a-1', A, 1);
+    const [adm] = dc.admit(1).admitted;
+    dc.settle(adm!.name, 'applied', 2);
+
+    const get = async (name: string) => (await registry.getSingleMetric(name)!.get()).values;
+    expect(await get('node_collector_zone_size')).toContainEqual({ labels: { zone: A }, value: 4 });
+    expect(await get('node_collector_zone_health')).toContainEqual({ labels: { zone: A }, value: 50 });
+    expect(await get('node_collector_unhealthy_nodes_in_zone')).toContainEqual({
+      labels: { zone: A },
+      value: 2,
+    });
+    expect(await get('node_collector_evictions_total')).toEqual(
+      expect.arrayContaining([
+        { labels: { zone: A }, value: 1 },
+        { labels: { zone: B }, value: 0 },
+      ]),
+    );
+    expect(await get('nlc_zone_state')).toEqual(
+      expect.arrayContaining([
+        { labels: { zone: A, state: 'Normal' }, value: 1 },
+        { labels: { zone: A, state: 'PartialDisruption' }, value: 0 },
+      ]),
+    );
+    expect(await get('nlc_noexecute_held_back')).toEqual(
+      expect.arrayContaining([
+        { labels: { reason: 'rate-limit' }, value: 1 },
+        { labels: { reason: 'cap' }, value: 0 },
+      ]),
+    );
+    expect(await get('nlc_master_disruption_active')).toEqual([{ labels: {}, value: 0 }]);
+
+    // zone B disappears: upstream keeps its series at 0 / 100 / 0
+    dc.update(a, 3);
+    expect(await get('node_collector_zone_size')).toContainEqual({ labels: { zone: B }, value: 0 });
+    expect(await get('node_collector_zone_health')).toContainEqual({ labels: { zone: B }, value: 100 });
+    expect((await get('nlc_zone_state')).filter((v) => v.labels.zone === B)).toEqual([]);
+
+    setReady(dc, a, 'Unknown');
+    dc.evaluate(4);
+    dc.requestNoExecute('a-2', A, 4);
+    expect(await get('nlc_master_disruption_active')).toEqual([{ labels: {}, value: 1 }]);
+    expect(await get('nlc_master_disruption_transitions_total')).toEqual([
+      { labels: { direction: 'enter' }, value: 1 },
+    ]);
+    expect(await get('nlc_noexecute_held_back')).toContainEqual({
+      labels: { reason: 'master-disruption' },
+      value: 1,
+    });
+  });
+});

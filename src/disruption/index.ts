@@ -1,0 +1,81 @@
+export { BlastRadiusCap, type CapSettings, validateCapSettings } from './cap.js';
+export {
+  type Admission,
+  type AdmitResult,
+  DEFAULT_DISRUPTION_OPTIONS,
+  DisruptionController,
+  type DisruptionDecision,
+  type DisruptionEvent,
+  type DisruptionOptions,
+  type DisruptionUpdate,
+  type NodeObservation,
+  type QueuedNode,
+  type ReadyStatus,
+  type RequestResult,
+  type SettleOutcome,
+  validateDisruptionOptions,
+  type ZoneStatus,
+  type ZoneTransition,
+} from './controller.js';
+export {
+  DURATION_SYNTAX_HELP,
+  DurationParseError,
+  type DurationResult,
+  formatDuration,
+  parseDuration,
+  tryParseDuration,
+} from './duration.js';
+export {
+  createDisruptionMetrics,
+  type DisruptionMetrics,
+  HELD_BACK_REASONS,
+  type HeldBackReason,
+} from './metrics.js';
+export {
+  DEFAULT_POOL_NAME,
+  EMPTY_POOL_CONFIG,
+  type GraceDefaults,
+  HTTP2_HEALTH_CHECK_MS,
+  type NodePool,
+  type PoolConfig,
+  PoolConfigError,
+  type PoolConfigIssue,
+  type PoolConfigResult,
+  parsePoolConfig,
+  type ResolvedGrace,
+  resolveGrace,
+  validatePoolConfig,
+} from './pools/config.js';
+export {
+  type FileStamp,
+  nodePoolFileSystem,
+  PoolConfigLoader,
+  type PoolConfigLoaderOptions,
+  type PoolFileSystem,
+  type ReloadOutcome,
+} from './pools/loader.js';
+export { type GraceChange, GraceResolver } from './pools/resolver.js';
+export {
+  isMatchAll,
+  type LabelSelector,
+  type LabelSelectorRequirement,
+  type Labels,
+  matchesSelector,
+  type SelectorOperator,
+} from './pools/selector.js';
+export { TokenBucket } from './token-bucket.js';
+export {
+  computeZoneState,
+  isExcludedFromDisruption,
+  LABEL_EXCLUDE_DISRUPTION,
+  LABEL_FAILURE_DOMAIN_BETA_REGION,
+  LABEL_FAILURE_DOMAIN_BETA_ZONE,
+  LABEL_TOPOLOGY_REGION,
+  LABEL_TOPOLOGY_ZONE,
+  type RateSettings,
+  ZONE_STATES,
+  type ZoneState,
+  zoneDisplay,
+  zoneKeyOf,
+  zoneRate,
+} from './zones.js';

@@ -1,0 +1,291 @@
+import { describe, expect, it } from 'vitest';
+import { type PoolConfig, parsePoolConfig, resolveGrace, validatePoolConfig } from './config.js';
+import { type LabelSelector, matchesSelector } from './selector.js';
+
+const defaults = { monitorGraceMs: 50_000, startupGraceMs: 60_000 };
+
+function valid(doc: unknown): PoolConfig {
+  const r = validatePoolConfig(doc);
+  if (!r.ok) throw new Error(r.errors.map((e) => e.text).join('\n'));
+  return r.config;
+}
+
+function errorsOf(doc: unknown): string[] {
+  const r = validatePoolConfig(doc);
+  expect(r.ok).toBe(false);
+  return r.ok ? [] : r.errors.map((e) => e.text);
+}
+
+describe('matchesSelector', () => {
+  const labels = { pool: 'gpu', zone: 'a', spot: '' };
+  it.each([
+    [{}, true],
+    [{ matchLabels: { pool: 'gpu' } }, true],
+    [{ matchLabels: { pool: 'cpu' } }, false],
+    [{ matchLabels: { missing: '' } }, false],
+    [{ matchLabels: { spot: '' } }, true],
+    [{ matchExpressions: [{ key: 'pool', operator: 'In', values: ['gpu', 'ml'] }] }, true],
+    [{ matchExpressions: [{ key: 'pool', operator: 'In', values: ['ml'] }] }, false],
+    [{ matchExpressions: [{ key: 'nope', operator: 'In', values: ['x'] }] }, false],
+    [{ matchExpressions: [{ key: 'pool', operator: 'NotIn', values: ['ml'] }] }, true],
+    [{ matchExpressions: [{ key: 'pool', operator: 'NotIn', values: ['gpu'] }] }, false],
+    [{ matchExpressions: [{ key: 'nope', operator: 'NotIn', values: ['gpu'] }] }, true],
+    [{ matchExpressions: [{ key: 'spot', operator: 'Exists' }] }, true],
+    [{ matchExpressions: [{ key: 'nope', operator: 'Exists' }] }, false],
+    [{ matchExpressions: [{ key: 'nope', operator: 'DoesNotExist' }] }, true],
+    [{ matchExpressions: [{ key: 'pool', operator: 'DoesNotExist' }] }, false],
+    [
+      { matchLabels: { pool: 'gpu' }, matchExpressions: [{ key: 'zone', operator: 'In', values: ['b'] }] },
+      false,
+    ],
+  ] as const)('%j -> %s', (selector, expected) => {
+    expect(matchesSelector(selector as LabelSelector, labels)).toBe(expected);
+  });
+});
+
+describe('validatePoolConfig', () => {
+  it('accepts a full config and converts durations', () => {
+    const config = valid({
+      pools: [
+        {
+          name: 'gpu',
+          selector: {
+            matchLabels: { 'node.kubernetes.io/instance-type': 'p4d.24xlarge' },
+            matchExpressions: [{ key: 'pool', operator: 'In', values: ['gpu', 'ml'] }],
+          },
+          nodeMonitorGracePeriod: '5m',
+          nodeStartupGracePeriod: '10m',
+        },
+        {
+          name: 'edge',
+          selector: { matchExpressions: [{ key: 'edge', operator: 'Exists' }] },
+          nodeMonitorGracePeriod: '2m30s',
+        },
+      ],
+    });
+    expect(config.pools).toEqual([
+      {
+        name: 'gpu',
+        index: 0,
+        selector: {
+          matchLabels: { 'node.kubernetes.io/instance-type': 'p4d.24xlarge' },
+          matchExpressions: [{ key: 'pool', operator: 'In', values: ['gpu', 'ml'] }],
+        },
+        monitorGraceMs: 300_000,
+        startupGraceMs: 600_000,
+      },
+      {
+        name: 'edge',
+        index: 1,
+        selector: { matchExpressions: [{ key: 'edge', operator: 'Exists' }] },
+        monitorGraceMs: 150_000,
+      },
+    ]);
+  });
+
+  it('accepts an empty pool list', () => {
+    expect(valid({ pools: [] }).pools).toEqual([]);
+  });
+
+  it('names the pool index, name, field, value and what is accepted', () => {
+    const errors = errorsOf({
+      pools: [
+        { name: 'ok', selector: {}, nodeMonitorGracePeriod: '1m' },
+        { name: 'gpu', selector: {}, nodeMonitorGracePeriod: '5x' },
+      ],
+    });
+    expect(errors).toEqual([
+      'pools[1] "gpu": nodeMonitorGracePeriod: "5x": unknown unit "x" in duration "5x"; accepted: a Go duration ' +
+        'such as "45s", "5m", "1h2m3.5s" or "300ms" (units ns, us, ms, s, m, h), greater than 0',
+    ]);
+    const r = validatePoolConfig({ pools: [{ name: 'gpu', selector: {}, nodeMonitorGracePeriod: '5x' }] });
+    expect(r.ok ? undefined : r.errors[0]).toMatchObject({
+      path: 'pools[0].nodeMonitorGracePeriod',
+      poolIndex: 0,
+      poolName: 'gpu',
+      field: 'nodeMonitorGracePeriod',
+      value: '5x',
+    });
+  });
+
+  it.each([
+    [
+      { name: 'a', selector: {}, nodeMonitorGracePeriod: '0s' },
+      /nodeMonitorGracePeriod: "0s": must be greater than 0/,
+    ],
+    [
+      { name: 'a', selector: {}, nodeStartupGracePeriod: '-1m' },
+      /nodeStartupGracePeriod: "-1m": must be greater than 0/,
+    ],
+    [
+      { name: 'a', selector: {}, nodeMonitorGracePeriod: 60 },
+      /nodeMonitorGracePeriod: 60: must be a duration string/,
+    ],
+    [{ name: 'a', selector: {}, nodeMonitorGracePeriod: '5' }, /missing unit in duration "5"/],
+    [{ name: 'a', selector: {} }, /pools\[0\] "a": nodeMonitorGracePeriod: <missing>: a pool must set/],
+    [
+      { selector: {}, nodeMonitorGracePeriod: '1m' },
+      /^pools\[0\]: name: <missing>: accepted: 1-63 characters/,
+    ],
+    [{ name: 'default', selector: {}, nodeMonitorGracePeriod: '1m' }, /"default" is reserved/],
+    [{ name: 'a', nodeMonitorGracePeriod: '1m' }, /selector: <missing>: required/],
+    [{ name: 'a', selector: [], nodeMonitorGracePeriod: '1m' }, /selector: \[\]: must be an object/],
+    [
+      { name: 'a', selector: { matchLabel: {} }, nodeMonitorGracePeriod: '1m' },
+      /selector.matchLabel: \{\}: unknown field/,
+    ],
+    [
+      { name: 'a', selector: {}, grace: '1m', nodeMonitorGracePeriod: '1m' },
+      /pools\[0\] "a": grace: "1m": unknown field; accepted fields: name, selector/,
+    ],
+    [
+      {
+        name: 'a',
+        selector: { matchExpressions: [{ key: 'k', operator: 'Equals', values: ['x'] }] },
+        nodeMonitorGracePeriod: '1m',
+      },
+      /matchExpressions\[0\]\.operator: "Equals": accepted: In, NotIn, Exists, DoesNotExist/,
+    ],
+    [
+      {
+        name: 'a',
+        selector: { matchExpressions: [{ key: 'k', operator: 'In' }] },
+        nodeMonitorGracePeriod: '1m',
+      },
+      /matchExpressions\[0\]\.values: <missing>: operator In needs a non-empty list/,
+    ],
+    [
+      {
+        name: 'a',
+        selector: { matchExpressions: [{ key: 'k', operator: 'Exists', values: ['x'] }] },
+        nodeMonitorGracePeriod: '1m',
+      },
+      /operator Exists takes no values/,
+    ],
+    [
+      { name: 'a', selector: { matchLabels: { 'bad key!': 'x' } }, nodeMonitorGracePeriod: '1m' },
+      /matchLabels: "bad key!": invalid label key/,
+    ],
+    [
+      { name: 'a', selector: { matchLabels: { k: 'bad value!' } }, nodeMonitorGracePeriod: '1m' },
+      /matchLabels.k: "bad value!": invalid label value/,
+    ],
+  ])('rejects %j', (pool, pattern) => {
+    const errors = errorsOf({ pools: [pool] });
+    expect(
+      errors.some((e) => pattern.test(e)),
+      errors.join('\n'),
+    ).toBe(true);
+  });
+
+  it('rejects duplicate names, naming both entries', () => {
+    const errors = errorsOf({
+      pools: [
+        { name: 'a', selector: {}, nodeMonitorGracePeriod: '1m' },
+        { name: 'a', selector: {}, nodeMonitorGracePeriod: '2m' },
+      ],
+    });
+    expect(errors).toEqual(['pools[1] "a": name: "a": duplicate pool name (also pools[0])']);
+  });
+
+  it('collects every error, not just the first', () => {
+    const errors = errorsOf({
+      pools: [
+        { name: 'a', selector: {}, nodeMonitorGracePeriod: 'x' },
+        { name: 'b', selector: {}, nodeStartupGracePeriod: '0' },
+      ],
+    });
+    expect(errors).toHaveLength(2);
+    expect(errors[0]).toMatch(/^pools\[0\] "a"/);
+    expect(errors[1]).toMatch(/^pools\[1\] "b"/);
+  });
+
+  it('rejects a bad document shape', () => {
+    expect(errorsOf([])).toEqual(['[]: the pool config must be a JSON object {"pools": [...]}']);
+    expect(errorsOf({ pools: {} })).toEqual(['pools: {}: must be a list of pools']);
+    expect(errorsOf({ pools: [], extra: 1 })[0]).toMatch(/^extra: 1: unknown field/);
+  });
+
+  it('warns below the HTTP/2 health-check sum, for short startup grace, and for shadowed pools', () => {
+    const r = validatePoolConfig({
+      pools: [
+        {
+          name: 'fast',
+          selector: { matchLabels: { a: 'b' } },
+          nodeMonitorGracePeriod: '40s',
+          nodeStartupGracePeriod: '30s',
+        },
+        { name: 'all', selector: {}, nodeMonitorGracePeriod: '1m' },
+        { name: 'never', selector: { matchLabels: { x: 'y' } }, nodeMonitorGracePeriod: '1m' },
+      ],
+    });
+    expect(r.ok).toBe(true);
+    expect(r.warnings.map((w) => w.text)).toEqual([
+      'pools[0] "fast": nodeMonitorGracePeriod: "40s": at or below 45s: client-go\'s HTTP/2 health check needs ' +
+        '30s + 15s to notice a dead connection, so nodes may flap NotReady (upstream default is 50s)',
+      'pools[0] "fast": nodeStartupGracePeriod: "30s": shorter than nodeMonitorGracePeriod: new nodes get less time than running ones',
+      'pools[2] "never": selector: {"matchLabels":{"x":"y"}}: never used: pools[1] "all" has an empty selector and matches every node first',
+    ]);
+    expect(
+      validatePoolConfig({ pools: [{ name: 'ok', selector: {}, nodeMonitorGracePeriod: '46s' }] }).warnings,
+    ).toEqual([]);
+  });
+});
+
+describe('parsePoolConfig', () => {
+  it('parses JSON text', () => {
+    const r = parsePoolConfig('{"pools":[{"name":"a","selector":{},"nodeMonitorGracePeriod":"1m"}]}');
+    expect(r.ok && r.config.pools[0]?.monitorGraceMs).toBe(60_000);
+  });
+  it('reports invalid JSON and hints at YAML', () => {
+    const r = parsePoolConfig('pools:\n  - name: a\n');
+    expect(r.ok).toBe(false);
+    expect(r.ok ? '' : r.errors[0]!.text).toMatch(/^not valid JSON: .*only JSON is supported\)$/s);
+  });
+});
+
+describe('resolveGrace', () => {
+  const config = valid({
+    pools: [
+      {
+        name: 'gpu',
+        selector: { matchLabels: { pool: 'gpu' } },
+        nodeMonitorGracePeriod: '5m',
+        nodeStartupGracePeriod: '10m',
+      },
+      {
+        name: 'big',
+        selector: { matchExpressions: [{ key: 'size', operator: 'In', values: ['xl'] }] },
+        nodeMonitorGracePeriod: '2m',
+      },
+      {
+        name: 'spot',
+        selector: { matchExpressions: [{ key: 'spot', operator: 'Exists' }] },
+        nodeStartupGracePeriod: '3m',
+      },
+    ],
+  });
+
+  it('first match wins', () => {
+    expect(resolveGrace(config, defaults, { pool: 'gpu', size: 'xl', spot: '' })).toEqual({
+      monitorGraceMs: 300_000,
+      startupGraceMs: 600_000,
+      pool: 'gpu',
+    });
+    expect(resolveGrace(config, defaults, { size: 'xl', spot: '' })).toEqual({
+      monitorGraceMs: 120_000,
+      startupGraceMs: 60_000, // not set by the pool: default
+      pool: 'big',
+    });
+    expect(resolveGrace(config, defaults, { spot: 'true' })).toEqual({
+      monitorGraceMs: 50_000,
+      startupGraceMs: 180_000,
+      pool: 'spot',
+    });
+  });
+
+  it('uses the defaults when no pool matches', () => {
+    expect(resolveGrace(config, defaults, { pool: 'cpu' })).toEqual({ ...defaults, pool: null });
+    expect(resolveGrace(config, defaults, undefined)).toEqual({ ...defaults, pool: null });
+  });
+});

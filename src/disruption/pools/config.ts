@@ -1,0 +1,434 @@
+import { DURATION_SYNTAX_HELP, formatDuration, tryParseDuration } from '../duration.js';
+import {
+  isMatchAll,
+  type LabelSelector,
+  type LabelSelectorRequirement,
+  type Labels,
+  labelKeyProblem,
+  labelValueProblem,
+  matchesSelector,
+  SELECTOR_OPERATORS,
+  type SelectorOperator,
+} from './selector.js';
+
+/**
+ * Per-node-pool grace periods. File format (JSON):
+ *
+ * ```json
+ * {
+ *   "pools": [
+ *     {
+ *       "name": "gpu",
+ *       "selector": {
+ *         "matchLabels": { "node.kubernetes.io/instance-type": "p4d.24xlarge" },
+ *         "matchExpressions": [{ "key": "pool", "operator": "In", "values": ["gpu", "ml"] }]
+ *       },
+ *       "nodeMonitorGracePeriod": "2m",
+ *       "nodeStartupGracePeriod": "10m"
+ *     }
+ *   ]
+ * }
+ * ```
+ *
+ * First match wins; a node matching no pool uses the defaults (the flags). A pool may leave one
+ * grace period out (it then uses the default) but not both. Unknown fields are errors.
+ */
+
+/** Nodes matching no pool are reported under this pool name; no pool may use it. */
+export const DEFAULT_POOL_NAME = 'default';
+
+/** client-go's HTTP/2 health check: 30s ping timeout + 15s read-idle timeout (reference §1). */
+export const HTTP2_HEALTH_CHECK_MS = 45_000;
+
+export interface NodePool {
+  name: string;
+  /** Position in the file (0-based), for messages. */
+  index: number;
+  selector: LabelSelector;
+  /** Undefined: the default monitor grace applies. */
+  monitorGraceMs?: number;
+  /** Undefined: the default startup grace applies. */
+  startupGraceMs?: number;
+}
+
+export interface PoolConfig {
+  pools: readonly NodePool[];
+}
+
+export const EMPTY_POOL_CONFIG: PoolConfig = Object.freeze({ pools: Object.freeze([]) });
+
+export interface GraceDefaults {
+  monitorGraceMs: number;
+  startupGraceMs: number;
+}
+
+export interface ResolvedGrace {
+  monitorGraceMs: number;
+  startupGraceMs: number;
+  /** Name of the matching pool, or null when the node matched none (defaults). */
+  pool: string | null;
+}
+
+/** One problem found in a pool config file. */
+export interface PoolConfigIssue {
+  /** JSON path of the offending value, e.g. `pools[2].nodeMonitorGracePeriod`. */
+  path: string;
+  poolIndex?: number;
+  poolName?: string;
+  /** Field name (last path element). */
+  field: string;
+  value: unknown;
+  /** What is wrong and what is accepted. */
+  message: string;
+  /** One line for people: `pools[2] "gpu": nodeMonitorGracePeriod: "5x": <message>`. */
+  text: string;
+}
+
+export type PoolConfigResult =
+  | { ok: true; config: PoolConfig; warnings: PoolConfigIssue[] }
+  | { ok: false; errors: PoolConfigIssue[]; warnings: PoolConfigIssue[] };
+
+export class PoolConfigError extends Error {
+  constructor(
+    readonly source: string,
+    readonly errors: PoolConfigIssue[],
+  ) {
+    super(`invalid pool config ${source}: ${errors.map((e) => e.text).join('; ')}`);
+    this.name = 'PoolConfigError';
+  }
+}
+
+const POOL_FIELDS = new Set(['name', 'selector', 'nodeMonitorGracePeriod', 'nodeStartupGracePeriod']);
+const SELECTOR_FIELDS = new Set(['matchLabels', 'matchExpressions']);
+const REQUIREMENT_FIELDS = new Set(['key', 'operator', 'values']);
+const POOL_NAME_RE = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function show(value: unknown): string {
+  if (value === undefined) return '<missing>';
+  const s = JSON.stringify(value);
+  return s.length > 80 ? `${s.slice(0, 77)}...` : s;
+}
+
+class Collector {
+  readonly errors: PoolConfigIssue[] = [];
+  readonly warnings: PoolConfigIssue[] = [];
+  poolIndex: number | undefined;
+  poolName: string | undefined;
+
+  private issue(path: string, field: string, value: unknown, message: string): PoolConfigIssue {
+    const where =
+      this.poolIndex === undefined
+        ? ''
+        : `pools[${this.poolIndex}]${this.poolName !== undefined ? ` ${JSON.stringify(this.poolName)}` : ''}: `;
+    const rel = this.poolIndex === undefined ? path : path.replace(/^pools\[\d+\]\.?/, '');
+    const text = `${where}${rel === '' ? '' : `${rel}: `}${show(value)}: ${message}`;
+    const out: PoolConfigIssue = { path, field, value, message, text };
+    if (this.poolIndex !== undefined) out.poolIndex = this.poolIndex;
+    if (this.poolName !== undefined) out.poolName = this.poolName;
+    return out;
+  }
+  error(path: string, field: string, value: unknown, message: string): void {
+    this.errors.push(this.issue(path, field, value, message));
+  }
+  warn(path: string, field: string, value: unknown, message: string): void {
+    this.warnings.push(this.issue(path, field, value, message));
+  }
+}
+
+function unknownFields(c: Collector, obj: Record<string, unknown>, allowed: Set<string>, base: string): void {
+  for (const k of Object.keys(obj)) {
+    if (!allowed.has(k)) {
+      c.error(
+        base === '' ? k : `${base}.${k}`,
+        k,
+        obj[k],
+        `unknown field; accepted fields: ${[...allowed].join(', ')}`,
+      );
+    }
+  }
+}
+
+function validateGrace(
+  c: Collector,
+  pool: Record<string, unknown>,
+  field: string,
+  base: string,
+): number | undefined {
+  const raw = pool[field];
+  if (raw === undefined) return undefined;
+  const path = `${base}.${field}`;
+  const accepted = `accepted: ${DURATION_SYNTAX_HELP}, greater than 0`;
+  if (typeof raw !== 'string') {
+    c.error(path, field, raw, `must be a duration string; ${accepted}`);
+    return undefined;
+  }
+  const parsed = tryParseDuration(raw);
+  if (!parsed.ok) {
+    c.error(path, field, raw, `${parsed.error}; ${accepted}`);
+    return undefined;
+  }
+  if (!(parsed.ms > 0)) {
+    c.error(path, field, raw, `must be greater than 0; ${accepted}`);
+    return undefined;
+  }
+  return parsed.ms;
+}
+
+function validateSelector(c: Collector, raw: unknown, base: string): LabelSelector | undefined {
+  const path = `${base}.selector`;
+  if (!isObject(raw)) {
+    c.error(
+      path,
+      'selector',
+      raw,
+      'must be an object with matchLabels and/or matchExpressions ({} matches every node)',
+    );
+    return undefined;
+  }
+  unknownFields(c, raw, SELECTOR_FIELDS, path);
+  let ok = true;
+  const selector: LabelSelector = {};
+  if (raw.matchLabels !== undefined) {
+    const ml = raw.matchLabels;
+    if (!isObject(ml)) {
+      c.error(`${path}.matchLabels`, 'matchLabels', ml, 'must be an object of label key -> value strings');
+      ok = false;
+    } else {
+      const labels: Record<string, string> = {};
+      for (const [k, v] of Object.entries(ml)) {
+        const kp = labelKeyProblem(k);
+        if (kp) {
+          c.error(`${path}.matchLabels`, 'matchLabels', k, `invalid label key: ${kp}`);
+          ok = false;
+        }
+        if (typeof v !== 'string') {
+          c.error(`${path}.matchLabels.${k}`, k, v, 'label value must be a string');
+          ok = false;
+          continue;
+        }
+        const vp = labelValueProblem(v);
+        if (vp) {
+          c.error(`${path}.matchLabels.${k}`, k, v, `invalid label value: ${vp}`);
+          ok = false;
+        }
+        labels[k] = v;
+      }
+      selector.matchLabels = labels;
+    }
+  }
+  if (raw.matchExpressions !== undefined) {
+    const me = raw.matchExpressions;
+    if (!Array.isArray(me)) {
+      c.error(
+        `${path}.matchExpressions`,
+        'matchExpressions',
+        me,
+        'must be a list of {key, operator, values?}',
+      );
+      ok = false;
+    } else {
+      const reqs: LabelSelectorRequirement[] = [];
+      me.forEach((r: unknown, i) => {
+        const rp = `${path}.matchExpressions[${i}]`;
+        if (!isObject(r)) {
+          c.error(rp, `matchExpressions[${i}]`, r, 'must be an object {key, operator, values?}');
+          ok = false;
+          return;
+        }
+        unknownFields(c, r, REQUIREMENT_FIELDS, rp);
+        const { key, operator, values } = r;
+        if (typeof key !== 'string' || labelKeyProblem(key)) {
+          c.error(
+            `${rp}.key`,
+            'key',
+            key,
+            typeof key === 'string'
+              ? `invalid label key: ${labelKeyProblem(key)}`
+              : 'must be a label key string',
+          );
+          ok = false;
+        }
+        if (typeof operator !== 'string' || !SELECTOR_OPERATORS.includes(operator as SelectorOperator)) {
+          c.error(`${rp}.operator`, 'operator', operator, `accepted: ${SELECTOR_OPERATORS.join(', ')}`);
+          ok = false;
+          return;
+        }
+        const op = operator as SelectorOperator;
+        const needsValues = op === 'In' || op === 'NotIn';
+        if (needsValues) {
+          if (!Array.isArray(values) || values.length === 0) {
+            c.error(
+              `${rp}.values`,
+              'values',
+              values,
+              `operator ${op} needs a non-empty list of label values`,
+            );
+            ok = false;
+            return;
+          }
+          values.forEach((v: unknown, j) => {
+            const problem = typeof v !== 'string' ? 'must be a string' : labelValueProblem(v);
+            if (problem) {
+              c.error(`${rp}.values[${j}]`, `values[${j}]`, v, `invalid label value: ${problem}`);
+              ok = false;
+            }
+          });
+        } else if (values !== undefined && !(Array.isArray(values) && values.length === 0)) {
+          c.error(`${rp}.values`, 'values', values, `operator ${op} takes no values`);
+          ok = false;
+        }
+        if (ok && typeof key === 'string') {
+          const req: LabelSelectorRequirement = { key, operator: op };
+          if (needsValues) req.values = [...(values as string[])];
+          reqs.push(req);
+        }
+      });
+      selector.matchExpressions = reqs;
+    }
+  }
+  return ok ? selector : undefined;
+}
+
+/** Validates a parsed pool config document; collects every problem. */
+export function validatePoolConfig(doc: unknown): PoolConfigResult {
+  const c = new Collector();
+  if (!isObject(doc)) {
+    c.error('', '', doc, 'the pool config must be a JSON object {"pools": [...]}');
+    return { ok: false, errors: c.errors, warnings: c.warnings };
+  }
+  unknownFields(c, doc, new Set(['pools']), '');
+  const rawPools = doc.pools;
+  if (!Array.isArray(rawPools)) {
+    c.error('pools', 'pools', rawPools, 'must be a list of pools');
+    return { ok: false, errors: c.errors, warnings: c.warnings };
+  }
+  const pools: NodePool[] = [];
+  const names = new Map<string, number>();
+  let matchAllAt: NodePool | undefined;
+  rawPools.forEach((raw: unknown, index) => {
+    c.poolIndex = index;
+    c.poolName = isObject(raw) && typeof raw.name === 'string' ? raw.name : undefined;
+    const base = `pools[${index}]`;
+    if (!isObject(raw)) {
+      c.error(
+        base,
+        `pools[${index}]`,
+        raw,
+        'must be an object {name, selector, nodeMonitorGracePeriod?, nodeStartupGracePeriod?}',
+      );
+      return;
+    }
+    const errorsBefore = c.errors.length;
+    unknownFields(c, raw, POOL_FIELDS, base);
+    const name = raw.name;
+    if (typeof name !== 'string' || !POOL_NAME_RE.test(name) || name.length > 63) {
+      c.error(
+        `${base}.name`,
+        'name',
+        name,
+        'accepted: 1-63 characters of [A-Za-z0-9-_.], starting and ending with an alphanumeric',
+      );
+    } else if (name === DEFAULT_POOL_NAME) {
+      c.error(
+        `${base}.name`,
+        'name',
+        name,
+        `"${DEFAULT_POOL_NAME}" is reserved for nodes that match no pool`,
+      );
+    } else if (names.has(name)) {
+      c.error(`${base}.name`, 'name', name, `duplicate pool name (also pools[${names.get(name)}])`);
+    } else {
+      names.set(name, index);
+    }
+    const selector = raw.selector === undefined ? undefined : validateSelector(c, raw.selector, base);
+    if (raw.selector === undefined) {
+      c.error(`${base}.selector`, 'selector', undefined, 'required; {} matches every node');
+    }
+    const monitorGraceMs = validateGrace(c, raw, 'nodeMonitorGracePeriod', base);
+    const startupGraceMs = validateGrace(c, raw, 'nodeStartupGracePeriod', base);
+    if (raw.nodeMonitorGracePeriod === undefined && raw.nodeStartupGracePeriod === undefined) {
+      c.error(
+        `${base}.nodeMonitorGracePeriod`,
+        'nodeMonitorGracePeriod',
+        undefined,
+        'a pool must set nodeMonitorGracePeriod, nodeStartupGracePeriod or both',
+      );
+    }
+    if (c.errors.length > errorsBefore || !selector || typeof name !== 'string') return;
+
+    if (monitorGraceMs !== undefined && monitorGraceMs <= HTTP2_HEALTH_CHECK_MS) {
+      c.warn(
+        `${base}.nodeMonitorGracePeriod`,
+        'nodeMonitorGracePeriod',
+        raw.nodeMonitorGracePeriod,
+        `at or below ${formatDuration(HTTP2_HEALTH_CHECK_MS)}: client-go's HTTP/2 health check needs 30s + 15s ` +
+          'to notice a dead connection, so nodes may flap NotReady (upstream default is 50s)',
+      );
+    }
+    if (monitorGraceMs !== undefined && startupGraceMs !== undefined && startupGraceMs < monitorGraceMs) {
+      c.warn(
+        `${base}.nodeStartupGracePeriod`,
+        'nodeStartupGracePeriod',
+        raw.nodeStartupGracePeriod,
+        'shorter than nodeMonitorGracePeriod: new nodes get less time than running ones',
+      );
+    }
+    if (matchAllAt) {
+      c.warn(
+        `${base}.selector`,
+        'selector',
+        raw.selector,
+        `never used: pools[${matchAllAt.index}] ${JSON.stringify(matchAllAt.name)} has an empty selector and matches every node first`,
+      );
+    }
+    const pool: NodePool = { name, index, selector };
+    if (monitorGraceMs !== undefined) pool.monitorGraceMs = monitorGraceMs;
+    if (startupGraceMs !== undefined) pool.startupGraceMs = startupGraceMs;
+    pools.push(pool);
+    if (!matchAllAt && isMatchAll(selector)) matchAllAt = pool;
+  });
+  if (c.errors.length > 0) return { ok: false, errors: c.errors, warnings: c.warnings };
+  return { ok: true, config: { pools }, warnings: c.warnings };
+}
+
+/** Parses and validates pool config text (JSON). */
+export function parsePoolConfig(text: string): PoolConfigResult {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch (err) {
+    const trimmed = text.trimStart();
+    const hint =
+      trimmed.startsWith('pools:') || trimmed.startsWith('---') || trimmed.startsWith('#')
+        ? ' (this looks like YAML: only JSON is supported)'
+        : '';
+    const message = `not valid JSON: ${err instanceof Error ? err.message : String(err)}${hint}`;
+    return {
+      ok: false,
+      errors: [{ path: '', field: '', value: undefined, message, text: message }],
+      warnings: [],
+    };
+  }
+  return validatePoolConfig(doc);
+}
+
+/** The grace periods for a node: the first pool whose selector matches, else the defaults. */
+export function resolveGrace(
+  config: PoolConfig,
+  defaults: GraceDefaults,
+  labels: Labels | undefined,
+): ResolvedGrace {
+  for (const pool of config.pools) {
+    if (matchesSelector(pool.selector, labels)) {
+      return {
+        monitorGraceMs: pool.monitorGraceMs ?? defaults.monitorGraceMs,
+        startupGraceMs: pool.startupGraceMs ?? defaults.startupGraceMs,
+        pool: pool.name,
+      };
+    }
+  }
+  return { monitorGraceMs: defaults.monitorGraceMs, startupGraceMs: defaults.startupGraceMs, pool: null };
+}
