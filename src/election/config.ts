@@ -1,0 +1,151 @@
+import { randomBytes } from 'node:crypto';
+
+/** client-go's JitterFactor: candidates wait retryPeriod x [1, 1 + 1.2) between polls. */
+export const JITTER_FACTOR = 1.2;
+
+/** The component's own name: the default lock name and the identity-lease label value. */
+export const COMPONENT_NAME = 'node-lifecycle-controller';
+
+/** Flag names (kube-controller-manager's), used in validation messages. */
+export const LeaderElectionFlags = {
+  leaseDuration: '--leader-elect-lease-duration',
+  renewDeadline: '--leader-elect-renew-deadline',
+  retryPeriod: '--leader-elect-retry-period',
+  resourceName: '--leader-elect-resource-name',
+  resourceNamespace: '--leader-elect-resource-namespace',
+} as const;
+
+export interface LeaderElectionTiming {
+  /** --leader-elect-lease-duration: how long others wait, from their last observed change, before taking over. */
+  leaseDurationMs: number;
+  /** --leader-elect-renew-deadline: the leader gives up when no renewal succeeded for this long. */
+  renewDeadlineMs: number;
+  /** --leader-elect-retry-period: between renewals, and (jittered x[1,2.2)) between candidate polls. */
+  retryPeriodMs: number;
+}
+
+export interface LeaderElectionConfig extends LeaderElectionTiming {
+  /** --leader-elect-resource-namespace: namespace of the lock Lease (the controller's namespace). */
+  namespace: string;
+  /** --leader-elect-resource-name: name of the lock Lease. */
+  name: string;
+  /** This replica's identity, written as holderIdentity. See {@link defaultIdentity}. */
+  identity: string;
+  /**
+   * The fence closes `leaseDuration - fenceSafetyMargin` after the last successful renewal was sent
+   * (and never later than the renew deadline). Default: leaseDuration - renewDeadline, so the fence
+   * closes exactly when the elector declares the loss, and the remaining leaseDuration -
+   * renewDeadline (5 s at the defaults) is left for writes already in flight and for clock-rate
+   * differences between replicas before anyone else may acquire.
+   */
+  fenceSafetyMarginMs: number;
+}
+
+export const LEADER_ELECTION_DEFAULTS: LeaderElectionTiming & { name: string } = {
+  leaseDurationMs: 15_000,
+  renewDeadlineMs: 10_000,
+  retryPeriodMs: 2_000,
+  name: COMPONENT_NAME,
+};
+
+export class LeaderElectionConfigError extends Error {
+  readonly problems: readonly string[];
+  constructor(problems: string[]) {
+    super(`invalid leader election configuration: ${problems.join('; ')}`);
+    this.name = 'LeaderElectionConfigError';
+    this.problems = problems;
+  }
+}
+
+function fmt(ms: number): string {
+  return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`;
+}
+
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+/** Every problem with the timing, each naming the flag(s) to change. Empty when valid. */
+export function validateTiming(t: LeaderElectionTiming): string[] {
+  const F = LeaderElectionFlags;
+  const problems: string[] = [];
+  const positive = (v: number, flag: string) => {
+    if (!Number.isFinite(v) || v <= 0) {
+      problems.push(`${flag} must be greater than zero (got ${String(v)})`);
+      return false;
+    }
+    return true;
+  };
+  const ok = [
+    positive(t.leaseDurationMs, F.leaseDuration),
+    positive(t.renewDeadlineMs, F.renewDeadline),
+    positive(t.retryPeriodMs, F.retryPeriod),
+  ].every(Boolean);
+  if (!ok) return problems;
+  if (t.leaseDurationMs < 1000) {
+    // leaseDurationSeconds is a whole number of seconds on the wire.
+    problems.push(`${F.leaseDuration} must be at least 1s (got ${fmt(t.leaseDurationMs)})`);
+  }
+  if (t.leaseDurationMs <= t.renewDeadlineMs) {
+    problems.push(
+      `${F.leaseDuration} (${fmt(t.leaseDurationMs)}) must be greater than ${F.renewDeadline} (${fmt(t.renewDeadlineMs)})`,
+    );
+  }
+  if (t.renewDeadlineMs <= JITTER_FACTOR * t.retryPeriodMs) {
+    problems.push(
+      `${F.renewDeadline} (${fmt(t.renewDeadlineMs)}) must be greater than ${JITTER_FACTOR} x ${F.retryPeriod} ` +
+        `(${JITTER_FACTOR} x ${fmt(t.retryPeriodMs)} = ${fmt(JITTER_FACTOR * t.retryPeriodMs)})`,
+    );
+  }
+  return problems;
+}
+
+export type LeaderElectionConfigInput = Partial<LeaderElectionTiming> & {
+  namespace: string;
+  identity: string;
+  name?: string;
+  fenceSafetyMarginMs?: number;
+};
+
+/** Applies defaults and validates; throws LeaderElectionConfigError listing every problem. */
+export function resolveLeaderElectionConfig(input: LeaderElectionConfigInput): LeaderElectionConfig {
+  const F = LeaderElectionFlags;
+  const timing: LeaderElectionTiming = {
+    leaseDurationMs: input.leaseDurationMs ?? LEADER_ELECTION_DEFAULTS.leaseDurationMs,
+    renewDeadlineMs: input.renewDeadlineMs ?? LEADER_ELECTION_DEFAULTS.renewDeadlineMs,
+    retryPeriodMs: input.retryPeriodMs ?? LEADER_ELECTION_DEFAULTS.retryPeriodMs,
+  };
+  const name = input.name ?? LEADER_ELECTION_DEFAULTS.name;
+  const problems = validateTiming(timing);
+  if (!DNS_SUBDOMAIN.test(name) || name.length > 253) {
+    problems.push(`${F.resourceName} must be a DNS subdomain name (got ${JSON.stringify(name)})`);
+  }
+  if (!DNS_LABEL.test(input.namespace) || input.namespace.length > 63) {
+    problems.push(`${F.resourceNamespace} must be a DNS label (got ${JSON.stringify(input.namespace)})`);
+  }
+  if (input.identity.trim() === '') problems.push('leader election identity must not be empty');
+  const margin = input.fenceSafetyMarginMs ?? timing.leaseDurationMs - timing.renewDeadlineMs;
+  if (!Number.isFinite(margin) || margin < 0 || margin >= timing.leaseDurationMs) {
+    problems.push(
+      `fence safety margin must be >= 0 and less than ${F.leaseDuration} (got ${String(margin)}ms)`,
+    );
+  }
+  if (problems.length > 0) throw new LeaderElectionConfigError(problems);
+  return {
+    ...timing,
+    namespace: input.namespace,
+    name,
+    identity: input.identity,
+    fenceSafetyMarginMs: margin,
+  };
+}
+
+/**
+ * POD_NAME-style identity: `<hostname>_<random>`, unique per process start even when a pod keeps
+ * its name (StatefulSet) or two processes share a host. The caller passes the host or pod name.
+ */
+export function defaultIdentity(
+  hostname: string,
+  random: () => string = () => randomBytes(8).toString('hex'),
+): string {
+  return `${hostname}_${random()}`;
+}

@@ -1,0 +1,411 @@
+import { Registry } from 'prom-client';
+import { asyncScheduler } from 'rxjs';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { Clock } from '../clock/clock.js';
+import { KubeApiError } from '../kube/client.js';
+import type { Lease } from '../kube/types.js';
+import { memoryLogger } from '../log/logger.js';
+import { resolveLeaderElectionConfig } from './config.js';
+import { type ElectionEvent, LeaderElector, type LostLeadership, NotLeaderError } from './elector.js';
+import { createLeaderElectionMetrics, type LeaderElectionMetrics } from './metrics.js';
+import { microTime } from './record.js';
+import { FakeLeaseServer } from './testing/fake-lease-api.js';
+
+const NS = 'nlc-system';
+const LOCK = 'node-lifecycle-controller';
+const T0 = Date.parse('2026-03-01T12:00:00.000Z');
+const HOUR = 3_600_000;
+
+interface Replica {
+  e: LeaderElector;
+  events: ElectionEvent[];
+  lost: LostLeadership[];
+  metrics: LeaderElectionMetrics;
+  registry: Registry;
+  started(): number | undefined;
+}
+
+let server: FakeLeaseServer;
+const replicas: Replica[] = [];
+
+beforeEach(() => {
+  vi.useFakeTimers({ now: T0 });
+  server = new FakeLeaseServer();
+});
+afterEach(() => {
+  for (const r of replicas.splice(0)) r.e.stop();
+  vi.useRealTimers();
+});
+
+function replica(
+  who: string,
+  o: {
+    watch?: boolean;
+    skewMs?: number;
+    random?: number;
+    timing?: { ld: number; rd: number; rp: number };
+  } = {},
+): Replica {
+  const registry = new Registry();
+  const metrics = createLeaderElectionMetrics(registry);
+  // Monotonic = the fake Date.now; the wall clock may be skewed (it only feeds renewTime/acquireTime).
+  const clock: Clock = { scheduler: asyncScheduler, wall: () => Date.now() + (o.skewMs ?? 0) };
+  const t = o.timing ?? { ld: 15_000, rd: 10_000, rp: 2_000 };
+  const config = resolveLeaderElectionConfig({
+    namespace: NS,
+    identity: who,
+    leaseDurationMs: t.ld,
+    renewDeadlineMs: t.rd,
+    retryPeriodMs: t.rp,
+  });
+  const e = new LeaderElector({
+    config,
+    client: server.as(who),
+    clock,
+    logger: memoryLogger(10),
+    metrics,
+    lockUpdates$: o.watch === false ? undefined : server.watch(NS, LOCK, 1),
+    random: () => o.random ?? 0.5,
+  });
+  const events: ElectionEvent[] = [];
+  const lost: LostLeadership[] = [];
+  e.events$.subscribe((ev) => events.push(ev));
+  e.lost$.subscribe((l) => lost.push(l));
+  const r: Replica = {
+    e,
+    events,
+    lost,
+    metrics,
+    registry,
+    started: () => events.find((ev) => ev.type === 'started-leading')?.at,
+  };
+  replicas.push(r);
+  return r;
+}
+
+async function metric(r: Replica, name: string): Promise<number | undefined> {
+  const m = r.registry.getSingleMetric(name);
+  const values = (await m?.get())?.values ?? [];
+  return values.find((v) => v.labels.name === LOCK || v.labels.name === undefined)?.value;
+}
+
+const advance = (ms: number) => vi.advanceTimersByTimeAsync(ms);
+const lock = () => server.get(NS, LOCK);
+const leaders = () => replicas.filter((r) => r.e.isLeader()).map((r) => r.e.identity);
+
+describe('LeaderElector', () => {
+  it('creates a missing lock, leads, and renews every retryPeriod by the fast path', async () => {
+    const a = replica('a_1');
+    expect(await metric(a, 'leader_election_master_status')).toBe(0);
+    a.e.start();
+    await advance(20);
+    expect(a.e.isLeader()).toBe(true);
+    expect(a.events.map((e) => e.type)).toEqual(['new-leader', 'started-leading']);
+    expect(await metric(a, 'leader_election_master_status')).toBe(1);
+    expect(lock()?.spec).toEqual({
+      holderIdentity: 'a_1',
+      leaseDurationSeconds: 15,
+      acquireTime: microTime(T0 + 4),
+      renewTime: microTime(T0 + 4),
+      leaseTransitions: 0,
+    });
+    const before = server.calls.length;
+    await advance(6_000);
+    const renewals = server.calls.slice(before);
+    expect(renewals.map((c) => `${c.method} ${c.status}`)).toEqual(['PUT 200', 'PUT 200', 'PUT 200']);
+    expect(lock()?.spec).toMatchObject({ acquireTime: microTime(T0 + 4), leaseTransitions: 0 });
+    expect(await metric(a, 'leader_election_slowpath_total')).toBe(0);
+  });
+
+  describe.each([
+    ['synchronised clocks', 0, 0],
+    ['a leader clock 5 h ahead', 5 * HOUR, 0],
+    ['a leader clock 5 h behind', -5 * HOUR, 0],
+    ['a candidate clock 7 h ahead', 0, 7 * HOUR],
+  ])('with %s', (_label, skewA, skewB) => {
+    it('a candidate respects the live holder and takes the expired lease within 100 ms of expiry', async () => {
+      const a = replica('a_1', { skewMs: skewA });
+      a.e.start();
+      await advance(20);
+      // random 0.999: polls as late as client-go allows (2 s x 2.2), to show the expiry timer acts.
+      const b = replica('b_2', { skewMs: skewB, random: 0.999 });
+      b.e.start();
+      await advance(9_000);
+      expect(leaders()).toEqual(['a_1']);
+      expect(b.e.getLeader()).toBe('a_1');
+      a.e.stop(); // frozen/crashed: no release
+      const seen = b.e.snapshot().lock;
+      if (seen.kind !== 'present') throw new Error('b has not seen the lock');
+      const expiry = seen.since + 15_000;
+      await advance(expiry - Date.now() - 1);
+      expect(b.e.isLeader()).toBe(false);
+      await advance(100);
+      expect(b.e.isLeader()).toBe(true);
+      const took = b.started()!;
+      expect(took - expiry).toBeGreaterThanOrEqual(0);
+      expect(took - expiry).toBeLessThanOrEqual(100);
+      expect(lock()?.spec).toMatchObject({ holderIdentity: 'b_2', leaseTransitions: 1 });
+    });
+  });
+
+  it('without a watch, falls back to jittered polling (client-go behaviour)', async () => {
+    const a = replica('a_1', { watch: false });
+    a.e.start();
+    await advance(20);
+    const b = replica('b_2', { watch: false, random: 0 });
+    b.e.start();
+    await advance(3_000);
+    a.e.stop();
+    const seen = b.e.snapshot().lock;
+    if (seen.kind !== 'present') throw new Error('b has not seen the lock');
+    await advance(15_000 + 2_500);
+    expect(b.e.isLeader()).toBe(true);
+    // It took over no later than the first poll after expiry.
+    expect(b.started()! - (seen.since + 15_000)).toBeLessThanOrEqual(2_000 + 20);
+  });
+
+  it('takes a released lease within 100 ms of the watch signal; release writes no holder and 1 s', async () => {
+    const a = replica('a_1');
+    a.e.start();
+    await advance(20);
+    const b = replica('b_2', { random: 0.999 });
+    b.e.start();
+    await advance(5_000);
+    const writes: (Lease | undefined)[] = [];
+    server.changes.subscribe((c) => writes.push(c.lease));
+    const acquiredBefore = lock()?.spec?.acquireTime;
+    const releasedAt = Date.now();
+    const result = a.e.release();
+    await advance(200);
+    expect(await result).toBe('released');
+    expect(writes[0]?.spec).toMatchObject({
+      holderIdentity: '',
+      leaseDurationSeconds: 1,
+      leaseTransitions: 0,
+    });
+    // A stopped watching when it released: the last it knows is "nobody".
+    expect(a.events.slice(-2)).toMatchObject([
+      { type: 'stopped-leading', reason: 'released' },
+      { type: 'new-leader', identity: '' },
+    ]);
+    expect(b.e.isLeader()).toBe(true);
+    expect(b.started()! - releasedAt).toBeLessThan(100);
+    expect(lock()?.spec).toMatchObject({
+      holderIdentity: 'b_2',
+      leaseTransitions: 1,
+      leaseDurationSeconds: 15,
+    });
+    expect(lock()?.spec?.acquireTime).not.toBe(acquiredBefore);
+    expect(await metric(a, 'leader_election_master_status')).toBe(0);
+    expect(await metric(b, 'nlc_leader_election_transitions_total')).toBe(1);
+  });
+
+  it('release() by a non-leader writes nothing', async () => {
+    const a = replica('a_1');
+    a.e.start();
+    await advance(20);
+    const b = replica('b_2');
+    b.e.start();
+    await advance(100);
+    const n = server.calls.filter((c) => c.who === 'b_2' && c.method === 'PUT').length;
+    const result = b.e.release();
+    await advance(50);
+    expect(await result).toBe('not-holder');
+    expect(server.calls.filter((c) => c.who === 'b_2' && c.method === 'PUT').length).toBe(n);
+    expect(lock()?.spec?.holderIdentity).toBe('a_1');
+  });
+
+  it('failed renewals are retried every retryPeriod; leadership is lost renewDeadline after the last success was sent', async () => {
+    const a = replica('a_1');
+    const timeouts: number[] = [];
+    server.fault = (req, who) => {
+      if (who === 'a_1' && req.timeoutMs !== undefined) timeouts.push(req.timeoutMs);
+      return who === 'a_1' && broken ? 'hang' : undefined;
+    };
+    let broken = false;
+    a.e.start();
+    await advance(4_100);
+    const renewedAt = a.e.snapshot().renewedAt!;
+    broken = true;
+    expect(a.e.fenceDeadline()).toBe(renewedAt + 10_000);
+    await advance(renewedAt + 10_000 - Date.now() - 1);
+    expect(a.e.isLeader()).toBe(true);
+    expect(a.e.canWrite()).toBe(true);
+    expect(() => a.e.fence()).not.toThrow();
+    await advance(1);
+    expect(a.e.isLeader()).toBe(false);
+    expect(a.lost).toEqual([
+      { reason: 'failed to renew lease within the renew deadline', at: renewedAt + 10_000 },
+    ]);
+    expect(a.events.at(-1)).toMatchObject({ type: 'stopped-leading', reason: 'lost' });
+    expect(a.e.canWrite()).toBe(false);
+    expect(() => a.e.fence()).toThrow(NotLeaderError);
+    expect(await metric(a, 'leader_election_master_status')).toBe(0);
+    // Hung requests time out after renewDeadline/2: the fast PUT (5 s) then the slow-path GET,
+    // which the deadline cut short.
+    expect(Math.max(...timeouts)).toBe(5_000);
+    expect(
+      server.calls
+        .filter((c) => c.who === 'a_1')
+        .slice(-2)
+        .map((c) => `${c.method} ${c.status}`),
+    ).toEqual(['PUT TIMEOUT', 'GET ABORTED']);
+    // The loss is terminal: nothing more is sent.
+    const n = server.calls.length;
+    await advance(30_000);
+    expect(server.calls.length).toBe(n);
+  });
+
+  it('renew errors (500) are retried every retryPeriod until the deadline', async () => {
+    const a = replica('a_1');
+    let broken = false;
+    server.fault = (_req, who) =>
+      who === 'a_1' && broken ? new KubeApiError(500, { reason: 'InternalError' }, {}, 'x') : undefined;
+    a.e.start();
+    await advance(20);
+    const renewedAt = a.e.snapshot().renewedAt!;
+    broken = true;
+    const from = server.calls.length;
+    await advance(12_000);
+    const attempts = server.calls.slice(from).filter((c) => c.method === 'PUT' || c.method === 'GET');
+    expect(a.lost[0]?.at).toBe(renewedAt + 10_000);
+    // Each renew attempt = fast PUT, then slow path GET (both fail): one attempt every ~2 s.
+    expect(attempts.length).toBeGreaterThanOrEqual(8);
+    expect(await metric(a, 'nlc_leader_election_renew_errors_total')).toBe(4);
+  });
+
+  it('a 409 on acquire means we lost the race: exactly one of two racing candidates leads', async () => {
+    const a = replica('a_1');
+    a.e.start();
+    await advance(20);
+    const b = replica('b_2');
+    const c = replica('c_3');
+    b.e.start();
+    c.e.start();
+    await advance(3_000);
+    const released = a.e.release();
+    await advance(500);
+    expect(await released).toBe('released');
+    expect(leaders()).toHaveLength(1);
+    const conflicts = server.calls.filter((x) => x.method === 'PUT' && x.status === 409);
+    expect(conflicts).toHaveLength(1);
+    const loser = conflicts[0]!.who;
+    expect(leaders()).not.toContain(loser);
+    const l = replicas.find((r) => r.e.identity === loser)!;
+    expect(l.e.getLeader()).toBe(leaders()[0]);
+    await advance(20_000);
+    expect(leaders()).toHaveLength(1);
+  });
+
+  it('a leader whose cached copy is stale takes the slow path (GET + update) and stays leader', async () => {
+    // No watch: with one, the leader would have refreshed its copy from the label edit's event.
+    const a = replica('a_1', { watch: false });
+    a.e.start();
+    await advance(20);
+    const current = lock()!;
+    // Someone edits a label: the spec (and so the lease) is unchanged, the resourceVersion moves.
+    server.put(NS, { ...current, metadata: { ...current.metadata, labels: { team: 'x' } } });
+    const from = server.calls.length;
+    await advance(2_100);
+    expect(server.calls.slice(from).map((c) => `${c.method} ${c.status}`)).toEqual([
+      'PUT 409',
+      'GET 200',
+      'PUT 200',
+    ]);
+    expect(a.e.isLeader()).toBe(true);
+    expect(await metric(a, 'leader_election_slowpath_total')).toBe(1);
+    expect(await metric(a, 'nlc_leader_election_renew_errors_total')).toBe(0);
+    expect(lock()?.metadata.labels).toEqual({ team: 'x' });
+  });
+
+  it('a leader that sees the lock taken closes the fence at once and loses when a GET confirms it', async () => {
+    const a = replica('a_1');
+    a.e.start();
+    await advance(20);
+    const cur = lock()!;
+    server.put(NS, { ...cur, spec: { ...cur.spec, holderIdentity: 'intruder_9' } });
+    await advance(1); // the watch delivers
+    expect(a.e.canWrite()).toBe(false);
+    await advance(10);
+    expect(a.lost).toEqual([{ reason: 'lock taken by intruder_9', at: expect.any(Number) }]);
+    expect(a.e.getLeader()).toBe('intruder_9');
+  });
+
+  it('a leader that sees the lock deleted stops at once (anyone could create it)', async () => {
+    const a = replica('a_1');
+    a.e.start();
+    await advance(20);
+    server.remove(NS, LOCK);
+    await advance(1);
+    expect(a.e.canWrite()).toBe(false);
+    await advance(10);
+    expect(a.lost[0]?.reason).toBe('lock deleted');
+  });
+
+  it('the fence is judged from the monotonic clock, not from timers (a frozen loop cannot write)', async () => {
+    const a = replica('a_1');
+    a.e.start();
+    await advance(20);
+    const renewedAt = a.e.snapshot().renewedAt!;
+    // No timers run between these checks: as if the event loop were stopped (SIGSTOP).
+    expect(a.e.canWrite(renewedAt + 9_999)).toBe(true);
+    expect(a.e.canWrite(renewedAt + 10_000)).toBe(false);
+    expect(() => a.e.fence(renewedAt + 10_000)).toThrow(NotLeaderError);
+  });
+
+  it('stop() leaves the lease to expire and closes the fence immediately', async () => {
+    const a = replica('a_1');
+    a.e.start();
+    await advance(20);
+    a.e.stop();
+    expect(a.e.canWrite()).toBe(false);
+    expect(a.events.at(-1)).toMatchObject({ type: 'stopped-leading', reason: 'stopped' });
+    expect(a.lost).toEqual([]);
+    expect(lock()?.spec?.holderIdentity).toBe('a_1');
+    const n = server.calls.length;
+    await advance(20_000);
+    expect(server.calls.length).toBe(n);
+  });
+
+  it('reports new leaders like client-go OnNewLeader, and the leader$ stream', async () => {
+    const seen: string[] = [];
+    const a = replica('a_1');
+    a.e.start();
+    await advance(20);
+    const b = replica('b_2');
+    b.e.leader$.subscribe((l) => seen.push(l));
+    b.e.start();
+    await advance(100);
+    const released = a.e.release();
+    await advance(100);
+    expect(await released).toBe('released');
+    expect(seen).toEqual(['', 'a_1', '', 'b_2']);
+    expect(
+      b.events.filter((e) => e.type === 'new-leader').map((e) => e.type === 'new-leader' && e.identity),
+    ).toEqual(['a_1', '', 'b_2']);
+  });
+
+  it('a renewal applied but unanswered is recovered by the slow path: still ours, no new transition', async () => {
+    const a = replica('a_1', { watch: false });
+    a.e.start();
+    await advance(20);
+    let dropped = false;
+    server.fault = (req, who) => {
+      if (who !== 'a_1' || req.method !== 'PUT' || dropped) return undefined;
+      dropped = true;
+      return 'lose-response';
+    };
+    const from = server.calls.length;
+    await advance(2_000 + 5_000 + 20);
+    expect(server.calls.slice(from).map((c) => `${c.method} ${c.status}`)).toEqual([
+      'PUT TIMEOUT',
+      'GET 200',
+      'PUT 200',
+    ]);
+    expect(a.e.isLeader()).toBe(true);
+    expect(a.lost).toEqual([]);
+    expect(lock()?.spec).toMatchObject({ holderIdentity: 'a_1', leaseTransitions: 0 });
+    expect(await metric(a, 'leader_election_slowpath_total')).toBe(1);
+    expect(await metric(a, 'nlc_leader_election_renew_errors_total')).toBe(0);
+  });
+});

@@ -1,0 +1,485 @@
+import { BehaviorSubject, type Observable, ReplaySubject, Subject, type Subscription } from 'rxjs';
+import type { Clock } from '../clock/clock.js';
+import type { Lease } from '../kube/types.js';
+import type { Logger } from '../log/logger.js';
+import type { LeaderElectionConfig } from './config.js';
+import { isConflict, type KubeRequester, LeaseApi } from './lease-api.js';
+import {
+  attemptFinished,
+  attemptStarted,
+  canWrite,
+  decide,
+  type ElectionState,
+  fenceDeadline,
+  healthCheck,
+  initialState,
+  lose,
+  type MachineConfig,
+  observe,
+  observedHolder,
+  planWrite,
+  recordLeaseMs,
+  releaseSpec,
+  stop,
+  writeSucceeded,
+} from './machine.js';
+import type { LeaderElectionMetrics } from './metrics.js';
+import { recordOf } from './record.js';
+
+export type StopReason = 'lost' | 'released' | 'stopped';
+
+export type ElectionEvent =
+  | { readonly type: 'started-leading'; readonly identity: string; readonly at: number }
+  | {
+      readonly type: 'stopped-leading';
+      readonly reason: StopReason;
+      readonly detail: string;
+      readonly at: number;
+    }
+  /** The observed holder changed ('' = nobody holds the lock). Includes our own acquisition. */
+  | { readonly type: 'new-leader'; readonly identity: string; readonly at: number };
+
+/** Emitted once when leadership ends involuntarily: stop guarded writes and exit non-zero. */
+export interface LostLeadership {
+  readonly reason: string;
+  /** Monotonic time of the decision. */
+  readonly at: number;
+}
+
+export interface LeaderCallbacks {
+  onStartedLeading?: () => void;
+  onStoppedLeading?: (reason: StopReason, detail: string) => void;
+  onNewLeader?: (identity: string) => void;
+}
+
+export type ReleaseResult = 'released' | 'not-holder' | 'failed';
+
+export interface LeaderElectorOptions {
+  config: LeaderElectionConfig;
+  client: KubeRequester;
+  clock: Clock;
+  logger: Logger;
+  metrics: LeaderElectionMetrics;
+  /**
+   * Observed changes of the lock Lease (undefined = deleted), e.g. from a watch. Optional: without
+   * it the elector polls like client-go. Leases with another name are ignored. Must not error;
+   * if it does, the elector logs and keeps polling.
+   */
+  lockUpdates$?: Observable<Lease | undefined>;
+  /** Labels put on the lock Lease when we create it. */
+  labels?: Record<string, string>;
+  callbacks?: LeaderCallbacks;
+  /** Uniform [0,1) for poll jitter; injectable for tests. */
+  random?: () => number;
+}
+
+export class NotLeaderError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'NotLeaderError';
+  }
+}
+
+/**
+ * Lease-based leader election with client-go's semantics (see machine.ts for the rules). This class
+ * is the I/O loop: one request in flight at a time, a timer for the next decision, and the
+ * injected lock-updates stream for fast reaction.
+ */
+export class LeaderElector {
+  readonly identity: string;
+  readonly name: string;
+  readonly namespace: string;
+  /** Every leadership event, in order. */
+  readonly events$: Observable<ElectionEvent>;
+  /** true while leading (replays the current value). */
+  readonly leading$: Observable<boolean>;
+  /** The observed holder identity, '' for none (replays the current value). */
+  readonly leader$: Observable<string>;
+  /** Emits once if leadership is lost (not on release()/stop()). Replays to late subscribers. */
+  readonly lost$: Observable<LostLeadership>;
+
+  private readonly cfg: MachineConfig;
+  private readonly api: LeaseApi;
+  private readonly clock: Clock;
+  private readonly log: Logger;
+  private readonly metrics: LeaderElectionMetrics;
+  private readonly opts: LeaderElectorOptions;
+  private readonly random: () => number;
+  private readonly requestTimeoutMs: number;
+  private readonly events = new Subject<ElectionEvent>();
+  private readonly leading = new BehaviorSubject<boolean>(false);
+  private readonly leader = new BehaviorSubject<string>('');
+  private readonly lost = new ReplaySubject<LostLeadership>(1);
+  private s: ElectionState;
+  private running = false;
+  private busy = false;
+  private timer: Subscription | undefined;
+  private watchSub: Subscription | undefined;
+  private inflight: AbortController | undefined;
+  /** Holder seen at the first observation: not counted as a transition. */
+  private lastHolderSeen: string | undefined;
+
+  constructor(opts: LeaderElectorOptions) {
+    const c = opts.config;
+    this.opts = opts;
+    this.identity = c.identity;
+    this.name = c.name;
+    this.namespace = c.namespace;
+    this.cfg = {
+      identity: c.identity,
+      leaseDurationMs: c.leaseDurationMs,
+      renewDeadlineMs: c.renewDeadlineMs,
+      retryPeriodMs: c.retryPeriodMs,
+      fenceSafetyMarginMs: c.fenceSafetyMarginMs,
+    };
+    this.api = new LeaseApi(opts.client, c.namespace);
+    this.clock = opts.clock;
+    this.log = opts.logger.with({
+      component: 'leader-election',
+      lock: `${c.namespace}/${c.name}`,
+      identity: c.identity,
+    });
+    this.metrics = opts.metrics;
+    this.random = opts.random ?? Math.random;
+    // Each request gets at most half the renew deadline, so a hung request leaves time for a retry.
+    this.requestTimeoutMs = Math.max(1, Math.floor(c.renewDeadlineMs / 2));
+    this.s = initialState(this.now());
+    this.events$ = this.events.asObservable();
+    this.leading$ = this.leading.asObservable();
+    this.leader$ = this.leader.asObservable();
+    this.lost$ = this.lost.asObservable();
+    this.metrics.masterStatus.set({ name: c.name }, 0);
+    for (const counter of [this.metrics.slowpath, this.metrics.transitions, this.metrics.renewErrors]) {
+      counter.inc({ name: c.name }, 0);
+    }
+  }
+
+  /** Starts campaigning. Idempotent; cannot restart after stop()/release()/loss. */
+  start(): void {
+    if (this.running || this.s.phase === 'stopped' || this.s.phase === 'lost') return;
+    this.running = true;
+    this.log.info('Attempting to acquire leader lease');
+    this.watchSub = this.opts.lockUpdates$?.subscribe({
+      next: (lease) => this.onWatch(lease),
+      error: (err: unknown) => this.log.warn('Lock updates stream failed; relying on polling', { err }),
+    });
+    this.tick();
+  }
+
+  /**
+   * Stops at once WITHOUT releasing the lease (others take over when it expires). The fence closes
+   * immediately. For a crash-like stop or when release is not wanted.
+   */
+  stop(): void {
+    this.halt('stopped', 'stopped');
+  }
+
+  /**
+   * Graceful shutdown, to be called only after all guarded work has stopped: stops campaigning,
+   * closes the fence, and if we hold the lease writes it with no holder and leaseDurationSeconds 1
+   * (client-go's ReleaseOnCancel) so another replica takes it at once.
+   */
+  async release(): Promise<ReleaseResult> {
+    const held = this.s.phase === 'leader' ? this.s.lock : undefined;
+    this.halt('released', 'released');
+    if (held?.kind !== 'present' || held.record.holderIdentity !== this.identity) return 'not-holder';
+    const deadline = this.now() + this.cfg.renewDeadlineMs;
+    let base: Lease | undefined = held.lease;
+    for (;;) {
+      const timeoutMs = Math.min(this.requestTimeoutMs, deadline - this.now());
+      if (timeoutMs <= 0) break;
+      try {
+        if (!base) {
+          base = await this.api.get(this.name, { timeoutMs });
+          if (!base || recordOf(base).holderIdentity !== this.identity) {
+            this.log.info('Lease no longer ours; nothing to release');
+            return 'not-holder';
+          }
+          continue;
+        }
+        const written = await this.api.update(
+          { ...base, spec: releaseSpec(recordOf(base), this.clock.wall()) },
+          { timeoutMs },
+        );
+        this.log.info('Released leader lease');
+        this.setLeader(recordOf(written).holderIdentity);
+        return 'released';
+      } catch (err) {
+        if (isConflict(err)) {
+          this.log.debug(4, 'Conflict when releasing lease, retrying');
+          base = undefined;
+          continue;
+        }
+        this.log.error('Failed to release lease', { err });
+        base = undefined;
+        await new Promise<void>((resolve) => {
+          this.clock.scheduler.schedule(
+            () => resolve(),
+            Math.min(this.cfg.retryPeriodMs, Math.max(0, deadline - this.now())),
+          );
+        });
+      }
+    }
+    this.log.error('Giving up releasing lease: renew deadline passed');
+    return 'failed';
+  }
+
+  isLeader(): boolean {
+    return this.s.phase === 'leader';
+  }
+
+  /** Last observed holder, '' for none. */
+  getLeader(): string {
+    return this.leader.value;
+  }
+
+  /**
+   * The writer's fence: true only while we hold the lease and `now` (monotonic) is less than
+   * leaseDuration - fenceSafetyMargin (and at most renewDeadline) after the last successful
+   * renewal was sent. Checks the clock itself, so it is right even if our timers run late.
+   */
+  canWrite(now: number = this.now()): boolean {
+    return canWrite(this.cfg, this.s, now);
+  }
+
+  /** Throws NotLeaderError unless canWrite(now). */
+  fence(now: number = this.now()): void {
+    if (!canWrite(this.cfg, this.s, now)) {
+      throw new NotLeaderError(`not the leader of ${this.namespace}/${this.name} (phase ${this.s.phase})`);
+    }
+  }
+
+  /** Monotonic instant the fence closes unless renewed; undefined when closed. Bound write timeouts by it. */
+  fenceDeadline(): number | undefined {
+    return fenceDeadline(this.cfg, this.s);
+  }
+
+  /** client-go's Check: an Error when we lead but have not renewed within leaseDuration + tolerance. */
+  check(toleranceMs: number, now: number = this.now()): Error | undefined {
+    const msg = healthCheck(this.cfg, this.s, now, toleranceMs);
+    return msg === undefined ? undefined : new Error(`${msg} (lease ${this.namespace}/${this.name})`);
+  }
+
+  /** The machine's state (read-only), for diagnostics and tests. */
+  snapshot(): ElectionState {
+    return this.s;
+  }
+
+  private now(): number {
+    return this.clock.scheduler.now();
+  }
+
+  private ended(): boolean {
+    return !this.running || this.s.phase === 'lost' || this.s.phase === 'stopped';
+  }
+
+  private onWatch(lease: Lease | undefined): void {
+    if (!this.running) return;
+    if (
+      lease &&
+      (lease.metadata.name !== this.name || (lease.metadata.namespace ?? this.namespace) !== this.namespace)
+    ) {
+      return;
+    }
+    this.apply(observe(this.cfg, this.s, lease, this.now(), 'watch'));
+    this.tick();
+  }
+
+  private halt(reason: 'stopped' | 'released', detail: string): void {
+    this.teardown();
+    this.apply(stop(this.s, detail), reason);
+  }
+
+  /** Ends the loop: no timer, no watch, no request in flight. */
+  private teardown(): void {
+    this.running = false;
+    this.cancelTimer();
+    this.watchSub?.unsubscribe();
+    this.watchSub = undefined;
+    this.inflight?.abort();
+    this.inflight = undefined;
+  }
+
+  private cancelTimer(): void {
+    this.timer?.unsubscribe();
+    this.timer = undefined;
+  }
+
+  private schedule(atMonotonic: number): void {
+    this.cancelTimer();
+    const delay = Math.max(0, atMonotonic - this.now());
+    this.timer = this.clock.scheduler.schedule(() => {
+      this.timer = undefined;
+      this.tick();
+    }, delay);
+  }
+
+  private tick(): void {
+    if (!this.running) return;
+    const now = this.now();
+    const d = decide(this.cfg, this.s, now);
+    if (d.kind === 'idle') {
+      this.cancelTimer();
+      return;
+    }
+    if (d.kind === 'lose') {
+      this.teardown();
+      this.apply(lose(this.s, d.reason));
+      return;
+    }
+    if (this.busy) {
+      // The next decision comes when the request in flight ends; only the renew deadline cannot wait.
+      if (this.s.phase === 'leader' && this.s.renewedAt !== undefined) {
+        this.schedule(this.s.renewedAt + this.cfg.renewDeadlineMs);
+      }
+      return;
+    }
+    if (d.kind === 'wait') {
+      this.schedule(d.until);
+      return;
+    }
+    this.busy = true;
+    this.cancelTimer();
+    if (this.s.phase === 'leader' && this.s.renewedAt !== undefined) {
+      this.schedule(this.s.renewedAt + this.cfg.renewDeadlineMs);
+    }
+    void this.attempt(d.read, d.why).finally(() => {
+      this.busy = false;
+      this.tick();
+    });
+  }
+
+  /** One tryAcquireOrRenew: fast path from our copy, or GET first (slow path / poll). */
+  private async attempt(read: boolean, why: string): Promise<void> {
+    const ac = new AbortController();
+    this.inflight = ac;
+    const o = { timeoutMs: this.requestTimeoutMs, signal: ac.signal };
+    const leaderAtStart = this.s.phase === 'leader';
+    this.apply(attemptStarted(this.s, this.now()));
+    try {
+      let readFirst = read;
+      for (let round = 0; round < 2; round++) {
+        if (readFirst || this.s.lock.kind === 'unknown') {
+          readFirst = true;
+          const lease = await this.api.get(this.name, o);
+          if (this.ended()) return;
+          this.apply(observe(this.cfg, this.s, lease, this.now(), 'get'));
+          if (this.ended()) return;
+        }
+        const plan = planWrite(this.cfg, this.s, this.now(), this.clock.wall());
+        if (plan.kind === 'read') {
+          readFirst = true;
+          continue;
+        }
+        if (plan.kind === 'held') {
+          this.log.debug(4, 'Lease is held and has not yet expired', {
+            holder: plan.holder,
+            expiresInMs: Math.round(plan.until - this.now()),
+          });
+          this.apply(attemptFinished(this.cfg, this.s, this.now(), this.random()));
+          return;
+        }
+        if (this.s.phase === 'leader' && readFirst) this.metrics.slowpath.inc({ name: this.name });
+        const sentAt = this.now();
+        try {
+          const written =
+            plan.kind === 'create'
+              ? await this.api.create(
+                  { metadata: { name: this.name, labels: { ...this.opts.labels } }, spec: plan.spec },
+                  o,
+                )
+              : await this.api.update(plan.body, o);
+          if (this.ended()) return;
+          this.apply(writeSucceeded(this.cfg, this.s, written, sentAt, this.now()));
+          this.log.debug(5, leaderAtStart ? 'Successfully renewed lease' : 'Successfully acquired lease', {
+            why,
+          });
+          return;
+        } catch (err) {
+          if (this.ended()) return;
+          // Our copy was stale (409), or the leader's optimistic update failed in any way: read
+          // the lock and decide again, once (client-go's slow path).
+          if (!readFirst && (isConflict(err) || this.s.phase === 'leader')) {
+            this.log.debug(2, 'Failed to update lease optimistically, falling back to slow path', { err });
+            readFirst = true;
+            continue;
+          }
+          throw err;
+        }
+      }
+      this.apply(attemptFinished(this.cfg, this.s, this.now(), this.random()));
+    } catch (err) {
+      if (this.ended()) return;
+      if (this.s.phase === 'leader') {
+        this.metrics.renewErrors.inc({ name: this.name });
+        this.log.warn('Failed to renew lease', { err });
+      } else {
+        this.log.debug(2, 'Failed to acquire lease', { err: isConflict(err) ? 'conflict' : err });
+      }
+      this.apply(attemptFinished(this.cfg, this.s, this.now(), this.random()));
+    } finally {
+      if (this.inflight === ac) this.inflight = undefined;
+    }
+  }
+
+  /** Installs a new state and publishes what changed. */
+  private apply(next: ElectionState, stopReason?: 'stopped' | 'released'): void {
+    const prev = this.s;
+    this.s = next;
+    const at = this.now();
+    const holder = observedHolder(next);
+    if (holder !== undefined) this.setLeader(holder);
+    if (prev.phase !== 'leader' && next.phase === 'leader') {
+      this.metrics.masterStatus.set({ name: this.name }, 1);
+      this.log.info('Successfully acquired lease', {
+        leaseTransitions: next.lock.kind === 'present' ? next.lock.record.leaseTransitions : undefined,
+      });
+      this.leading.next(true);
+      this.events.next({ type: 'started-leading', identity: this.identity, at });
+      this.safe(() => this.opts.callbacks?.onStartedLeading?.());
+    } else if (prev.phase === 'leader' && next.phase !== 'leader') {
+      const reason: StopReason = next.phase === 'lost' ? 'lost' : (stopReason ?? 'stopped');
+      const detail = next.endReason ?? reason;
+      this.metrics.masterStatus.set({ name: this.name }, 0);
+      if (reason === 'lost') this.log.error('Leader election lost', { reason: detail });
+      else this.log.info('Stopped leading', { reason: detail });
+      this.leading.next(false);
+      this.events.next({ type: 'stopped-leading', reason, detail, at });
+      if (reason === 'lost') {
+        if (this.running) this.teardown();
+        this.lost.next({ reason: detail, at });
+      }
+      this.safe(() => this.opts.callbacks?.onStoppedLeading?.(reason, detail));
+    }
+    if (prev.phase === 'candidate' && next.phase === 'candidate' && next.lock.kind === 'present') {
+      const r = next.lock.record;
+      if (r.holderIdentity !== '' && r.holderIdentity !== this.identity && next.lock !== prev.lock) {
+        this.log.debug(6, 'Observed lease', {
+          holder: r.holderIdentity,
+          expiresInMs: Math.round(next.lock.since + recordLeaseMs(this.cfg, r) - at),
+        });
+      }
+    }
+  }
+
+  private setLeader(holder: string): void {
+    if (holder === this.leader.value) return;
+    const first = this.lastHolderSeen === undefined;
+    this.leader.next(holder);
+    if (holder !== '') {
+      if (!first) this.metrics.transitions.inc({ name: this.name });
+      this.lastHolderSeen = holder;
+    }
+    this.log.info('New leader observed', { leader: holder === '' ? '<none>' : holder });
+    this.events.next({ type: 'new-leader', identity: holder, at: this.now() });
+    this.safe(() => this.opts.callbacks?.onNewLeader?.(holder));
+  }
+
+  private safe(fn: () => void): void {
+    try {
+      fn();
+    } catch (err) {
+      this.log.error('Leader election callback threw', { err });
+    }
+  }
+}

@@ -1,0 +1,282 @@
+import { describe, expect, it } from 'vitest';
+import type { Lease } from '../kube/types.js';
+import {
+  attemptFinished,
+  attemptStarted,
+  canWrite,
+  decide,
+  type ElectionState,
+  fenceDeadline,
+  healthCheck,
+  initialState,
+  type MachineConfig,
+  observe,
+  planWrite,
+  releaseSpec,
+  writeSucceeded,
+} from './machine.js';
+import { microTime, recordOf } from './record.js';
+
+// Monotonic time in these tests starts at 0 and is unrelated to the wall clock (WALL).
+const cfg: MachineConfig = {
+  identity: 'me_1',
+  leaseDurationMs: 15_000,
+  renewDeadlineMs: 10_000,
+  retryPeriodMs: 2_000,
+  fenceSafetyMarginMs: 5_000,
+};
+const WALL = Date.parse('2026-03-01T12:00:00.000Z');
+const HOUR = 3_600_000;
+
+let rv = 1;
+function lease(spec: Lease['spec'], name = 'nlc'): Lease {
+  return { metadata: { name, namespace: 'ns', resourceVersion: String(++rv) }, spec };
+}
+function held(holder: string, renewWall: number, extra: Partial<NonNullable<Lease['spec']>> = {}): Lease {
+  return lease({
+    holderIdentity: holder,
+    leaseDurationSeconds: 15,
+    acquireTime: microTime(renewWall - 60_000),
+    renewTime: microTime(renewWall),
+    leaseTransitions: 3,
+    ...extra,
+  });
+}
+/** Applies a successful write of whatever planWrite returned, as the server would store it. */
+function win(s: ElectionState, now: number, wall = WALL + now): ElectionState {
+  const plan = planWrite(cfg, s, now, wall);
+  if (plan.kind !== 'create' && plan.kind !== 'update') throw new Error(`expected a write, got ${plan.kind}`);
+  const stored =
+    plan.kind === 'create'
+      ? lease(plan.spec)
+      : { ...plan.body, metadata: { ...plan.body.metadata, resourceVersion: String(++rv) } };
+  return writeSucceeded(cfg, attemptStarted(s, now), stored, now, now + 5);
+}
+
+describe('candidate', () => {
+  it('reads first, then creates a missing lock with transitions 0 and acquireTime = renewTime', () => {
+    let s = initialState(0);
+    expect(decide(cfg, s, 0)).toMatchObject({ kind: 'attempt', read: true });
+    expect(planWrite(cfg, s, 0, WALL).kind).toBe('read');
+    s = observe(cfg, s, undefined, 3, 'get');
+    const plan = planWrite(cfg, s, 3, WALL);
+    expect(plan).toEqual({
+      kind: 'create',
+      spec: {
+        holderIdentity: 'me_1',
+        leaseDurationSeconds: 15,
+        acquireTime: '2026-03-01T12:00:00.000000Z',
+        renewTime: '2026-03-01T12:00:00.000000Z',
+        leaseTransitions: 0,
+      },
+    });
+  });
+
+  it('respects a live holder until observedTime + leaseDuration, then takes it at that instant', () => {
+    let s = observe(cfg, initialState(0), held('other_2', WALL), 1_000, 'get');
+    s = attemptFinished(cfg, attemptStarted(s, 1_000), 1_000, 0.5); // next poll at 1000 + 2000 x 1.6
+    expect(planWrite(cfg, s, 1_000, WALL)).toMatchObject({ kind: 'held', holder: 'other_2', until: 16_000 });
+    expect(decide(cfg, s, 1_000)).toEqual({ kind: 'wait', until: 4_200 });
+    // Polls that see the same record do not move the expiry.
+    s = attemptFinished(
+      cfg,
+      attemptStarted(observe(cfg, s, held('other_2', WALL), 4_200, 'get'), 4_200),
+      4_210,
+      0,
+    );
+    expect(decide(cfg, s, 4_210)).toEqual({ kind: 'wait', until: 6_210 });
+    s = attemptFinished(cfg, attemptStarted(s, 14_000), 14_010, 1);
+    // The next poll (14010 + 4400) would come after expiry: the wait ends at expiry instead.
+    expect(decide(cfg, s, 14_010)).toEqual({ kind: 'wait', until: 16_000 });
+    expect(decide(cfg, s, 15_999)).toEqual({ kind: 'wait', until: 16_000 });
+    expect(decide(cfg, s, 16_000)).toMatchObject({ kind: 'attempt', read: false, why: 'free' });
+    const plan = planWrite(cfg, s, 16_000, WALL + 16_000);
+    expect(plan).toMatchObject({ kind: 'update', takeover: true });
+    if (plan.kind !== 'update') throw new Error('unreachable');
+    // A new holder: transitions + 1, acquireTime = now; the precondition is the observed version.
+    expect(plan.body.spec).toMatchObject({
+      holderIdentity: 'me_1',
+      leaseTransitions: 4,
+      acquireTime: '2026-03-01T12:00:16.000000Z',
+      renewTime: '2026-03-01T12:00:16.000000Z',
+      leaseDurationSeconds: 15,
+    });
+    expect(plan.body.metadata.resourceVersion).toBe(
+      s.lock.kind === 'present' ? s.lock.lease.metadata.resourceVersion : '',
+    );
+  });
+
+  it('a renewal by the holder (changed renewTime) restarts the expiry from when WE saw it', () => {
+    let s = observe(cfg, initialState(0), held('other_2', WALL), 0, 'watch');
+    s = observe(cfg, s, held('other_2', WALL + 2_000), 9_000, 'watch');
+    expect(planWrite(cfg, s, 23_999, WALL)).toMatchObject({ kind: 'held', until: 24_000 });
+    expect(planWrite(cfg, s, 24_000, WALL).kind).toBe('update');
+  });
+
+  it.each([
+    ['hours in the future', 5 * HOUR],
+    ['hours in the past', -5 * HOUR],
+    ['years in the past', -3 * 365 * 24 * HOUR],
+  ])('a remote renewTime %s does not change the expiry judgement', (_label, skew) => {
+    const s = observe(cfg, initialState(0), held('other_2', WALL + skew), 1_000, 'get');
+    expect(planWrite(cfg, s, 15_999, WALL).kind).toBe('held');
+    expect(planWrite(cfg, s, 16_000, WALL).kind).toBe('update');
+    expect(decide(cfg, attemptFinished(cfg, attemptStarted(s, 1_000), 1_000, 1), 1_000)).toEqual({
+      kind: 'wait',
+      until: 5_400,
+    });
+  });
+
+  it("uses the record's own leaseDurationSeconds, like client-go", () => {
+    const s = observe(cfg, initialState(0), held('other_2', WALL, { leaseDurationSeconds: 40 }), 0, 'get');
+    expect(planWrite(cfg, s, 39_999, WALL).kind).toBe('held');
+    expect(planWrite(cfg, s, 40_000, WALL).kind).toBe('update');
+  });
+
+  it('takes a released lock (empty holder) at once, keeping the transition count + 1', () => {
+    let s = observe(cfg, initialState(0), held('other_2', WALL), 0, 'watch');
+    s = attemptFinished(cfg, attemptStarted(s, 0), 0, 0);
+    const released = lease(releaseSpec(recordOf(held('other_2', WALL)), WALL + 700));
+    s = observe(cfg, s, released, 700, 'watch');
+    expect(decide(cfg, s, 700)).toMatchObject({ kind: 'attempt', read: false, why: 'free' });
+    const plan = planWrite(cfg, s, 700, WALL + 700);
+    expect(plan).toMatchObject({ kind: 'update', takeover: true, body: { spec: { leaseTransitions: 4 } } });
+  });
+
+  it('does not hot-loop on a free lock after a failed attempt: waits for the jittered poll', () => {
+    let s = observe(cfg, initialState(0), undefined, 0, 'watch');
+    expect(decide(cfg, s, 0)).toMatchObject({ kind: 'attempt', read: false });
+    s = attemptFinished(cfg, attemptStarted(s, 0), 30, 0.25); // e.g. a 500 from create
+    expect(decide(cfg, s, 30)).toEqual({ kind: 'wait', until: 30 + 2_000 * 1.3 });
+    expect(decide(cfg, s, 2_630)).toMatchObject({ kind: 'attempt', read: true, why: 'poll' });
+  });
+
+  it('a new change after a failed attempt warrants an immediate attempt', () => {
+    let s = observe(cfg, initialState(0), held('other_2', WALL), 0, 'get');
+    s = attemptFinished(cfg, attemptStarted(s, 0), 0, 0);
+    s = observe(cfg, s, lease(releaseSpec(recordOf(held('other_2', WALL)), WALL)), 50, 'watch');
+    expect(decide(cfg, s, 50)).toMatchObject({ kind: 'attempt', why: 'free' });
+  });
+
+  it('jitters candidate polls over [retryPeriod, retryPeriod x 2.2)', () => {
+    const s = observe(cfg, initialState(0), held('other_2', WALL), 0, 'get');
+    expect(attemptFinished(cfg, s, 0, 0).nextAttemptAt).toBe(2_000);
+    expect(attemptFinished(cfg, s, 0, 0.999).nextAttemptAt).toBeCloseTo(4_397.6);
+  });
+
+  it('a lock still naming our identity (say, an acquire whose response we lost) is ours: no new transition', () => {
+    const s = observe(cfg, initialState(0), held('me_1', WALL), 0, 'get');
+    expect(decide(cfg, s, 0)).toMatchObject({ kind: 'attempt', why: 'free' });
+    const plan = planWrite(cfg, s, 0, WALL + 1);
+    expect(plan).toMatchObject({
+      kind: 'update',
+      takeover: false,
+      body: { spec: { leaseTransitions: 3, acquireTime: microTime(WALL - 60_000) } },
+    });
+  });
+});
+
+describe('leader', () => {
+  const lead = () => win(observe(cfg, initialState(0), undefined, 0, 'get'), 10);
+
+  it('renews every retryPeriod with acquireTime and transitions kept', () => {
+    let s = lead();
+    expect(s.phase).toBe('leader');
+    expect(s.renewedAt).toBe(10);
+    expect(decide(cfg, s, 15)).toEqual({ kind: 'wait', until: 2_015 });
+    expect(decide(cfg, s, 2_015)).toMatchObject({ kind: 'attempt', read: false, why: 'renew' });
+    const acquire = s.lock.kind === 'present' ? s.lock.record.acquireTime : undefined;
+    const plan = planWrite(cfg, s, 2_015, WALL + 2_015);
+    expect(plan).toMatchObject({
+      kind: 'update',
+      takeover: false,
+      body: { spec: { acquireTime: acquire, leaseTransitions: 0, renewTime: microTime(WALL + 2_015) } },
+    });
+    s = win(s, 2_015);
+    expect(s.renewedAt).toBe(2_015);
+    expect(decide(cfg, s, 2_100)).toEqual({ kind: 'wait', until: 4_020 });
+  });
+
+  it('retries failed renewals every retryPeriod and loses exactly renewDeadline after the last success was sent', () => {
+    let s = lead(); // renewedAt 10
+    const seen: number[] = [];
+    let now = 2_015;
+    for (;;) {
+      const d = decide(cfg, s, now);
+      if (d.kind === 'lose') break;
+      if (d.kind === 'attempt') {
+        seen.push(now);
+        s = attemptFinished(cfg, attemptStarted(s, now), now + 5, 0.9);
+        now += 5;
+      } else if (d.kind === 'wait') now = d.until;
+      else throw new Error(d.kind);
+    }
+    expect(now).toBe(10_010);
+    expect(seen).toEqual([2_015, 4_020, 6_025, 8_030]);
+  });
+
+  it('fence: open until min(renewDeadline, leaseDuration - margin) after the renewal was sent', () => {
+    const s = lead();
+    expect(fenceDeadline(cfg, s)).toBe(10_010);
+    expect(canWrite(cfg, s, 10_009)).toBe(true);
+    expect(canWrite(cfg, s, 10_010)).toBe(false);
+    const wide = { ...cfg, fenceSafetyMarginMs: 2_000 }; // LD - 2 s = 13 s, capped by RD = 10 s
+    expect(fenceDeadline(wide, s)).toBe(10_010);
+    const narrow = { ...cfg, fenceSafetyMarginMs: 8_000 }; // LD - 8 s = 7 s
+    expect(fenceDeadline(narrow, s)).toBe(7_010);
+    expect(canWrite(narrow, s, 7_009)).toBe(true);
+    expect(canWrite(narrow, s, 7_010)).toBe(false);
+    expect(canWrite(cfg, initialState(0), 0)).toBe(false);
+  });
+
+  it('watch shows another holder: fence closes at once, a GET decides', () => {
+    let s = lead();
+    s = observe(cfg, s, held('thief_9', WALL), 500, 'watch');
+    expect(s.phase).toBe('leader');
+    expect(s.suspect).toBe(true);
+    expect(canWrite(cfg, s, 500)).toBe(false);
+    expect(decide(cfg, s, 500)).toMatchObject({ kind: 'attempt', read: true, why: 'verify' });
+    // The GET says it was a stale event: we still hold it.
+    const ours = observe(cfg, s, held('me_1', WALL + 10), 510, 'get');
+    expect(ours.suspect).toBe(false);
+    expect(canWrite(cfg, ours, 510)).toBe(true);
+    // Or it confirms: leadership lost.
+    const gone = observe(cfg, s, held('thief_9', WALL), 510, 'get');
+    expect(gone.phase).toBe('lost');
+    expect(gone.endReason).toBe('lock taken by thief_9');
+    expect(canWrite(cfg, gone, 510)).toBe(false);
+    expect(observe(cfg, s, undefined, 510, 'get')).toMatchObject({
+      phase: 'lost',
+      endReason: 'lock deleted',
+    });
+  });
+
+  it('a lost state ignores everything after', () => {
+    const s = observe(cfg, lead(), undefined, 100, 'get');
+    expect(decide(cfg, s, 100)).toEqual({ kind: 'idle' });
+    expect(writeSucceeded(cfg, s, held('me_1', WALL), 100, 101)).toBe(s);
+    expect(observe(cfg, s, held('me_1', WALL), 102, 'get')).toBe(s);
+  });
+
+  it('release writes no holder, leaseDurationSeconds 1, transitions kept', () => {
+    expect(releaseSpec(recordOf(held('me_1', WALL)), WALL + 5)).toEqual({
+      holderIdentity: '',
+      leaseDurationSeconds: 1,
+      leaseTransitions: 3,
+      acquireTime: microTime(WALL + 5),
+      renewTime: microTime(WALL + 5),
+    });
+  });
+});
+
+describe('healthCheck (client-go Check)', () => {
+  it('fails only for a leader not renewed within leaseDuration + tolerance', () => {
+    const s = win(observe(cfg, initialState(0), undefined, 0, 'get'), 0);
+    expect(healthCheck(cfg, s, 35_000, 20_000)).toBeUndefined();
+    expect(healthCheck(cfg, s, 35_001, 20_000)).toMatch(/failed election to renew leadership/);
+    expect(healthCheck(cfg, initialState(0), 99 * HOUR, 20_000)).toBeUndefined();
+    // A leader that lost but has not exited is unhealthy too (the watchdog case).
+    const lost = observe(cfg, s, undefined, 1, 'get');
+    expect(healthCheck(cfg, lost, 35_001, 20_000)).toBeDefined();
+  });
+});

@@ -1,0 +1,336 @@
+/**
+ * The leader-election state machine, pure: it is given observations of the lock Lease, the
+ * outcomes of our own writes and a monotonic `now`, and decides what to do next. No I/O, no
+ * timers, no wall clock (wall time is passed in only to be written into renewTime/acquireTime).
+ *
+ * Semantics follow client-go's tools/leaderelection:
+ * - Expiry is judged from `since`, OUR monotonic time when we observed the record change, plus the
+ *   record's leaseDurationSeconds; the remote renewTime is only compared for change, never with
+ *   our clock (clock-skew proof).
+ * - Acquiring a lock held by someone else increments leaseTransitions and sets acquireTime; a
+ *   holder renewing keeps both. A missing lock is created with leaseTransitions 0.
+ * - The leader renews every retryPeriod and gives up when no renewal succeeded for renewDeadline.
+ *
+ * Where it is stricter or faster than client-go:
+ * - The renew deadline counts from the moment the last SUCCESSFUL renewal was SENT (client-go
+ *   restarts its deadline at each renew cycle, so it can hold on up to retryPeriod longer).
+ * - A candidate acts the moment a change makes the lock free (released, deleted, or owned by our
+ *   identity) and at the exact instant the lease expires, not at its next 2 s poll.
+ * - A leader that sees (through the watch) the lock deleted or held by someone else closes its
+ *   fence at once and verifies with a GET; a GET that confirms it ends leadership.
+ */
+import type { Lease, LeaseSpec } from '../kube/types.js';
+import { JITTER_FACTOR } from './config.js';
+import { type LeaderRecord, microTime, recordKey, recordOf, specOf } from './record.js';
+
+export interface MachineConfig {
+  identity: string;
+  leaseDurationMs: number;
+  renewDeadlineMs: number;
+  retryPeriodMs: number;
+  fenceSafetyMarginMs: number;
+}
+
+/** What we know about the lock Lease. `since` is our monotonic time of the last observed change. */
+export type LockView =
+  | { readonly kind: 'unknown' }
+  | { readonly kind: 'absent'; readonly since: number }
+  | {
+      readonly kind: 'present';
+      /** The newest object seen with this record (its resourceVersion is our update precondition). */
+      readonly lease: Lease;
+      readonly record: LeaderRecord;
+      readonly key: string;
+      readonly since: number;
+    };
+
+/** candidate -> leader -> lost (terminal); any -> stopped (terminal: stop() or release()). */
+export type Phase = 'candidate' | 'leader' | 'lost' | 'stopped';
+
+export interface ElectionState {
+  readonly phase: Phase;
+  readonly lock: LockView;
+  /** Bumped on every observed change of the lock. */
+  readonly seq: number;
+  /** When the next poll (candidate) or renewal (leader) is due. */
+  readonly nextAttemptAt: number;
+  /** Start and lock-seq of the last attempt: a change after it warrants an immediate new attempt. */
+  readonly lastAttempt: { readonly at: number; readonly seq: number } | undefined;
+  /** Leader: when the last successful acquire/renew request was SENT (monotonic). */
+  readonly renewedAt: number | undefined;
+  /** Leader: the watch contradicted our leadership; fence closed until a GET settles it. */
+  readonly suspect: boolean;
+  /** Why the phase became lost/stopped. */
+  readonly endReason: string | undefined;
+}
+
+export type Decision =
+  /** Nothing to do, ever (lost or stopped). */
+  | { readonly kind: 'idle' }
+  /** Leadership is over: the renew deadline passed. */
+  | { readonly kind: 'lose'; readonly reason: string }
+  /** Try to acquire or renew now. `read`: GET the lock first instead of trusting our copy. */
+  | { readonly kind: 'attempt'; readonly read: boolean; readonly why: string }
+  /** Nothing before `until` (monotonic), unless an observation arrives. */
+  | { readonly kind: 'wait'; readonly until: number };
+
+export type WritePlan =
+  /** We know nothing about the lock: GET it first. */
+  | { readonly kind: 'read' }
+  /** Someone else holds a live lease; it expires at `until` unless it changes. */
+  | { readonly kind: 'held'; readonly holder: string; readonly until: number }
+  | { readonly kind: 'create'; readonly spec: LeaseSpec }
+  | { readonly kind: 'update'; readonly body: Lease; readonly takeover: boolean };
+
+export function initialState(now: number): ElectionState {
+  return {
+    phase: 'candidate',
+    lock: { kind: 'unknown' },
+    seq: 0,
+    nextAttemptAt: now,
+    lastAttempt: undefined,
+    renewedAt: undefined,
+    suspect: false,
+    endReason: undefined,
+  };
+}
+
+/** leaseDurationSeconds we write: rounded UP so others never wait less than our leaseDuration. */
+export function writtenLeaseDurationSeconds(cfg: MachineConfig): number {
+  return Math.max(1, Math.ceil(cfg.leaseDurationMs / 1000));
+}
+
+/** How long a record stays valid after we observed it: its own leaseDurationSeconds (client-go). */
+export function recordLeaseMs(cfg: MachineConfig, r: LeaderRecord): number {
+  return r.leaseDurationSeconds > 0 ? r.leaseDurationSeconds * 1000 : cfg.leaseDurationMs;
+}
+
+/** The holder as last observed: '' for none/absent, undefined while unknown. */
+export function observedHolder(s: ElectionState): string | undefined {
+  if (s.lock.kind === 'unknown') return undefined;
+  return s.lock.kind === 'absent' ? '' : s.lock.record.holderIdentity;
+}
+
+function ended(s: ElectionState): boolean {
+  return s.phase === 'lost' || s.phase === 'stopped';
+}
+
+/**
+ * Records an observation of the lock (`undefined`: it does not exist). `source` is 'get' for an
+ * authoritative read, 'watch' for the change stream (which may lag).
+ */
+export function observe(
+  cfg: MachineConfig,
+  s: ElectionState,
+  lease: Lease | undefined,
+  now: number,
+  source: 'get' | 'watch',
+): ElectionState {
+  if (ended(s)) return s;
+  let lock: LockView;
+  let seq = s.seq;
+  if (lease === undefined) {
+    lock = s.lock.kind === 'absent' ? s.lock : { kind: 'absent', since: now };
+  } else {
+    const record = recordOf(lease);
+    const key = recordKey(record);
+    // Same record (maybe new labels or resourceVersion): keep `since`, refresh our copy.
+    lock =
+      s.lock.kind === 'present' && s.lock.key === key
+        ? { ...s.lock, lease }
+        : { kind: 'present', lease, record, key, since: now };
+  }
+  if (
+    lock.kind !== s.lock.kind ||
+    (lock.kind === 'present' && s.lock.kind === 'present' && lock.key !== s.lock.key)
+  ) {
+    seq++;
+  }
+  const next: ElectionState = { ...s, lock, seq };
+  if (s.phase !== 'leader') return next;
+  const holder = lock.kind === 'present' ? lock.record.holderIdentity : undefined;
+  // A read that shows us as holder settles a suspicion raised by the watch.
+  if (holder === cfg.identity) return source === 'get' ? { ...next, suspect: false } : next;
+  const reason =
+    holder === undefined
+      ? 'lock deleted'
+      : holder === ''
+        ? 'lock released by another client'
+        : `lock taken by ${holder}`;
+  // An authoritative read settles it. The watch may lag, so it only closes the fence and asks
+  // for a read now.
+  if (source === 'get') return { ...next, phase: 'lost', suspect: false, endReason: reason };
+  return { ...next, suspect: true, nextAttemptAt: now };
+}
+
+/** The monotonic moment the lock became (or becomes) free for us; undefined while unknown. */
+export function freeAt(cfg: MachineConfig, lock: LockView): number | undefined {
+  if (lock.kind === 'unknown') return undefined;
+  if (lock.kind === 'absent') return lock.since;
+  const h = lock.record.holderIdentity;
+  if (h === '' || h === cfg.identity) return lock.since;
+  return lock.since + recordLeaseMs(cfg, lock.record);
+}
+
+export function decide(cfg: MachineConfig, s: ElectionState, now: number): Decision {
+  if (ended(s)) return { kind: 'idle' };
+  if (s.phase === 'leader') {
+    const lostAt = (s.renewedAt ?? now) + cfg.renewDeadlineMs;
+    if (now >= lostAt) return { kind: 'lose', reason: 'failed to renew lease within the renew deadline' };
+    if (now >= s.nextAttemptAt)
+      return { kind: 'attempt', read: s.suspect, why: s.suspect ? 'verify' : 'renew' };
+    return { kind: 'wait', until: Math.min(s.nextAttemptAt, lostAt) };
+  }
+  const at = freeAt(cfg, s.lock);
+  if (at === undefined) return { kind: 'attempt', read: true, why: 'initial' };
+  const tried = s.lastAttempt !== undefined && s.lastAttempt.seq === s.seq && s.lastAttempt.at >= at;
+  if (now >= at && !tried) return { kind: 'attempt', read: false, why: 'free' };
+  if (now >= s.nextAttemptAt) return { kind: 'attempt', read: true, why: 'poll' };
+  return { kind: 'wait', until: at > now ? Math.min(s.nextAttemptAt, at) : s.nextAttemptAt };
+}
+
+export function attemptStarted(s: ElectionState, now: number): ElectionState {
+  return { ...s, lastAttempt: { at: now, seq: s.seq } };
+}
+
+/** What to write now, from what we know of the lock. `wallMs` only feeds the timestamps written. */
+export function planWrite(cfg: MachineConfig, s: ElectionState, now: number, wallMs: number): WritePlan {
+  const lock = s.lock;
+  if (lock.kind === 'unknown') return { kind: 'read' };
+  const stamp = microTime(wallMs);
+  const durationSeconds = writtenLeaseDurationSeconds(cfg);
+  if (lock.kind === 'absent') {
+    const spec = specOf({
+      holderIdentity: cfg.identity,
+      leaseDurationSeconds: durationSeconds,
+      acquireTime: stamp,
+      renewTime: stamp,
+      leaseTransitions: 0,
+      strategy: undefined,
+      preferredHolder: undefined,
+    });
+    return { kind: 'create', spec };
+  }
+  const r = lock.record;
+  const ours = r.holderIdentity === cfg.identity;
+  const until = lock.since + recordLeaseMs(cfg, r);
+  if (!ours && (s.phase === 'leader' || (r.holderIdentity !== '' && now < until))) {
+    return { kind: 'held', holder: r.holderIdentity, until };
+  }
+  const spec: LeaseSpec = specOf({
+    holderIdentity: cfg.identity,
+    leaseDurationSeconds: durationSeconds,
+    // A holder renewing keeps acquireTime and leaseTransitions; a new holder bumps transitions.
+    acquireTime: ours ? (r.acquireTime ?? stamp) : stamp,
+    renewTime: stamp,
+    leaseTransitions: ours ? r.leaseTransitions : r.leaseTransitions + 1,
+    strategy: undefined,
+    preferredHolder: undefined,
+  });
+  return { kind: 'update', body: { ...lock.lease, spec }, takeover: !ours };
+}
+
+/** Our create/update succeeded: `response` is the stored object, `sentAt` when we sent it. */
+export function writeSucceeded(
+  cfg: MachineConfig,
+  s: ElectionState,
+  response: Lease,
+  sentAt: number,
+  now: number,
+): ElectionState {
+  if (ended(s)) return s;
+  const record = recordOf(response);
+  if (record.holderIdentity !== cfg.identity) return attemptFinished(cfg, s, now, 0);
+  const key = recordKey(record);
+  const same = s.lock.kind === 'present' && s.lock.key === key;
+  return {
+    ...s,
+    phase: 'leader',
+    lock: {
+      kind: 'present',
+      lease: response,
+      record,
+      key,
+      since: same && s.lock.kind === 'present' ? s.lock.since : now,
+    },
+    seq: same ? s.seq : s.seq + 1,
+    renewedAt: sentAt,
+    suspect: false,
+    nextAttemptAt: now + cfg.retryPeriodMs,
+  };
+}
+
+/**
+ * An attempt ended without a successful write (error, conflict, or the lock is held). The leader
+ * retries after retryPeriod; a candidate polls again after retryPeriod x [1, 1 + JitterFactor).
+ */
+export function attemptFinished(
+  cfg: MachineConfig,
+  s: ElectionState,
+  now: number,
+  jitter01: number,
+): ElectionState {
+  if (ended(s)) return s;
+  const wait =
+    s.phase === 'leader'
+      ? cfg.retryPeriodMs
+      : cfg.retryPeriodMs * (1 + JITTER_FACTOR * Math.min(Math.max(jitter01, 0), 1));
+  return { ...s, nextAttemptAt: now + wait };
+}
+
+export function lose(s: ElectionState, reason: string): ElectionState {
+  if (ended(s)) return s;
+  return { ...s, phase: 'lost', suspect: false, endReason: reason };
+}
+
+export function stop(s: ElectionState, reason: string): ElectionState {
+  if (s.phase === 'stopped') return s;
+  return { ...s, phase: 'stopped', suspect: false, endReason: s.endReason ?? reason };
+}
+
+/** The lock spec that gives the lease up (client-go's ReleaseOnCancel): no holder, 1 s duration. */
+export function releaseSpec(r: LeaderRecord, wallMs: number): LeaseSpec {
+  const stamp = microTime(wallMs);
+  return specOf({
+    holderIdentity: '',
+    leaseDurationSeconds: 1,
+    acquireTime: stamp,
+    renewTime: stamp,
+    leaseTransitions: r.leaseTransitions,
+    strategy: undefined,
+    preferredHolder: undefined,
+  });
+}
+
+/** How long after the last successful renewal was sent writes stay allowed. */
+export function fenceWindowMs(cfg: MachineConfig): number {
+  return Math.min(cfg.renewDeadlineMs, cfg.leaseDurationMs - cfg.fenceSafetyMarginMs);
+}
+
+/** The monotonic instant the fence closes, or undefined when it is closed already. */
+export function fenceDeadline(cfg: MachineConfig, s: ElectionState): number | undefined {
+  if (s.phase !== 'leader' || s.suspect || s.renewedAt === undefined) return undefined;
+  return s.renewedAt + fenceWindowMs(cfg);
+}
+
+/** True only while we hold the lease and `now` is before the fence deadline. */
+export function canWrite(cfg: MachineConfig, s: ElectionState, now: number): boolean {
+  const deadline = fenceDeadline(cfg, s);
+  return deadline !== undefined && now < deadline;
+}
+
+/**
+ * client-go's LeaderElector.Check: an error message when we hold (or held, and have not exited)
+ * the lease but have not renewed it for leaseDuration + tolerance. Non-leaders are healthy.
+ */
+export function healthCheck(
+  cfg: MachineConfig,
+  s: ElectionState,
+  now: number,
+  toleranceMs: number,
+): string | undefined {
+  if ((s.phase !== 'leader' && s.phase !== 'lost') || s.renewedAt === undefined) return undefined;
+  const age = now - s.renewedAt;
+  if (age <= cfg.leaseDurationMs + toleranceMs) return undefined;
+  return `failed election to renew leadership: last renewal ${Math.round(age)}ms ago, more than lease duration ${cfg.leaseDurationMs}ms + ${toleranceMs}ms`;
+}

@@ -1,0 +1,76 @@
+import type { Lease, LeaseSpec } from '../kube/types.js';
+
+/**
+ * The leader-election record as it lives in a Lease's spec (client-go's LeaderElectionRecord).
+ * Absent fields read as '' / 0 / undefined, the way client-go reads a LeaseSpec.
+ */
+export interface LeaderRecord {
+  /** '' means nobody holds the lock (never held, or released). */
+  holderIdentity: string;
+  /** 0 when absent. */
+  leaseDurationSeconds: number;
+  acquireTime: string | undefined;
+  renewTime: string | undefined;
+  leaseTransitions: number;
+  /** Coordinated leader election fields: carried over unchanged, never acted on. */
+  strategy: string | undefined;
+  preferredHolder: string | undefined;
+}
+
+/** MicroTime as the API server formats it: RFC 3339 UTC with exactly six fractional digits. */
+export function microTime(wallMs: number): string {
+  const iso = new Date(wallMs).toISOString(); // 2026-01-01T00:00:00.123Z
+  return `${iso.slice(0, 23)}000Z`;
+}
+
+function str(v: unknown): string | undefined {
+  return typeof v === 'string' ? v : undefined;
+}
+
+function int(v: unknown): number {
+  return typeof v === 'number' && Number.isFinite(v) ? Math.trunc(v) : 0;
+}
+
+/** Reads the record out of a Lease. Never throws on malformed input. */
+export function recordOf(lease: Lease): LeaderRecord {
+  const spec: LeaseSpec = typeof lease.spec === 'object' && lease.spec !== null ? lease.spec : {};
+  return {
+    holderIdentity: str(spec.holderIdentity) ?? '',
+    leaseDurationSeconds: int(spec.leaseDurationSeconds),
+    acquireTime: str(spec.acquireTime),
+    renewTime: str(spec.renewTime),
+    leaseTransitions: int(spec.leaseTransitions),
+    strategy: str(spec.strategy),
+    preferredHolder: str(spec.preferredHolder),
+  };
+}
+
+/** Writes a record as a LeaseSpec (client-go writes every field, holderIdentity '' included). */
+export function specOf(r: LeaderRecord): LeaseSpec {
+  const spec: LeaseSpec = {
+    holderIdentity: r.holderIdentity,
+    leaseDurationSeconds: r.leaseDurationSeconds,
+    leaseTransitions: r.leaseTransitions,
+  };
+  if (r.acquireTime !== undefined) spec.acquireTime = r.acquireTime;
+  if (r.renewTime !== undefined) spec.renewTime = r.renewTime;
+  if (r.strategy !== undefined) spec.strategy = r.strategy;
+  if (r.preferredHolder !== undefined) spec.preferredHolder = r.preferredHolder;
+  return spec;
+}
+
+/**
+ * A string that changes whenever the record changes (client-go compares the marshalled record).
+ * Only the record counts: a label edit or a new resourceVersion with the same spec is no renewal.
+ */
+export function recordKey(r: LeaderRecord): string {
+  return JSON.stringify([
+    r.holderIdentity,
+    r.leaseDurationSeconds,
+    r.acquireTime ?? null,
+    r.renewTime ?? null,
+    r.leaseTransitions,
+    r.strategy ?? null,
+    r.preferredHolder ?? null,
+  ]);
+}
