@@ -1,4 +1,9 @@
-import { randomBytes } from 'node:crypto';
+import {
+  defaultIdentity,
+  type LeaderElectionConfig,
+  LeaderElectionConfigError,
+  resolveLeaderElectionConfig,
+} from '../election/config.js';
 import { FlagError, type ParsedArgs, parseAddress, parseArgs } from './flags.js';
 
 export interface BindAddress {
@@ -27,15 +32,11 @@ export interface Config {
     capMaxPercent: number;
     capWindowMs: number;
   };
-  leaderElection: {
+  leaderElection: LeaderElectionConfig & {
     enabled: boolean;
-    leaseDurationMs: number;
-    renewDeadlineMs: number;
-    retryPeriodMs: number;
-    resourceName: string;
-    namespace: string;
-    identity: string;
     identityLeaseGcAgeMs: number;
+    /** Names this replica's identity lease: the pod name in a cluster, else the host name. */
+    hostname: string;
   };
   metricsAddress: BindAddress | undefined;
   probeAddress: BindAddress | undefined;
@@ -51,8 +52,6 @@ export interface ConfigEnv {
   HOSTNAME?: string | undefined;
 }
 
-const DNS1123 = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-
 function address(raw: string): BindAddress | undefined {
   return raw === '0' ? undefined : parseAddress(raw);
 }
@@ -67,30 +66,23 @@ export function buildConfig(args: ParsedArgs, env: ConfigEnv, hostname: string):
   const str = (k: string) => v[k] as string;
   const bool = (k: string) => v[k] as boolean;
 
-  const leaseDurationMs = num('leader-elect-lease-duration');
-  const renewDeadlineMs = num('leader-elect-renew-deadline');
-  const retryPeriodMs = num('leader-elect-retry-period');
-  if (!(leaseDurationMs > renewDeadlineMs)) {
-    throw new FlagError(
-      `--leader-elect-lease-duration (${leaseDurationMs}ms) must be greater than --leader-elect-renew-deadline (${renewDeadlineMs}ms)`,
-    );
-  }
-  if (!(renewDeadlineMs > 1.2 * retryPeriodMs)) {
-    throw new FlagError(
-      `--leader-elect-renew-deadline (${renewDeadlineMs}ms) must be greater than 1.2 x --leader-elect-retry-period (${1.2 * retryPeriodMs}ms)`,
-    );
-  }
-  const resourceName = str('leader-elect-resource-name');
-  if (!DNS1123.test(resourceName) || resourceName.length > 253) {
-    throw new FlagError(
-      `invalid value ${JSON.stringify(resourceName)} for flag --leader-elect-resource-name: accepted: a DNS subdomain name (lowercase letters, digits, '-' and '.')`,
-    );
-  }
   const namespace = str('leader-elect-resource-namespace') || env.POD_NAMESPACE || 'kube-system';
-  if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(namespace) || namespace.length > 63) {
-    throw new FlagError(
-      `invalid namespace ${JSON.stringify(namespace)} for --leader-elect-resource-namespace (or POD_NAMESPACE): accepted: a DNS label`,
-    );
+  // Identity: the pod name (unique per replica in a Deployment), else host name plus randomness
+  // (two processes on one host must still differ).
+  const identity = env.POD_NAME || defaultIdentity(hostname);
+  let election: LeaderElectionConfig;
+  try {
+    election = resolveLeaderElectionConfig({
+      leaseDurationMs: num('leader-elect-lease-duration'),
+      renewDeadlineMs: num('leader-elect-renew-deadline'),
+      retryPeriodMs: num('leader-elect-retry-period'),
+      name: str('leader-elect-resource-name'),
+      namespace,
+      identity,
+    });
+  } catch (err) {
+    if (err instanceof LeaderElectionConfigError) throw new FlagError(err.problems.join('; '));
+    throw err;
   }
   const unschedulableMonitor = num('node-monitor-grace-period');
   const silence = num('watch-silence-threshold');
@@ -112,10 +104,6 @@ export function buildConfig(args: ParsedArgs, env: ConfigEnv, hostname: string):
       `--metrics-bind-address and --health-probe-bind-address must use different ports (both ${metricsAddress.port})`,
     );
   }
-  // Identity: the pod name (unique per replica in a Deployment), else host name plus randomness
-  // (two processes on one host must still differ), as client-go users usually do.
-  const identity = env.POD_NAME || `${hostname}_${randomBytes(4).toString('hex')}`;
-
   return {
     kubeconfig: str('kubeconfig') || undefined,
     dryRun: bool('dry-run'),
@@ -137,14 +125,10 @@ export function buildConfig(args: ParsedArgs, env: ConfigEnv, hostname: string):
       capWindowMs: num('max-noexecute-window'),
     },
     leaderElection: {
+      ...election,
       enabled: bool('leader-elect'),
-      leaseDurationMs,
-      renewDeadlineMs,
-      retryPeriodMs,
-      resourceName,
-      namespace,
-      identity,
       identityLeaseGcAgeMs: num('identity-lease-gc-age'),
+      hostname: env.POD_NAME || hostname,
     },
     metricsAddress,
     probeAddress,

@@ -56,7 +56,7 @@ describe('flags', () => {
       leaseDurationMs: 15_000,
       renewDeadlineMs: 10_000,
       retryPeriodMs: 2_000,
-      resourceName: 'node-lifecycle-controller',
+      name: 'node-lifecycle-controller',
       namespace: 'nlc-system',
       identity: 'nlc-0',
     });
@@ -110,10 +110,10 @@ describe('flags', () => {
 
   it('checks leader-election timings against each other like client-go', () => {
     expect(() => load(['--leader-elect-lease-duration=10s', '--leader-elect-renew-deadline=10s'])).toThrow(
-      /--leader-elect-lease-duration .* must be greater than --leader-elect-renew-deadline/,
+      /--leader-elect-lease-duration \(10s\) must be greater than --leader-elect-renew-deadline \(10s\)/,
     );
     expect(() => load(['--leader-elect-renew-deadline=2s', '--leader-elect-retry-period=2s'])).toThrow(
-      /--leader-elect-renew-deadline .* must be greater than 1.2 x --leader-elect-retry-period/,
+      /--leader-elect-renew-deadline \(2s\) must be greater than 1.2 x --leader-elect-retry-period/,
     );
   });
 
@@ -124,7 +124,9 @@ describe('flags', () => {
   });
 
   it('rejects a bad lock name and clashing ports', () => {
-    expect(() => load(['--leader-elect-resource-name=Bad_Name'])).toThrow(/--leader-elect-resource-name/);
+    expect(() => load(['--leader-elect-resource-name=Bad_Name'])).toThrow(
+      /--leader-elect-resource-name must be a DNS subdomain/,
+    );
     expect(() => load(['--metrics-bind-address=:9000', '--health-probe-bind-address=:9000'])).toThrow(
       /different ports/,
     );
@@ -133,7 +135,7 @@ describe('flags', () => {
   it('derives an identity without POD_NAME that differs per process', () => {
     const a = buildConfig(parseArgs([]), {}, 'host-a').leaderElection;
     const b = buildConfig(parseArgs([]), {}, 'host-a').leaderElection;
-    expect(a.identity).toMatch(/^host-a_[0-9a-f]{8}$/);
+    expect(a.identity).toMatch(/^host-a_[0-9a-f]{16}$/);
     expect(a.identity).not.toBe(b.identity);
     expect(a.namespace).toBe('kube-system');
   });

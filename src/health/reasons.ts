@@ -1,0 +1,142 @@
+/**
+ * Every string this controller writes into, or matches in, Kubernetes objects on behalf of node
+ * health: taint keys, condition types/reasons/messages, Event reasons/messages, label keys, and the
+ * kinds of bad data we report. Upstream values are spelled exactly as kube-controller-manager's
+ * node-lifecycle controller spells them; do not "improve" them, users alert on them.
+ */
+
+/** Namespace holding one Lease per node, named after the node (kubelet heartbeats). */
+export const NODE_LEASE_NAMESPACE = 'kube-node-lease';
+
+/** Event source component, as upstream's node lifecycle controller reports it. */
+export const EVENT_SOURCE_COMPONENT = 'node-controller';
+
+/** Taint keys (core/v1 well-known taints). */
+export const TaintKey = {
+  NotReady: 'node.kubernetes.io/not-ready',
+  Unreachable: 'node.kubernetes.io/unreachable',
+  MemoryPressure: 'node.kubernetes.io/memory-pressure',
+  DiskPressure: 'node.kubernetes.io/disk-pressure',
+  PIDPressure: 'node.kubernetes.io/pid-pressure',
+  NetworkUnavailable: 'node.kubernetes.io/network-unavailable',
+  Unschedulable: 'node.kubernetes.io/unschedulable',
+} as const;
+export type TaintKey = (typeof TaintKey)[keyof typeof TaintKey];
+
+export const TaintEffectName = {
+  NoSchedule: 'NoSchedule',
+  PreferNoSchedule: 'PreferNoSchedule',
+  NoExecute: 'NoExecute',
+} as const;
+
+/** Node condition types. */
+export const NodeConditionType = {
+  Ready: 'Ready',
+  MemoryPressure: 'MemoryPressure',
+  DiskPressure: 'DiskPressure',
+  PIDPressure: 'PIDPressure',
+  NetworkUnavailable: 'NetworkUnavailable',
+} as const;
+
+/** Pod condition types. */
+export const PodConditionType = {
+  Ready: 'Ready',
+} as const;
+
+export const ConditionStatusValue = {
+  True: 'True',
+  False: 'False',
+  Unknown: 'Unknown',
+} as const;
+
+/** Reasons the controller writes on node conditions it sets to Unknown. */
+export const NodeConditionReason = {
+  /** The condition existed and the kubelet stopped posting it. */
+  NodeStatusUnknown: 'NodeStatusUnknown',
+  /** The condition never existed: appended by the controller. */
+  NodeStatusNeverUpdated: 'NodeStatusNeverUpdated',
+} as const;
+
+export const NodeConditionMessage = {
+  StoppedPosting: 'Kubelet stopped posting node status.',
+  NeverPosted: 'Kubelet never posted node status.',
+} as const;
+
+/** Event types (core/v1 EventTypeNormal / EventTypeWarning). */
+export const EventType = {
+  Normal: 'Normal',
+  Warning: 'Warning',
+} as const;
+export type EventType = (typeof EventType)[keyof typeof EventType];
+
+/** Event reasons. The first three are upstream's, spelled identically. */
+export const EventReason = {
+  /** On the Node (Normal) when the controller flips Ready away from True; on each Pod (Warning). */
+  NodeNotReady: 'NodeNotReady',
+  /** On the Node (Normal) when the controller first sees it. */
+  RegisteredNode: 'RegisteredNode',
+  /** On the Node (Normal) when it disappears from the controller's view. */
+  RemovingNode: 'RemovingNode',
+} as const;
+export type EventReason = (typeof EventReason)[keyof typeof EventReason];
+
+/** Event messages (upstream wording; node messages are built by the functions below). */
+export const EventMessage = {
+  /** Upstream's pod event message (MarkPodsNotReady). */
+  PodNodeNotReady: 'Node is not ready',
+  /** Upstream's RecordNodeStatusChange: "Node %s status is now: %s". */
+  nodeStatusNow: (node: string, status: string): string => `Node ${node} status is now: ${status}`,
+  /** Upstream's RecordNodeEvent: "Node %s event: %s" with "Registered Node %v in Controller". */
+  registeredNode: (node: string): string => `Node ${node} event: Registered Node ${node} in Controller`,
+  /** Upstream's RecordNodeEvent with "Removing Node %v from Controller". */
+  removingNode: (node: string): string => `Node ${node} event: Removing Node ${node} from Controller`,
+} as const;
+
+/** Node label keys read for zones and disruption. */
+export const LabelKey = {
+  TopologyRegion: 'topology.kubernetes.io/region',
+  TopologyZone: 'topology.kubernetes.io/zone',
+  /** Legacy (deprecated) labels; upstream prefers them when present. */
+  LegacyRegion: 'failure-domain.beta.kubernetes.io/region',
+  LegacyZone: 'failure-domain.beta.kubernetes.io/zone',
+  /** Present (any value) -> node left out of zone disruption statistics, still tainted. */
+  ExcludeDisruption: 'node.kubernetes.io/exclude-disruption',
+} as const;
+
+/**
+ * Bad or surprising data seen by the health core. Each is returned as an {@link Anomaly} record
+ * (never thrown); the caller turns them into metrics (`kind` as a label) and logs.
+ */
+export const AnomalyKind = {
+  /** A Lease in kube-node-lease whose Node we do not know (tracked, never marked). */
+  LeaseWithoutNode: 'lease_without_node',
+  /** A Lease outside kube-node-lease was passed in (ignored). */
+  LeaseWrongNamespace: 'lease_wrong_namespace',
+  /** Object without metadata.name (ignored). */
+  MissingName: 'missing_name',
+  /** Lease without spec.renewTime (ignored). */
+  RenewTimeMissing: 'renew_time_missing',
+  /** Lease whose spec.renewTime does not parse as RFC 3339 (ignored). */
+  RenewTimeUnparsable: 'renew_time_unparsable',
+  /** renewTime moved backwards (kubelet clock stepped back): still counted as a renewal. */
+  RenewTimeBackward: 'renew_time_backward',
+  /** renewTime equal to a value already seen before the current one (stale replay): not a renewal. */
+  RenewTimeReplayed: 'renew_time_replayed',
+  /** renewTime changed but did not advance, ignored because leaseRule = 'advanced' (upstream). */
+  RenewTimeNotAdvanced: 'renew_time_not_advanced',
+  /** spec.holderIdentity is null or empty (renewals still counted, as upstream). */
+  HolderMissing: 'holder_missing',
+  /** spec.holderIdentity differs from the node name (renewals still counted, as upstream). */
+  HolderMismatch: 'holder_mismatch',
+  /** A Node's Ready condition disappeared after we had seen it. */
+  ReadyConditionRemoved: 'ready_condition_removed',
+  /** Ready lastHeartbeatTime does not parse; compared as raw text instead. */
+  HeartbeatUnparsable: 'heartbeat_unparsable',
+  /** A condition type appears more than once; the first one is used. */
+  DuplicateCondition: 'duplicate_condition',
+  /** The grace resolver threw or returned unusable numbers; defaults used. */
+  InvalidGrace: 'invalid_grace',
+  /** A non-finite `now` was passed in (observation ignored). */
+  InvalidNow: 'invalid_now',
+} as const;
+export type AnomalyKind = (typeof AnomalyKind)[keyof typeof AnomalyKind];

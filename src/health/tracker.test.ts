@@ -1,0 +1,525 @@
+import { describe, expect, it } from 'vitest';
+import type { Lease, Node, NodeCondition } from '../kube/types.js';
+import { DeadlineHeap } from './deadlines.js';
+import { AnomalyKind } from './reasons.js';
+import { DEADLINE_EPSILON_MS, NodeHealthTracker } from './tracker.js';
+
+const CREATED = '2026-01-01T00:00:00Z';
+const WALL = Date.UTC(2026, 0, 1, 12, 0, 0);
+
+function iso(sec: number): string {
+  return new Date(Date.UTC(2026, 0, 1) + sec * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+function micro(ms: number): string {
+  return `${new Date(Date.UTC(2026, 0, 1) + ms).toISOString().slice(0, 23)}000Z`;
+}
+
+function lease(name: string, renewTime: string | null | undefined, holder: string | null = name): Lease {
+  return {
+    metadata: { name, namespace: 'kube-node-lease' },
+    spec: { holderIdentity: holder, leaseDurationSeconds: 40, renewTime },
+  };
+}
+
+function ready(status: string, hbSec: number, ltSec = 0): NodeCondition {
+  return {
+    type: 'Ready',
+    status,
+    reason: 'KubeletReady',
+    lastHeartbeatTime: iso(hbSec),
+    lastTransitionTime: iso(ltSec),
+  };
+}
+
+function node(name: string, conditions?: NodeCondition[], extra: Partial<Node['metadata']> = {}): Node {
+  return {
+    metadata: { name, uid: `uid-${name}`, creationTimestamp: CREATED, ...extra },
+    status: conditions ? { conditions } : {},
+  };
+}
+
+const kinds = (r: { anomalies: { kind: string }[] }) => r.anomalies.map((a) => a.kind);
+
+describe('lease rule', () => {
+  it('first lease and every advance set probe = now; an equal renewTime is ignored', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('n1', [ready('True', 1)]), 0);
+    expect(t.observeLease(lease('n1', micro(1000)), 5_000).refreshed).toBe(true);
+    expect(t.health('n1')?.probeTimestamp).toBe(5_000);
+    // same object again (relist / unrelated update): not a renewal
+    expect(t.observeLease(lease('n1', micro(1000)), 9_000).refreshed).toBe(false);
+    expect(t.health('n1')?.probeTimestamp).toBe(5_000);
+    // same instant, different spelling: still not a renewal
+    expect(t.observeLease(lease('n1', micro(1000).replace('000Z', 'Z')), 9_500).refreshed).toBe(false);
+    expect(t.observeLease(lease('n1', micro(11_000)), 15_000).refreshed).toBe(true);
+    expect(t.health('n1')?.probeTimestamp).toBe(15_000);
+    expect(t.health('n1')?.lastSeenRenewTime).toBe(micro(11_000));
+  });
+
+  it('a sub-millisecond MicroTime change is a renewal', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('n1', [ready('True', 1)]), 0);
+    t.observeLease(lease('n1', '2026-01-01T00:00:10.000001Z'), 1_000);
+    expect(t.observeLease(lease('n1', '2026-01-01T00:00:10.000002Z'), 2_000).refreshed).toBe(true);
+  });
+
+  it('leaseDurationSeconds is never read: only grace decides', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('n1', [ready('True', 1)]), 0);
+    const l = lease('n1', micro(1));
+    l.spec!.leaseDurationSeconds = 1;
+    t.observeLease(l, 0);
+    expect(t.isTimedOut('n1', 50_000)).toBe(false);
+    expect(t.isTimedOut('n1', 50_001)).toBe(true);
+  });
+
+  it('kubelet clock 10 min ahead or behind behaves like any other', () => {
+    for (const skewMs of [600_000, -600_000]) {
+      const t = new NodeHealthTracker();
+      t.observeNode(node('n1', [ready('True', 1)]), 0);
+      for (let now = 0; now <= 300_000; now += 10_000) {
+        const r = t.observeLease(lease('n1', micro(now + skewMs)), now);
+        expect(r.refreshed).toBe(true);
+        expect(t.popDue(now)).toEqual([]);
+      }
+      expect(t.nextDeadline()).toBe(300_000 + 50_000 + DEADLINE_EPSILON_MS);
+    }
+  });
+
+  it("a backward step counts as a renewal and is counted ('changed' rule, default)", () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('n1', [ready('True', 1)]), 0);
+    t.observeLease(lease('n1', micro(100_000)), 0);
+    const r = t.observeLease(lease('n1', micro(40_000)), 10_000); // clock stepped back 70s
+    expect(r.refreshed).toBe(true);
+    expect(kinds(r)).toContain(AnomalyKind.RenewTimeBackward);
+    expect(t.health('n1')?.probeTimestamp).toBe(10_000);
+    expect(t.observeLease(lease('n1', micro(50_000)), 20_000).refreshed).toBe(true);
+    expect(t.stats().backwardSteps).toBe(1);
+  });
+
+  it("upstream 'advanced' rule: a backward step is ignored until the clock passes the old value", () => {
+    const t = new NodeHealthTracker({ leaseRule: 'advanced' });
+    t.observeNode(node('n1', [ready('True', 1)]), 0);
+    t.observeLease(lease('n1', micro(100_000)), 0);
+    const r = t.observeLease(lease('n1', micro(40_000)), 10_000);
+    expect(r.refreshed).toBe(false);
+    expect(kinds(r)).toContain(AnomalyKind.RenewTimeNotAdvanced);
+    expect(t.observeLease(lease('n1', micro(100_000)), 20_000).refreshed).toBe(false); // equal
+    expect(t.observeLease(lease('n1', micro(100_001)), 30_000).refreshed).toBe(true);
+    expect(t.stats().backwardSteps).toBe(0);
+  });
+
+  it('a replayed older lease (stale cache after relist) is not a renewal', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('n1', [ready('True', 1)]), 0);
+    t.observeLease(lease('n1', micro(10_000)), 10_000);
+    t.observeLease(lease('n1', micro(20_000)), 20_000);
+    const r = t.observeLease(lease('n1', micro(10_000)), 25_000);
+    expect(r.refreshed).toBe(false);
+    expect(kinds(r)).toContain(AnomalyKind.RenewTimeReplayed);
+    // the current value coming back after the replay is not a renewal either (seen before)
+    expect(t.observeLease(lease('n1', micro(20_000)), 26_000).refreshed).toBe(false);
+    expect(t.health('n1')?.probeTimestamp).toBe(20_000);
+  });
+
+  it('replay memory is bounded: a value older than renewHistorySize renewals counts again', () => {
+    const t = new NodeHealthTracker({ renewHistorySize: 2 });
+    t.observeNode(node('n1', [ready('True', 1)]), 0);
+    t.observeLease(lease('n1', micro(1_000)), 1);
+    t.observeLease(lease('n1', micro(2_000)), 2);
+    expect(t.observeLease(lease('n1', micro(1_000)), 3).refreshed).toBe(false); // still remembered
+    t.observeLease(lease('n1', micro(3_000)), 4); // evicts 1_000
+    expect(t.observeLease(lease('n1', micro(1_000)), 5).refreshed).toBe(true);
+  });
+
+  it('missing or unparsable renewTime is ignored and counted; logged once', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('n1', [ready('True', 1)]), 0);
+    const a = t.observeLease(lease('n1', 'not-a-time'), 10_000);
+    expect(a.refreshed).toBe(false);
+    expect(a.anomalies).toContainEqual(
+      expect.objectContaining({ kind: AnomalyKind.RenewTimeUnparsable, first: true }),
+    );
+    const b = t.observeLease(lease('n1', 'also-bad'), 11_000);
+    expect(b.anomalies).toContainEqual(
+      expect.objectContaining({ kind: AnomalyKind.RenewTimeUnparsable, first: false }),
+    );
+    expect(kinds(t.observeLease(lease('n1', null), 12_000))).toContain(AnomalyKind.RenewTimeMissing);
+    expect(
+      kinds(t.observeLease({ metadata: { name: 'n1', namespace: 'kube-node-lease' } }, 13_000)),
+    ).toContain(AnomalyKind.RenewTimeMissing);
+    expect(t.health('n1')?.probeTimestamp).toBe(0);
+    expect(t.stats().anomalies[AnomalyKind.RenewTimeUnparsable]).toBe(2);
+    // a good value afterwards is a renewal
+    expect(t.observeLease(lease('n1', micro(1)), 14_000).refreshed).toBe(true);
+  });
+
+  it('null or foreign holderIdentity is reported; renewals still count (upstream ignores holder)', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('n1', [ready('True', 1)]), 0);
+    const r = t.observeLease(lease('n1', micro(1), null), 1_000);
+    expect(r.refreshed).toBe(true);
+    expect(kinds(r)).toContain(AnomalyKind.HolderMissing);
+    expect(kinds(t.observeLease(lease('n1', micro(2), 'other'), 2_000))).toContain(
+      AnomalyKind.HolderMismatch,
+    );
+  });
+
+  it('a lease without a node is tracked, reported, and never marked', () => {
+    const t = new NodeHealthTracker();
+    const r = t.observeLease(lease('ghost', micro(1)), 0);
+    expect(r.anomalies).toContainEqual(
+      expect.objectContaining({ kind: AnomalyKind.LeaseWithoutNode, first: true }),
+    );
+    expect(t.leasesWithoutNode()).toEqual(['ghost']);
+    expect(t.stats()).toMatchObject({ nodes: 0, leases: 1, leasesWithoutNode: 1, scheduled: 0 });
+    expect(t.nextDeadline()).toBeUndefined();
+    expect(t.popDue(10_000_000)).toEqual([]);
+    expect(t.recheckAll(10_000_000)).toEqual([]);
+    expect(t.isTimedOut('ghost', 10_000_000)).toBe(false);
+    expect(t.markUnknown(node('ghost', [ready('True', 1)]), 10_000_000, WALL)).toBeUndefined();
+    // the node shows up later: fresh grace from that moment
+    const n = t.observeNode(node('ghost', [ready('True', 1)]), 20_000_000);
+    expect(n.registered).toBe(true);
+    expect(t.leasesWithoutNode()).toEqual([]);
+    expect(t.nextDeadline()).toBe(20_050_000 + DEADLINE_EPSILON_MS);
+  });
+
+  it('leases outside kube-node-lease and nameless objects are ignored', () => {
+    const t = new NodeHealthTracker();
+    const r = t.observeLease(
+      { metadata: { name: 'x', namespace: 'kube-system' }, spec: { renewTime: micro(1) } },
+      0,
+    );
+    expect(kinds(r)).toEqual([AnomalyKind.LeaseWrongNamespace]);
+    expect(kinds(t.observeLease({ metadata: {} } as Lease, 0))).toEqual([AnomalyKind.MissingName]);
+    expect(kinds(t.observeNode({ metadata: {} } as Node, 0))).toEqual([AnomalyKind.MissingName]);
+    expect(t.stats()).toMatchObject({ nodes: 0, leases: 0 });
+  });
+});
+
+describe('status rule (upstream order)', () => {
+  it('no saved health -> probe = transition = now (fresh grace after restart)', () => {
+    const t = new NodeHealthTracker();
+    const r = t.observeNode(node('n1', [ready('True', 1)]), 7_000);
+    expect(r).toMatchObject({ registered: true, refreshed: true });
+    expect(t.health('n1')).toMatchObject({
+      probeTimestamp: 7_000,
+      readyTransitionTimestamp: 7_000,
+      graceKind: 'monitor',
+    });
+    expect(t.observeNode(node('n1', [ready('True', 1)]), 8_000).registered).toBe(false);
+  });
+
+  it('Ready appearing -> now; a new heartbeat -> probe = now, transition only if lastTransitionTime changed', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('n1'), 0);
+    expect(t.health('n1')?.graceKind).toBe('startup');
+    expect(t.observeNode(node('n1', [ready('True', 10, 10)]), 10_000).refreshed).toBe(true);
+    expect(t.health('n1')).toMatchObject({
+      probeTimestamp: 10_000,
+      readyTransitionTimestamp: 10_000,
+      graceKind: 'monitor',
+    });
+    // heartbeat moves, transition time unchanged
+    t.observeNode(node('n1', [ready('True', 20, 10)]), 20_000);
+    expect(t.health('n1')).toMatchObject({ probeTimestamp: 20_000, readyTransitionTimestamp: 10_000 });
+    // heartbeat and transition move
+    t.observeNode(node('n1', [ready('False', 30, 30)]), 30_000);
+    expect(t.health('n1')).toMatchObject({
+      probeTimestamp: 30_000,
+      readyTransitionTimestamp: 30_000,
+      readyStatus: 'False',
+    });
+  });
+
+  it('same heartbeat (labels changed, our own write echoed) -> nothing', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('n1', [ready('True', 10, 10)]), 0);
+    const r = t.observeNode(node('n1', [ready('Unknown', 10, 99)], { labels: { a: 'b' } }), 40_000);
+    expect(r.refreshed).toBe(false);
+    expect(t.health('n1')?.probeTimestamp).toBe(0);
+  });
+
+  it('Ready disappearing is reported and does not refresh; grace becomes startup grace', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('n1', [ready('True', 10)]), 0);
+    const r = t.observeNode(node('n1', []), 30_000);
+    expect(r.refreshed).toBe(false);
+    expect(kinds(r)).toContain(AnomalyKind.ReadyConditionRemoved);
+    expect(t.health('n1')).toMatchObject({ probeTimestamp: 0, graceKind: 'startup', graceMs: 60_000 });
+    // reappearing is a refresh (upstream: "Creating timestamp entry")
+    expect(t.observeNode(node('n1', [ready('True', 10)]), 40_000).refreshed).toBe(true);
+  });
+
+  it('the placeholder Ready a node controller appends on timeout is not a heartbeat', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('n1'), 0);
+    const placeholder: NodeCondition = {
+      type: 'Ready',
+      status: 'Unknown',
+      reason: 'NodeStatusNeverUpdated',
+      message: 'Kubelet never posted node status.',
+      lastHeartbeatTime: CREATED,
+      lastTransitionTime: iso(100),
+    };
+    expect(t.observeNode(node('n1', [placeholder]), 61_000).refreshed).toBe(false);
+    expect(t.health('n1')?.probeTimestamp).toBe(0);
+  });
+
+  it('a node without a lease lives on Ready heartbeats', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('n1', [ready('True', 0)]), 0);
+    t.observeNode(node('n1', [ready('True', 40)]), 40_000);
+    expect(t.isTimedOut('n1', 90_000)).toBe(false);
+    expect(t.isTimedOut('n1', 90_001)).toBe(true);
+  });
+
+  it('a node re-created under the same name (new uid) gets a fresh grace', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('n1', [ready('True', 10)]), 0);
+    const r = t.observeNode(node('n1', [ready('True', 10)], { uid: 'other' }), 30_000);
+    expect(r.refreshed).toBe(true);
+    expect(t.health('n1')?.probeTimestamp).toBe(30_000);
+  });
+
+  it('an unparsable heartbeat is compared as text and reported', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('n1', [{ type: 'Ready', status: 'True', lastHeartbeatTime: 'garbage' }]), 0);
+    const same = t.observeNode(
+      node('n1', [{ type: 'Ready', status: 'True', lastHeartbeatTime: 'garbage' }]),
+      1_000,
+    );
+    expect(same.refreshed).toBe(false);
+    expect(kinds(same)).toContain(AnomalyKind.HeartbeatUnparsable);
+    expect(
+      t.observeNode(node('n1', [{ type: 'Ready', status: 'True', lastHeartbeatTime: 'garbage2' }]), 2_000)
+        .refreshed,
+    ).toBe(true);
+  });
+
+  it('junk conditions and duplicate types never throw', () => {
+    const t = new NodeHealthTracker();
+    const junk = {
+      metadata: { name: 'j' },
+      status: { conditions: [null, 3, { type: 'Ready' }, ready('True', 1), ready('False', 2)] },
+    };
+    const r = t.observeNode(junk as unknown as Node, 0);
+    expect(kinds(r)).toContain(AnomalyKind.DuplicateCondition);
+    expect(t.health('j')?.readyStatus).toBe('True');
+    expect(() =>
+      t.observeNode({ metadata: { name: 'k' }, status: { conditions: 'x' } } as unknown as Node, 0),
+    ).not.toThrow();
+  });
+});
+
+describe('grace and timeout', () => {
+  it('startup grace (60s) without Ready, monitor grace (50s) with it, strictly after', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('new'), 0);
+    t.observeNode(node('old', [ready('True', 1)]), 0);
+    expect(t.nextDeadline()).toBe(50_000 + DEADLINE_EPSILON_MS);
+    expect(t.popDue(50_000)).toEqual([]); // now == probe + grace: not yet
+    expect(t.isTimedOut('old', 50_000)).toBe(false);
+    expect(t.popDue(50_000.5)).toEqual(['old']);
+    expect(t.popDue(50_001)).toEqual([]); // reported once
+    expect(t.nextDeadline()).toBe(60_000 + DEADLINE_EPSILON_MS);
+    expect(t.popDue(60_000)).toEqual([]);
+    expect(t.popDue(60_001)).toEqual(['new']);
+    expect(t.nextDeadline()).toBeUndefined();
+  });
+
+  it('per-node grace from the resolver; junk or throwing resolvers fall back to defaults', () => {
+    const t = new NodeHealthTracker({
+      grace: { monitorGraceMs: 40_000 },
+      graceFor: (n) => {
+        const pool = n.metadata.labels?.pool;
+        if (pool === 'gpu') return { monitorGraceMs: 120_000 };
+        if (pool === 'bad') return { monitorGraceMs: Number.NaN, startupGraceMs: -1 };
+        if (pool === 'boom') throw new Error('boom');
+        return undefined;
+      },
+    });
+    t.observeNode(node('a', [ready('True', 1)], { labels: { pool: 'gpu' } }), 0);
+    t.observeNode(node('b', [ready('True', 1)]), 0);
+    const bad = t.observeNode(node('c', [ready('True', 1)], { labels: { pool: 'bad' } }), 0);
+    const boom = t.observeNode(node('d', [ready('True', 1)], { labels: { pool: 'boom' } }), 0);
+    t.observeNode(node('e', [], { labels: { pool: 'gpu' } }), 0);
+    expect(kinds(bad)).toContain(AnomalyKind.InvalidGrace);
+    expect(kinds(boom)).toContain(AnomalyKind.InvalidGrace);
+    expect(t.health('a')?.graceMs).toBe(120_000);
+    expect(t.health('b')?.graceMs).toBe(40_000);
+    expect(t.health('c')?.graceMs).toBe(40_000);
+    expect(t.health('d')?.graceMs).toBe(40_000);
+    expect(t.health('e')?.graceMs).toBe(60_000); // startup default kept
+    expect(t.popDue(40_001).sort()).toEqual(['b', 'c', 'd']);
+  });
+
+  it('a grace change moves the deadline; an already reported node is not reported twice', () => {
+    let grace = 50_000;
+    const t = new NodeHealthTracker({ graceFor: () => ({ monitorGraceMs: grace }) });
+    t.observeNode(node('n1', [ready('True', 1)]), 0);
+    grace = 100_000;
+    t.observeNode(node('n1', [ready('True', 1)], { labels: { changed: 'yes' } }), 10_000);
+    expect(t.popDue(60_000)).toEqual([]);
+    expect(t.popDue(100_001)).toEqual(['n1']);
+    t.observeNode(node('n1', [ready('True', 1)], { labels: { changed: 'again' } }), 110_000);
+    expect(t.popDue(120_000)).toEqual([]);
+    expect(t.health('n1')?.reported).toBe(true);
+  });
+
+  it('recovery: a renewal after the node was reported', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('n1', [ready('True', 1)]), 0);
+    t.observeLease(lease('n1', micro(1)), 0);
+    expect(t.popDue(60_000)).toEqual(['n1']);
+    const r = t.observeLease(lease('n1', micro(70_000)), 70_000);
+    expect(r).toMatchObject({ refreshed: true, recovered: true });
+    expect(t.isTimedOut('n1', 70_000)).toBe(false);
+    expect(t.nextDeadline()).toBe(120_000 + DEADLINE_EPSILON_MS);
+  });
+
+  it('resetAll gives every node a fresh grace, including reported ones', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('a', [ready('True', 1)]), 0);
+    t.observeNode(node('b'), 0);
+    t.observeLease(lease('ghost', micro(1)), 0);
+    expect(t.popDue(55_000)).toEqual(['a']);
+    t.resetAll(100_000);
+    expect(t.health('a')).toMatchObject({
+      probeTimestamp: 100_000,
+      readyTransitionTimestamp: 100_000,
+      reported: false,
+    });
+    expect(t.isTimedOut('a', 150_000)).toBe(false);
+    expect(t.popDue(150_001)).toEqual(['a']);
+    expect(t.popDue(160_001)).toEqual(['b']);
+    expect(t.stats().scheduled).toBe(0);
+  });
+
+  it('recheckAll reports every timed-out node and repairs the schedule', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('a', [ready('True', 1)]), 0);
+    t.observeNode(node('b', [ready('True', 1)]), 30_000);
+    expect(t.popDue(50_001)).toEqual(['a']);
+    expect(t.recheckAll(50_001)).toEqual(['a']);
+    expect(t.recheckAll(80_001)).toEqual(['a', 'b']);
+    expect(t.nextDeadline()).toBeUndefined();
+    expect(t.popDue(90_000)).toEqual([]);
+  });
+
+  it('forgetNode unschedules; forgetLease falls back to status heartbeats; a re-created lease renews', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('a', [ready('True', 1)]), 0);
+    t.observeLease(lease('a', micro(1)), 0);
+    expect(t.forgetLease('a')).toBe(true);
+    expect(t.forgetLease('a')).toBe(false);
+    expect(t.observeLease(lease('a', micro(2)), 10_000).refreshed).toBe(true);
+    expect(t.forgetNode('a')).toBe(true);
+    expect(t.forgetNode('a')).toBe(false);
+    expect(t.nextDeadline()).toBeUndefined();
+    expect(t.leasesWithoutNode()).toEqual(['a']);
+    t.forgetLease('a');
+    expect(t.health('a')).toBeUndefined();
+    expect(t.stats()).toMatchObject({ nodes: 0, leases: 0, leasesWithoutNode: 0, scheduled: 0 });
+  });
+
+  it('non-finite now is refused, never corrupting the schedule', () => {
+    const t = new NodeHealthTracker();
+    expect(kinds(t.observeNode(node('a', [ready('True', 1)]), Number.NaN))).toEqual([AnomalyKind.InvalidNow]);
+    expect(t.health('a')).toBeUndefined();
+    expect(t.popDue(Number.NaN)).toEqual([]);
+  });
+});
+
+describe('markUnknown through the tracker', () => {
+  it('only after the grace expired; the written status echoed back is not a heartbeat', () => {
+    const t = new NodeHealthTracker();
+    const n = node('n1', [ready('True', 1)]);
+    t.observeNode(n, 0);
+    expect(t.markUnknown(n, 50_000, WALL)).toBeUndefined();
+    const d = t.markUnknown(n, 50_001, WALL);
+    expect(d?.flippedFromTrue).toBe(true);
+    t.noteMarkedUnknown(d!, 50_010);
+    expect(t.health('n1')).toMatchObject({
+      readyStatus: 'Unknown',
+      readyTransitionTimestamp: 50_010,
+      probeTimestamp: 0,
+    });
+    const echoed: Node = { ...n, status: { conditions: d!.conditions } };
+    expect(t.observeNode(echoed, 50_100).refreshed).toBe(false);
+    expect(t.markUnknown(echoed, 50_200, WALL)).toBeUndefined(); // already Unknown
+  });
+
+  it('never-posted node: placeholder conditions after the startup grace, echo not a heartbeat', () => {
+    const t = new NodeHealthTracker();
+    const n = node('n1');
+    t.observeNode(n, 0);
+    expect(t.markUnknown(n, 60_000, WALL)).toBeUndefined();
+    const d = t.markUnknown(n, 60_001, WALL)!;
+    expect(d.readyBefore).toBeUndefined();
+    expect(d.flippedFromTrue).toBe(false);
+    const echoed: Node = { ...n, status: { conditions: d.conditions } };
+    expect(t.observeNode(echoed, 60_100).refreshed).toBe(false);
+    expect(t.isTimedOut('n1', 60_100)).toBe(true);
+  });
+});
+
+describe('event-driven detection in virtual time', () => {
+  it('one timer at nextDeadline catches a dead kubelet among 5000 within 1 ms of its deadline', () => {
+    // A tiny discrete-event loop (virtual time; the event queue is itself a DeadlineHeap, tested above
+    // against a brute-force oracle). Kubelets renew every 10s; node-42 dies at 120s; everyone stops at
+    // 300s. The "I/O edge" keeps exactly one timer, re-armed at nextDeadline() after every event.
+    const t = new NodeHealthTracker();
+    const N = 5000;
+    const deadAt = 120_000;
+    const stopAt = 300_000;
+    const queue = new DeadlineHeap();
+    const TIMER = '~timer';
+    const detected = new Map<string, number>();
+    let now = 0;
+    let popCalls = 0;
+    const arm = () => {
+      const at = t.nextDeadline();
+      if (at === undefined) queue.remove(TIMER);
+      else queue.upsert(TIMER, at);
+    };
+    for (let i = 0; i < N; i++) {
+      t.observeNode(node(`node-${i}`, [ready('True', 1)]), 0);
+      queue.upsert(`node-${i}`, (i * 7) % 10_000);
+    }
+    arm();
+    for (let ev = queue.pop(); ev !== undefined; ev = queue.pop()) {
+      now = ev.due;
+      if (ev.key === TIMER) {
+        popCalls++;
+        for (const name of t.popDue(now)) {
+          expect(detected.has(name)).toBe(false);
+          detected.set(name, now);
+        }
+      } else {
+        const dead = ev.key === 'node-42' && now >= deadAt;
+        if (!dead && now < stopAt) {
+          t.observeLease(lease(ev.key, micro(now)), now);
+          queue.upsert(ev.key, now + 10_000);
+        }
+      }
+      arm();
+    }
+    const offset = (42 * 7) % 10_000;
+    const lastRenewal = Math.floor((deadAt - 1 - offset) / 10_000) * 10_000 + offset;
+    expect(detected.get('node-42')).toBe(lastRenewal + 50_000 + DEADLINE_EPSILON_MS);
+    expect(detected.size).toBe(N);
+    for (const [name, at] of detected) {
+      const i = Number(name.slice(5));
+      const last =
+        i === 42
+          ? lastRenewal
+          : Math.floor((stopAt - 1 - ((i * 7) % 10_000)) / 10_000) * 10_000 + ((i * 7) % 10_000);
+      expect(at - (last + 50_000)).toBe(DEADLINE_EPSILON_MS);
+    }
+    // the timer fired only when something was due: no polling
+    expect(popCalls).toBeLessThanOrEqual(N);
+  });
+});
