@@ -16,6 +16,8 @@ export default defineConfig({
           name: 'e2e',
           include: ['test/e2e/**/*.test.ts'],
           environment: 'node',
+          // The e2e tests run the built controller (dist/main.js) as a process.
+          globalSetup: ['test/support/build-dist.ts'],
           // One real control plane per file; two cores cannot run several at once.
           fileParallelism: false,
           testTimeout: 180_000,

@@ -205,5 +205,21 @@ describe('ApiWriter', () => {
       involvedObject: { kind: 'Node', name: 'n1' },
     });
     expect(requests[1]!.body).toMatchObject({ count: 2 });
+    expect(requests[0]!.url).toBe('/api/v1/namespaces/default/events');
+  });
+
+  it('puts Events about cluster-scoped objects (an empty namespace) in default', async () => {
+    const { w } = writer();
+    script = [{ status: 201, body: {} }];
+    await w.event({
+      involved: { kind: 'Node', name: 'n2', namespace: '', apiVersion: 'v1' },
+      type: 'Normal',
+      reason: 'NodeNotReady',
+      message: 'm',
+    });
+    expect(requests[0]!.url).toBe('/api/v1/namespaces/default/events');
+    expect(
+      (requests[0]!.body as { involvedObject: Record<string, unknown> }).involvedObject,
+    ).not.toHaveProperty('namespace');
   });
 });

@@ -281,7 +281,10 @@ export class ApiWriter {
    * creating a new one. Best effort: failures are logged, never thrown. Not sent in dry-run.
    */
   async event(spec: EventSpec): Promise<void> {
-    const namespace = spec.involved.namespace ?? 'default';
+    // Events about cluster-scoped objects (Nodes) go to "default", as client-go's recorder does.
+    const namespace = spec.involved.namespace || 'default';
+    const involved = { ...spec.involved };
+    if (!involved.namespace) delete involved.namespace;
     const key = `${spec.involved.kind}/${namespace}/${spec.involved.name}/${spec.reason}/${spec.message}`;
     const nowWall = new Date(this.d.clock.wall()).toISOString().replace(/\.\d{3}Z$/, 'Z');
     const nowMono = this.d.clock.scheduler.now();
@@ -322,7 +325,7 @@ export class ApiWriter {
             apiVersion: 'v1',
             kind: 'Event',
             metadata: { name, namespace },
-            involvedObject: spec.involved,
+            involvedObject: involved,
             reason: spec.reason,
             message: spec.message,
             type: spec.type,

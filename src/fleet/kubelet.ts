@@ -1,7 +1,9 @@
 import type { V1Lease, V1Node, V1NodeCondition, V1Pod } from '@kubernetes/client-node';
 import { KubeApiError, type KubeClient, PatchType, paths } from '../kube/client.js';
 
-export const NODE_LEASE_NAMESPACE = 'kube-node-lease';
+import { NODE_LEASE_NAMESPACE } from '../kube/types.js';
+
+export { NODE_LEASE_NAMESPACE };
 export const CONDITION_TYPES = [
   'Ready',
   'MemoryPressure',

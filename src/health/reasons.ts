@@ -6,7 +6,7 @@
  */
 
 /** Namespace holding one Lease per node, named after the node (kubelet heartbeats). */
-export const NODE_LEASE_NAMESPACE = 'kube-node-lease';
+export { NODE_LEASE_NAMESPACE } from '../kube/types.js';
 
 /** Event source component, as upstream's node lifecycle controller reports it. */
 export const EVENT_SOURCE_COMPONENT = 'node-controller';

@@ -67,7 +67,11 @@ describe('KubeClient over plain HTTP', () => {
     kc.loadFromOptions({
       clusters: [
         // client-node only allows plain HTTP with skipTLSVerify set.
-        { name: 'c', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true },
+        {
+          name: 'c',
+          server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+          skipTLSVerify: true,
+        },
       ],
       users: [{ name: 'u', token: 'secret-token' }],
       contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],

@@ -99,5 +99,8 @@ export interface Pod extends KubeObject {
   status?: { phase?: string; conditions?: PodCondition[] };
 }
 
+/** Where kubelets keep their heartbeat Leases (one per node, named like the node). */
+export const NODE_LEASE_NAMESPACE = 'kube-node-lease';
+
 /** The event types of a Kubernetes watch stream. */
 export type RawWatchType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';

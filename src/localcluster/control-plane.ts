@@ -25,6 +25,8 @@ export interface ControlPlaneOptions {
   baseDir?: string;
   /** How long to wait for /readyz, in ms. */
   readyTimeoutMs?: number;
+  /** Keep the temp dir (logs, audit log, etcd data) after stop(), for debugging. */
+  keepDir?: boolean;
 }
 
 /** Finds a free TCP port on loopback. */
@@ -266,7 +268,7 @@ export class LocalControlPlane {
       contexts: [{ name: 'local', cluster: 'local', user: 'admin' }],
       currentContext: 'local',
     });
-    return await KubeClient.fromKubeConfig(kc, opts);
+    return await KubeClient.fromKubeConfig(kc, { userAgent: 'nlc-localcluster-admin', ...opts });
   }
 
   get apiserverPid(): number | undefined {
@@ -343,7 +345,7 @@ export class LocalControlPlane {
     }
     if (this.etcd) await killAndWait(this.etcd, 'SIGTERM', 5_000);
     this.watchdog?.kill('SIGKILL');
-    if (!process.env.NLC_KEEP_CONTROL_PLANE_DIR) rmSync(this.dir, { recursive: true, force: true });
+    if (!this.opts.keepDir) rmSync(this.dir, { recursive: true, force: true });
   }
 }
 

@@ -108,7 +108,8 @@ describe('local control plane', () => {
       // And they keep going.
       const counts = fleet.names.map((n) => fleet.node(n).stats.renewals);
       await sleep(2500);
-      for (const [i, n] of fleet.names.entries()) expect(fleet.node(n).stats.renewals).toBeGreaterThan(counts[i]!);
+      for (const [i, n] of fleet.names.entries())
+        expect(fleet.node(n).stats.renewals).toBeGreaterThan(counts[i]!);
     } finally {
       fleet.stop();
     }

@@ -10,7 +10,11 @@ export interface TestCluster {
 /** Starts a real control plane for one test file. */
 export async function startCluster(opts: ControlPlaneOptions = {}): Promise<TestCluster> {
   const t = performance.now();
-  const cp = await LocalControlPlane.start(opts);
+  // NLC_KEEP_CONTROL_PLANE_DIR=1 keeps logs and the audit log of a failing run.
+  const cp = await LocalControlPlane.start({
+    keepDir: process.env.NLC_KEEP_CONTROL_PLANE_DIR === '1',
+    ...opts,
+  });
   const admin = await cp.client();
   console.log(
     `control plane ${cp.version} ready in ${((performance.now() - t) / 1000).toFixed(1)}s at ${cp.server}`,

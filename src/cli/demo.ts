@@ -1,0 +1,222 @@
+import { EventEmitter } from 'node:events';
+import { createWriteStream } from 'node:fs';
+import path from 'node:path';
+import { systemClock } from '../clock/clock.js';
+import { loadConfig } from '../config/config.js';
+import { type FlagSpec, helpText, parseArgs } from '../config/flags.js';
+import { SimulatedFleet } from '../fleet/fleet.js';
+import { LocalControlPlane } from '../localcluster/control-plane.js';
+import { createLogger } from '../log/logger.js';
+import { watchNodeLeases, watchNodes } from '../watch/index.js';
+import { type RunningController, runController } from './run.js';
+import { FleetView } from './view.js';
+
+const DEMO_FLAGS: readonly FlagSpec[] = [
+  {
+    group: 'Demo',
+    name: 'nodes',
+    kind: 'int',
+    default: '24',
+    min: 3,
+    max: 2000,
+    help: 'Simulated nodes, spread over three zones.',
+  },
+  {
+    group: 'Demo',
+    name: 'duration',
+    kind: 'duration',
+    default: '0s',
+    min: 0,
+    max: 24 * 3600_000,
+    help: 'Stop after this long (0: run until Ctrl-C).',
+  },
+  {
+    group: 'Demo',
+    name: 'grace',
+    kind: 'duration',
+    default: '15s',
+    min: 3000,
+    max: 600_000,
+    help: "The controller's --node-monitor-grace-period (kubelets renew every grace/8).",
+  },
+];
+
+interface Step {
+  at: number;
+  note: string;
+  run: () => void | Promise<void>;
+}
+
+/**
+ * `demo`: starts a real local control plane (etcd + kube-apiserver, built once from the Go module
+ * proxy), a simulated kubelet fleet across three zones, and two replicas of the controller under
+ * leader election; kills some heartbeats on a schedule; and shows the fleet live.
+ */
+export async function runDemo(argv: string[], _env: NodeJS.ProcessEnv): Promise<number> {
+  let args: ReturnType<typeof parseArgs>;
+  try {
+    args = parseArgs(argv, DEMO_FLAGS);
+  } catch (err) {
+    console.error(`error: ${(err as Error).message}`);
+    return 2;
+  }
+  if (args.help) {
+    process.stdout.write(`${helpText('Usage: node-lifecycle-controller demo [flags]', DEMO_FLAGS)}\n`);
+    return 0;
+  }
+  const nodeCount = args.values.nodes as number;
+  const durationMs = args.values.duration as number;
+  const graceMs = args.values.grace as number;
+  const say = (s: string) => process.stdout.write(`${s}\n`);
+
+  say(
+    'Starting a local control plane (first run builds etcd and kube-apiserver from the Go module proxy: several minutes)...',
+  );
+  const cp = await LocalControlPlane.start();
+  const logPath = path.join(cp.dir, 'controller.log');
+  say(
+    `kube-apiserver ${cp.version} at ${cp.server}; controller logs: ${logPath}; kubeconfig: ${cp.kubeconfigPath}`,
+  );
+  const admin = await cp.client({ maxSockets: 64 });
+  await admin.request({
+    method: 'POST',
+    path: '/api/v1/namespaces',
+    body: { metadata: { name: 'nlc-system' } },
+  });
+
+  const renewMs = Math.max(500, Math.round(graceMs / 8));
+  const fleet = await SimulatedFleet.start(admin, {
+    nodes: nodeCount,
+    namePrefix: 'node-',
+    podsPerNode: 1,
+    timing: { renewIntervalMs: renewMs, statusUpdateIntervalMs: Math.max(1000, renewMs * 2) },
+  });
+
+  // Two replicas of the controller in this process, each with its own client, metrics and lease identity.
+  const logFile = createWriteStream(logPath, { flags: 'a' });
+  const replicas: { name: string; ctl: RunningController; signals: EventEmitter }[] = [];
+  const startReplica = async (name: string, port: number) => {
+    const flags = [
+      `--kubeconfig=${cp.kubeconfigPath}`,
+      `--node-monitor-grace-period=${graceMs}ms`,
+      `--node-startup-grace-period=${graceMs * 2}ms`,
+      `--watch-silence-threshold=${Math.floor((graceMs * 2) / 3)}ms`,
+      '--leader-elect-resource-namespace=nlc-system',
+      '--leader-elect-lease-duration=6s',
+      '--leader-elect-renew-deadline=4s',
+      '--leader-elect-retry-period=1s',
+      `--metrics-bind-address=127.0.0.1:${port}`,
+      `--health-probe-bind-address=127.0.0.1:${port + 1}`,
+    ];
+    const { config } = loadConfig(flags, { POD_NAME: name, POD_NAMESPACE: 'nlc-system' }, name);
+    const logger = createLogger({ format: 'json', write: (l) => logFile.write(`${l}\n`) }).with({
+      replica: name,
+    });
+    const signals = new EventEmitter();
+    const ctl = await runController({
+      config,
+      logger,
+      env: {},
+      version: 'demo',
+      exit: (code) => logger.info('Replica would exit', { code }),
+      signals,
+    });
+    replicas.push({ name, ctl, signals });
+  };
+  await startReplica('replica-a', 18080);
+  await startReplica('replica-b', 18090);
+
+  const clock = systemClock;
+  const nodes = watchNodes({ client: admin, clock });
+  const leases = watchNodeLeases({ client: admin, clock });
+  const view = new FleetView(clock, nodes, leases);
+  nodes.start();
+  leases.start();
+
+  const t0 = performance.now();
+  const zoneA = fleet.inZone('zone-a');
+  const zoneB = fleet.inZone('zone-b');
+  const notes: string[] = [];
+  const s = (sec: number) => sec * 1000;
+  const steps: Step[] = [
+    {
+      at: s(5),
+      note: `stop heartbeats of ${zoneA[0]?.name} and ${zoneA[1]?.name} (zone-a)`,
+      run: () => {
+        zoneA[0]?.pauseHeartbeats();
+        zoneA[1]?.pauseHeartbeats();
+      },
+    },
+    {
+      at: s(12),
+      note: `stop heartbeats of ${zoneB[0]?.name} (zone-b)`,
+      run: () => zoneB[0]?.pauseHeartbeats(),
+    },
+    {
+      at: s(20),
+      note: `${zoneB[1]?.name} reports Ready=False while still renewing`,
+      run: () => zoneB[1]?.reportNotReady(),
+    },
+    {
+      at: s(12) + graceMs * 3,
+      note: `the leader shuts down; the other replica takes over`,
+      run: async () => {
+        const leader = view.lock?.holder;
+        const r = replicas.find((x) => x.name === leader) ?? replicas[0];
+        r?.signals.emit('SIGTERM');
+      },
+    },
+    {
+      at: s(20) + graceMs * 3,
+      note: 'heartbeats resume everywhere: nodes recover, taints go',
+      run: () => {
+        for (const k of [zoneA[0], zoneA[1], zoneB[0]]) k?.resumeHeartbeats();
+        zoneB[1]?.reportReady();
+      },
+    },
+  ];
+
+  const tty = process.stdout.isTTY === true;
+  let stop = false;
+  const onSig = () => {
+    stop = true;
+  };
+  process.once('SIGINT', onSig);
+  process.once('SIGTERM', onSig);
+  let last = 0;
+  let tick = 0;
+  while (!stop) {
+    const elapsed = performance.now() - t0;
+    while (steps.length > 0 && (steps[0]?.at ?? Number.POSITIVE_INFINITY) <= elapsed) {
+      const step = steps.shift()!;
+      notes.push(`t+${Math.round(elapsed / 1000)}s: ${step.note}`);
+      await step.run();
+    }
+    if (tick++ % 2 === 0)
+      await view.refreshReplicas(admin, 'node-lifecycle-controller').catch(() => undefined);
+    const text = view.render({
+      title: `node-lifecycle-controller demo: ${nodeCount} simulated nodes, grace ${graceMs / 1000}s, t+${Math.round(elapsed / 1000)}s (Ctrl-C to stop)`,
+      maxRows: tty ? Math.max(10, (process.stdout.rows ?? 40) - 12) : nodeCount,
+      colour: tty,
+      notes: ['', ...notes.slice(-6)],
+    });
+    if (tty) process.stdout.write(`\x1b[H\x1b[2J${text}\n`);
+    else if (elapsed - last >= 5000) {
+      process.stdout.write(`${text}\n\n`);
+      last = elapsed;
+    }
+    if (durationMs > 0 && elapsed >= durationMs) break;
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  process.off('SIGINT', onSig);
+  process.off('SIGTERM', onSig);
+  say('Stopping...');
+  nodes.stop();
+  leases.stop();
+  fleet.stop();
+  await Promise.all(replicas.map((r) => r.ctl.shutdown('demo over')));
+  admin.close();
+  logFile.end();
+  await cp.stop();
+  return 0;
+}

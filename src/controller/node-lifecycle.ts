@@ -1,0 +1,687 @@
+import type { Subscription } from 'rxjs';
+import type { ApiWriter, WriteOutcome } from '../apply/writer.js';
+import type { Clock } from '../clock/clock.js';
+import {
+  type DisruptionController,
+  type DisruptionUpdate,
+  isExcludedFromDisruption,
+  type ReadyStatus,
+  zoneDisplay,
+  zoneKeyOf,
+} from '../disruption/index.js';
+import {
+  type Anomaly,
+  type EventRecord,
+  NODE_LEASE_NAMESPACE,
+  type NodeHealthTracker,
+  nodeAfterStatusDecision,
+  type ObservationResult,
+  planTaints,
+  podsToMarkNotReady,
+  readyStatus,
+  registeredNodeEvent,
+  removingNodeEvent,
+  taintsPatch,
+  withoutHealthNoExecute,
+} from '../health/index.js';
+import { KubeApiError, type KubeClient, paths } from '../kube/client.js';
+import type { Lease, List, Node, Pod, Taint } from '../kube/types.js';
+import type { Logger } from '../log/logger.js';
+import type { Reflector } from '../watch/reflector.js';
+import type { WatchEvent, WatchHealth } from '../watch/types.js';
+import type { ControllerMetrics } from './metrics.js';
+import { WorkQueue } from './queue.js';
+
+/** Why the controller is not acting right now (undefined: it sees and leads). */
+export type BlindReason = 'not_leader' | 'disconnected' | 'unsynced' | 'silent';
+const BLIND_REASONS: readonly BlindReason[] = ['not_leader', 'disconnected', 'unsynced', 'silent'];
+
+export interface NodeLifecycleOptions {
+  clock: Clock;
+  logger: Logger;
+  metrics: ControllerMetrics;
+  client: KubeClient;
+  writer: ApiWriter;
+  tracker: NodeHealthTracker;
+  disruption: DisruptionController;
+  leases: Reflector<Lease>;
+  nodes: Reflector<Node>;
+  /** A lease watch silent (no event, bookmark or reconnect) for longer than this counts as blind. */
+  watchSilenceThresholdMs: number;
+  /** Safety-net full re-check period (--node-monitor-period). */
+  monitorPeriodMs: number;
+  markPodsNotReady: 'always' | 'upstream';
+  /** A blind spell at least this long gives every node a fresh grace period when sight returns. */
+  outageResetMs?: number;
+  /** While a node is not Ready its pods are re-listed this often (newly bound pods get marked). */
+  podRecheckMs?: number;
+  workers?: number;
+  /** Called for each lease or node event before it is processed (benchmarks, tests). */
+  onObservation?: (kind: 'lease' | 'node', result: ObservationResult) => void;
+}
+
+/** Node ready state as exported in nlc_nodes. */
+function stateOf(node: Node): 'ready' | 'not_ready' | 'unknown' | 'no_condition' {
+  switch (readyStatus(node)) {
+    case 'True':
+      return 'ready';
+    case 'False':
+      return 'not_ready';
+    case undefined:
+      return 'no_condition';
+    default:
+      return 'unknown';
+  }
+}
+
+function asReady(node: Node): ReadyStatus {
+  const s = readyStatus(node);
+  return s === 'True' || s === 'False' ? s : 'Unknown';
+}
+
+/**
+ * The node lifecycle reconciler: feeds watch events to the pure health tracker and disruption
+ * controller, arms ONE timer for the earliest deadline, and reconciles due or changed nodes with a
+ * small pool of workers through the fenced writer. It acts only while it leads and sees: a lease
+ * watch that is disconnected, unsynced or silent makes it blind, and blind it marks nothing.
+ */
+export class NodeLifecycleController {
+  private readonly o: Required<Omit<NodeLifecycleOptions, 'onObservation'>> &
+    Pick<NodeLifecycleOptions, 'onObservation'>;
+  private readonly log: Logger;
+  private readonly queue: WorkQueue<string>;
+  private readonly subs: Subscription[] = [];
+  private leading = false;
+  private blindReason: BlindReason | undefined = 'not_leader';
+  private blindSince: number;
+  private deadlineTimer: { at: number; sub: Subscription } | undefined;
+  private disruptionTimer: { at: number; sub: Subscription } | undefined;
+  private disruptionTickPending = false;
+  private readonly admitted = new Set<string>();
+  private readonly dryRunMarked = new Set<string>();
+  private readonly podsCheckedAt = new Map<string, number>();
+  private readonly nodeStates = new Map<string, ReturnType<typeof stateOf>>();
+  private readonly workerLoops: Promise<void>[] = [];
+  private stopped = false;
+
+  constructor(opts: NodeLifecycleOptions) {
+    this.o = {
+      outageResetMs: 5_000,
+      podRecheckMs: 30_000,
+      workers: 8,
+      ...opts,
+    };
+    this.log = opts.logger.with({ component: 'node-lifecycle' });
+    this.queue = new WorkQueue(opts.clock.scheduler, { baseDelayMs: 50, maxDelayMs: 60_000 });
+    this.blindSince = this.now();
+  }
+
+  private now(): number {
+    return this.o.clock.scheduler.now();
+  }
+
+  /** Subscribes to the watch streams (start them after this) and starts the workers. */
+  start(): void {
+    const { nodes, leases } = this.o;
+    this.subs.push(nodes.events$.subscribe((ev) => this.onNodeEvent(ev)));
+    this.subs.push(leases.events$.subscribe((ev) => this.onLeaseEvent(ev)));
+    for (const r of [nodes, leases]) {
+      this.subs.push(r.health$.subscribe((h: WatchHealth) => this.onHealth(h)));
+    }
+    // Time-based parts of sight (silence), and the safety net.
+    this.every(1000, () => this.evaluateSight());
+    this.every(this.o.monitorPeriodMs, () => this.recheck());
+    for (let i = 0; i < this.o.workers; i++) this.workerLoops.push(this.worker());
+  }
+
+  private every(ms: number, fn: () => void): void {
+    this.subs.push(
+      this.o.clock.scheduler.schedule(function repeat(this: {
+        schedule(state?: unknown, delay?: number): void;
+      }) {
+        fn();
+        this.schedule(undefined, ms);
+      }, ms),
+    );
+  }
+
+  /** Leadership changes from the elector. Becoming leader gives every node a fresh grace period. */
+  setLeading(leading: boolean): void {
+    if (this.leading === leading) return;
+    this.leading = leading;
+    this.o.metrics.leading.set(leading ? 1 : 0);
+    this.log.info(leading ? 'Started leading: reconciling nodes' : 'Stopped leading: no more writes');
+    this.evaluateSight();
+  }
+
+  /** Stops timers and workers; in-flight reconciles finish (their writes stay fenced). */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    for (const s of this.subs.splice(0)) s.unsubscribe();
+    this.deadlineTimer?.sub.unsubscribe();
+    this.disruptionTimer?.sub.unsubscribe();
+    this.queue.shutDown();
+    await Promise.all(this.workerLoops);
+  }
+
+  /** What the controller would say about itself (status view, tests). */
+  get sight(): { blind: BlindReason | undefined; leading: boolean; queued: number } {
+    return { blind: this.blindReason, leading: this.leading, queued: this.queue.length };
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Observations
+
+  private noteAnomalies(anomalies: readonly Anomaly[]): void {
+    for (const a of anomalies) {
+      this.o.metrics.anomalies.inc({ kind: a.kind });
+      if (a.first) {
+        this.log.warn('Skipping bad data', {
+          kind: a.kind,
+          object: a.object,
+          name: a.namespace ? `${a.namespace}/${a.name}` : a.name,
+          detail: a.detail,
+        });
+      }
+    }
+  }
+
+  private onLeaseEvent(ev: WatchEvent<Lease>): void {
+    if (ev.type === 'Init' || ev.type === 'InitDone') return;
+    const now = this.now();
+    const lease = ev.object;
+    if (ev.type === 'Delete') {
+      this.o.tracker.forgetLease(lease.metadata.name);
+    } else {
+      const r = this.o.tracker.observeLease(lease, now);
+      this.noteAnomalies(r.anomalies);
+      if (r.refreshed) this.dryRunMarked.delete(r.name);
+      if (r.recovered) this.queue.add(r.name);
+      this.o.onObservation?.('lease', r);
+    }
+    this.armDeadlineTimer();
+  }
+
+  private onNodeEvent(ev: WatchEvent<Node>): void {
+    if (ev.type === 'Init' || ev.type === 'InitDone') return;
+    const now = this.now();
+    const node = ev.object;
+    const name = node.metadata.name;
+    if (ev.type === 'Delete') {
+      if (this.o.tracker.forgetNode(name) && this.acting())
+        void this.emit(removingNodeEvent(name, node.metadata.uid));
+      this.o.disruption.forget(name);
+      this.admitted.delete(name);
+      this.podsCheckedAt.delete(name);
+      this.dryRunMarked.delete(name);
+      this.setNodeState(name, undefined);
+    } else {
+      const r = this.o.tracker.observeNode(node, now);
+      this.noteAnomalies(r.anomalies);
+      if (r.refreshed) this.dryRunMarked.delete(name);
+      if (r.registered && this.acting()) void this.emit(registeredNodeEvent(name, node.metadata.uid));
+      this.o.disruption.observe({
+        name,
+        zone: zoneKeyOf(node.metadata.labels),
+        ready: asReady(node),
+        excluded: isExcludedFromDisruption(node.metadata.labels),
+      });
+      this.setNodeState(name, stateOf(node));
+      this.o.onObservation?.('node', r);
+      // Level-based: any node change may need taints or pods brought in line.
+      this.queue.add(name);
+      this.scheduleDisruptionTick();
+    }
+    this.armDeadlineTimer();
+  }
+
+  private setNodeState(name: string, state: ReturnType<typeof stateOf> | undefined): void {
+    const prev = this.nodeStates.get(name);
+    if (prev === state) return;
+    if (prev) this.o.metrics.nodes.dec({ state: prev });
+    if (state) {
+      this.o.metrics.nodes.inc({ state });
+      this.nodeStates.set(name, state);
+    } else this.nodeStates.delete(name);
+  }
+
+  /** Re-resolves every node's grace (pool config reloaded). */
+  refreshGrace(): void {
+    const now = this.now();
+    for (const node of this.o.nodes.store.values()) this.o.tracker.observeNode(node, now);
+    this.armDeadlineTimer();
+    this.recheck();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Sight and leadership
+
+  private onHealth(_h: WatchHealth): void {
+    this.evaluateSight();
+  }
+
+  private computeBlindness(now: number): BlindReason | undefined {
+    if (!this.leading) return 'not_leader';
+    const l = this.o.leases.health();
+    const n = this.o.nodes.health();
+    if (!l.synced || !n.synced) return 'unsynced';
+    if (!l.connected || !n.connected) return 'disconnected';
+    // A successful (re)connect proves we are caught up: the server replays everything since our
+    // resourceVersion. So silence counts from the last data or the last reconnect.
+    const lastSight = Math.max(l.lastEventAt ?? Number.NEGATIVE_INFINITY, l.since);
+    if (now - lastSight > this.o.watchSilenceThresholdMs) return 'silent';
+    return undefined;
+  }
+
+  private acting(): boolean {
+    return this.blindReason === undefined;
+  }
+
+  private evaluateSight(): void {
+    if (this.stopped) return;
+    const now = this.now();
+    const reason = this.computeBlindness(now);
+    if (reason === this.blindReason) return;
+    const was = this.blindReason;
+    this.blindReason = reason;
+    for (const r of BLIND_REASONS) this.o.metrics.blind.set({ reason: r }, r === reason ? 1 : 0);
+    if (reason !== undefined) {
+      this.blindSince = now;
+      if (reason === 'not_leader') this.log.info('Not leading: marking nothing');
+      else this.log.warn('Blind: the lease watch is not healthy, marking nothing', { reason, was });
+      this.deadlineTimer?.sub.unsubscribe();
+      this.deadlineTimer = undefined;
+      return;
+    }
+    const blindMs = now - this.blindSince;
+    // Fresh grace for every node when we start, become leader, or regain sight after an outage
+    // long enough that kubelets may not have been able to renew either.
+    const fresh = was === 'not_leader' || was === 'unsynced' || blindMs >= this.o.outageResetMs;
+    if (fresh) this.o.tracker.resetAll(now);
+    this.log.info('Acting: watches healthy and leading', {
+      after: was,
+      blindSeconds: Math.round(blindMs / 100) / 10,
+      freshGrace: fresh,
+    });
+    for (const name of this.o.nodes.store.keys()) this.queue.add(name);
+    this.armDeadlineTimer();
+    this.recheck();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Deadlines: one timer for the earliest one.
+
+  private armDeadlineTimer(): void {
+    if (this.stopped || !this.acting()) return;
+    const next = this.o.tracker.nextDeadline();
+    if (next === undefined) {
+      this.deadlineTimer?.sub.unsubscribe();
+      this.deadlineTimer = undefined;
+      return;
+    }
+    if (this.deadlineTimer && this.deadlineTimer.at === next) return;
+    this.deadlineTimer?.sub.unsubscribe();
+    const delay = Math.max(0, next - this.now());
+    const sub = this.o.clock.scheduler.schedule(() => {
+      this.deadlineTimer = undefined;
+      this.onDeadline();
+    }, delay);
+    this.deadlineTimer = { at: next, sub };
+  }
+
+  private onDeadline(): void {
+    const now = this.now();
+    // Sight may have changed since the last 1 s tick: look again before acting.
+    this.evaluateSight();
+    if (!this.acting()) {
+      this.o.metrics.blindSkipped.inc();
+      return;
+    }
+    for (const name of this.o.tracker.popDue(now)) this.queue.add(name);
+    this.o.metrics.queueDepth.set(this.queue.length);
+    this.armDeadlineTimer();
+  }
+
+  /** Safety net: every timed-out node, found by a full pass. */
+  private recheck(): void {
+    if (this.stopped || !this.acting()) return;
+    const now = this.now();
+    for (const name of this.o.tracker.recheckAll(now)) this.queue.add(name);
+    this.armDeadlineTimer();
+    this.scheduleDisruptionTick();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Disruption: zone states, admission of new NoExecute taints.
+
+  private scheduleDisruptionTick(): void {
+    if (this.disruptionTickPending || this.stopped) return;
+    this.disruptionTickPending = true;
+    this.o.clock.scheduler.schedule(() => {
+      this.disruptionTickPending = false;
+      this.disruptionTick();
+    }, 0);
+  }
+
+  private disruptionTick(): void {
+    if (this.stopped) return;
+    const now = this.now();
+    const update = this.o.disruption.evaluate(now);
+    this.onDisruptionUpdate(update, now);
+    if (this.acting()) {
+      const { admitted, events } = this.o.disruption.admit(now);
+      for (const a of admitted) {
+        this.admitted.add(a.name);
+        this.queue.add(a.name);
+      }
+      for (const e of events) void this.emit(e as unknown as EventRecord);
+    }
+    const wake = this.o.disruption.nextWakeup(now);
+    if (wake === undefined) {
+      this.disruptionTimer?.sub.unsubscribe();
+      this.disruptionTimer = undefined;
+    } else if (!this.disruptionTimer || this.disruptionTimer.at !== wake) {
+      this.disruptionTimer?.sub.unsubscribe();
+      const sub = this.o.clock.scheduler.schedule(
+        () => {
+          this.disruptionTimer = undefined;
+          this.disruptionTick();
+        },
+        Math.max(0, wake - now),
+      );
+      this.disruptionTimer = { at: wake, sub };
+    }
+  }
+
+  private onDisruptionUpdate(update: DisruptionUpdate, now: number): void {
+    for (const t of update.transitions) {
+      this.log.info('Zone state changed', {
+        zone: zoneDisplay(t.zone),
+        from: t.from,
+        to: t.to,
+        size: t.size,
+        notReady: t.notReady,
+        rate: t.rate,
+      });
+    }
+    for (const d of update.decisions) {
+      if (d.kind === 'RemoveAllNoExecuteTaints') {
+        this.log.warn(
+          'Master disruption: every zone is fully disrupted; removing NoExecute taints, tainting nothing',
+        );
+        for (const name of this.o.nodes.store.keys()) this.queue.add(name);
+      } else if (d.kind === 'ResetAllProbeTimestamps') {
+        this.log.info('Master disruption over: fresh grace period for every node');
+        this.o.tracker.resetAll(now);
+        this.armDeadlineTimer();
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Workers
+
+  private async worker(): Promise<void> {
+    for (;;) {
+      const name = await this.queue.get();
+      if (name === undefined) return;
+      this.o.metrics.queueDepth.set(this.queue.length);
+      const started = this.now();
+      try {
+        const requeueAfter = await this.reconcile(name);
+        this.queue.forget(name);
+        if (requeueAfter !== undefined) this.queue.addAfter(name, requeueAfter);
+        this.o.metrics.reconciles.inc({ result: requeueAfter === undefined ? 'success' : 'requeue' });
+      } catch (err) {
+        const delay = this.queue.addRateLimited(name);
+        this.o.metrics.reconciles.inc({ result: 'error' });
+        this.log.error('Reconcile failed, will retry', { node: name, retryInMs: delay, err });
+      } finally {
+        this.queue.done(name);
+        this.o.metrics.reconcileDuration.observe((this.now() - started) / 1000);
+      }
+    }
+  }
+
+  private async emit(e: EventRecord): Promise<void> {
+    const ref = e.involvedObject;
+    await this.o.writer.event({
+      involved: {
+        kind: ref.kind === 'Pod' ? 'Pod' : 'Node',
+        name: ref.name,
+        namespace: ref.namespace,
+        uid: ref.uid,
+        apiVersion: 'v1',
+      },
+      type: e.type,
+      reason: e.reason,
+      message: e.message,
+    });
+  }
+
+  private failedWrite(out: WriteOutcome): boolean {
+    if (out.kind === 'failed') throw out.error;
+    return out.kind === 'fenced';
+  }
+
+  /**
+   * Brings one node in line: Unknown conditions when its deadline passed (confirmed against the API
+   * server first), taints, pods. Returns a requeue delay, or undefined.
+   */
+  private async reconcile(name: string): Promise<number | undefined> {
+    if (!this.acting()) return undefined;
+    let node = this.o.nodes.store.get(name);
+    if (!node) return undefined;
+    const { tracker, writer, metrics } = this.o;
+    const wall = this.o.clock.wall();
+    let now = this.now();
+    let flipped = false;
+
+    // 1. Conditions -> Unknown.
+    if (tracker.isTimedOut(name, now) && !this.dryRunMarked.has(name)) {
+      const decision = tracker.markUnknown(node, now, wall);
+      if (decision) {
+        if (!(await this.confirmStale(name))) return undefined;
+        if (!this.acting()) return undefined;
+        const deadline = tracker.health(name)?.deadline;
+        const out = await writer.patchNodeStatus(name, node, (current) => {
+          if (current === node) return decision.patch as unknown as Record<string, unknown>;
+          // Someone changed the node since our copy: judge it again from the fresh object.
+          const t = this.now();
+          tracker.observeNode(current, t);
+          if (!tracker.isTimedOut(name, t)) return undefined;
+          return tracker.markUnknown(current, t, this.o.clock.wall())?.patch as unknown as
+            | Record<string, unknown>
+            | undefined;
+        });
+        if (this.failedWrite(out)) return undefined;
+        now = this.now();
+        if (out.kind === 'applied' || out.kind === 'dry-run') {
+          tracker.noteMarkedUnknown(decision, now);
+          metrics.transitions.inc({ kind: 'marked_unknown' });
+          if (deadline !== undefined) metrics.detectionLatency.observe(Math.max(0, now - deadline) / 1000);
+          flipped = decision.flippedFromTrue;
+          this.log.info(out.kind === 'dry-run' ? 'Dry run: would mark node Unknown' : 'Marked node Unknown', {
+            node: name,
+            readyBefore: decision.readyBefore,
+            detectionMs: deadline === undefined ? undefined : Math.round(now - deadline),
+          });
+          for (const e of decision.events) void this.emit(e);
+          if (out.kind === 'dry-run') this.dryRunMarked.add(name);
+          node =
+            out.kind === 'applied' && out.object
+              ? (out.object as Node)
+              : nodeAfterStatusDecision(node, decision);
+        } else if (out.kind === 'unchanged') {
+          // The fresh copy showed a heartbeat: nothing to mark.
+          node = this.o.nodes.store.get(name) ?? node;
+        } else if (out.kind === 'gone') {
+          return undefined;
+        }
+      }
+    }
+
+    // 2. Taints.
+    const requeue = await this.reconcileTaints(name, node);
+    if (requeue === 'fenced') return undefined;
+
+    // 3. Pods of a node that is not Ready.
+    const podRequeue = await this.reconcilePods(name, node, flipped);
+    return podRequeue;
+  }
+
+  /**
+   * Before marking, re-read the node's lease from the API server (a quorum read). If it was renewed
+   * after all, our watch is behind: feed the fresh lease, count it, mark nothing. If we cannot read
+   * it, we cannot see: mark nothing now and retry.
+   */
+  private async confirmStale(name: string): Promise<boolean> {
+    let lease: Lease;
+    try {
+      lease = await this.o.client.request<Lease>({
+        method: 'GET',
+        path: paths.lease(NODE_LEASE_NAMESPACE, name),
+        timeoutMs: 5_000,
+      });
+    } catch (err) {
+      if (err instanceof KubeApiError && err.isNotFound) return true; // judged on node status alone
+      this.log.warn('Cannot confirm a stale lease; not marking', { node: name, err });
+      throw err;
+    }
+    const r = this.o.tracker.observeLease(lease, this.now());
+    if (r.refreshed) {
+      this.o.metrics.watchLagDetected.inc();
+      this.log.warn('Lease was renewed but the watch had not shown it; not marking', { node: name });
+      this.armDeadlineTimer();
+      return false;
+    }
+    return true;
+  }
+
+  private async reconcileTaints(name: string, node: Node): Promise<'fenced' | undefined> {
+    const { disruption, writer } = this.o;
+    const master = disruption.masterDisruptionActive;
+    // An admission that arrives while this reconcile is in flight belongs to the next run (the
+    // queue re-runs a key added during processing): decide and settle only with what we had now.
+    const admitted = this.admitted.has(name);
+    const wantsAdmission = (p: ReturnType<typeof planTaints>) =>
+      p.noExecute.kind === 'add' && !master && admitted;
+    const target = (n: Node): { taints: Taint[] | undefined; addsNoExecute: boolean } => {
+      const p = planTaints(n, this.o.clock.wall());
+      const addsNoExecute = wantsAdmission(p);
+      let taints = addsNoExecute ? p.finalTaints : p.immediateTaints;
+      if (master) {
+        const base: Node = { ...n, spec: { ...n.spec, taints: taints ?? n.spec?.taints ?? [] } };
+        taints = withoutHealthNoExecute(base) ?? taints;
+      }
+      return { taints, addsNoExecute };
+    };
+
+    const plan = planTaints(node, this.o.clock.wall());
+    if (plan.noExecute.kind === 'add' && !admitted && !master) {
+      disruption.requestNoExecute(name, zoneKeyOf(node.metadata.labels), this.now());
+      this.scheduleDisruptionTick();
+    } else if (plan.noExecute.kind !== 'add') {
+      disruption.cancel(name);
+    }
+    const first = target(node);
+    if (!first.taints) {
+      if (admitted && this.admitted.delete(name)) disruption.settle(name, 'dropped', this.now());
+      return undefined;
+    }
+    let added = false;
+    const before = node.spec?.taints ?? [];
+    const out = await writer.patchNode(name, node, (current) => {
+      const t = current === node ? first : target(current);
+      added = t.addsNoExecute;
+      return t.taints ? (taintsPatch(t.taints) as unknown as Record<string, unknown>) : undefined;
+    });
+    if (admitted && this.admitted.delete(name)) {
+      const ok = (out.kind === 'applied' || out.kind === 'dry-run') && added;
+      disruption.settle(name, ok ? 'applied' : out.kind === 'failed' ? 'failed' : 'dropped', this.now());
+    }
+    if (out.kind === 'applied' || out.kind === 'dry-run') {
+      const after =
+        out.kind === 'applied' ? ((out.object as Node | undefined)?.spec?.taints ?? []) : first.taints;
+      this.countTaintChanges(name, before, after, out.kind === 'dry-run');
+    }
+    if (out.kind === 'fenced') return 'fenced';
+    if (out.kind === 'failed') throw out.error;
+    return undefined;
+  }
+
+  private countTaintChanges(
+    name: string,
+    before: readonly Taint[],
+    after: readonly Taint[],
+    dryRun: boolean,
+  ): void {
+    const key = (t: Taint) => `${t.key}:${t.effect}`;
+    const had = new Set(before.map(key));
+    const has = new Set(after.map(key));
+    for (const t of after) {
+      if (had.has(key(t))) continue;
+      this.o.metrics.transitions.inc({
+        kind: t.effect === 'NoExecute' ? 'noexecute_taint_added' : 'noschedule_taint_added',
+      });
+      this.log.info(dryRun ? 'Dry run: would add taint' : 'Added taint', { node: name, taint: key(t) });
+    }
+    for (const t of before) {
+      if (has.has(key(t))) continue;
+      this.o.metrics.transitions.inc({ kind: 'taint_removed' });
+      this.log.info(dryRun ? 'Dry run: would remove taint' : 'Removed taint', { node: name, taint: key(t) });
+    }
+  }
+
+  private async reconcilePods(name: string, node: Node, flipped: boolean): Promise<number | undefined> {
+    if (readyStatus(node) === 'True') {
+      this.podsCheckedAt.delete(name);
+      return undefined;
+    }
+    const mode = this.o.markPodsNotReady === 'upstream' ? 'upstream' : 'level';
+    if (mode === 'upstream' && !flipped && !this.podsCheckedAt.has(name)) return undefined;
+    const now = this.now();
+    const last = this.podsCheckedAt.get(name);
+    if (!flipped && last !== undefined && now - last < this.o.podRecheckMs) {
+      return this.o.podRecheckMs - (now - last);
+    }
+    this.podsCheckedAt.set(name, now);
+    const pods = await this.o.client.request<List<Pod>>({
+      method: 'GET',
+      path: paths.pods(),
+      query: { fieldSelector: `spec.nodeName=${name}` },
+      timeoutMs: 30_000,
+    });
+    const wall = this.o.clock.wall();
+    const decisions = podsToMarkNotReady(node, pods.items, wall, {
+      mode,
+      trigger: flipped ? 'node-flipped' : 'resync',
+    });
+    let failures = 0;
+    for (const d of decisions) {
+      const pod = pods.items.find((p) => p.metadata.namespace === d.namespace && p.metadata.name === d.name);
+      const out = await this.o.writer.patchPodStatus(d.namespace, d.name, pod, (current) => {
+        if (current === pod) return d.patch as unknown as Record<string, unknown>;
+        const again = podsToMarkNotReady(node, [current], this.o.clock.wall(), { mode, trigger: 'retry' });
+        return again[0]?.patch as unknown as Record<string, unknown> | undefined;
+      });
+      if (out.kind === 'fenced') return undefined;
+      if (out.kind === 'failed') failures++;
+      if (out.kind === 'applied' || out.kind === 'dry-run') {
+        this.o.metrics.transitions.inc({ kind: 'pods_marked_not_ready' });
+        this.log.info(out.kind === 'dry-run' ? 'Dry run: would mark pod not ready' : 'Marked pod not ready', {
+          node: name,
+          pod: `${d.namespace}/${d.name}`,
+        });
+        void this.emit(d.event);
+      }
+    }
+    if (failures > 0) {
+      this.podsCheckedAt.delete(name);
+      throw new Error(`${failures} pod status writes failed on node ${name}`);
+    }
+    // Keep looking while the node is not Ready: pods bound to it later get marked too.
+    return this.o.podRecheckMs;
+  }
+}

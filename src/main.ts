@@ -1,0 +1,95 @@
+#!/usr/bin/env node
+import { readFileSync } from 'node:fs';
+import os from 'node:os';
+import { runController } from './cli/run.js';
+import { loadConfig } from './config/config.js';
+import { FlagError, helpText } from './config/flags.js';
+import { KubeconfigError } from './kube/kubeconfig.js';
+import { createLogger } from './log/logger.js';
+import { guardUnhandledRxjsErrors } from './watch/isolate.js';
+
+const USAGE = `node-lifecycle-controller: marks Kubernetes nodes whose heartbeat leases stop being renewed.
+
+Usage:
+  node-lifecycle-controller [flags]            run the controller
+  node-lifecycle-controller status [--watch]   live view of node heartbeats, states, taints and the leader
+  node-lifecycle-controller demo               local control plane + simulated fleet + the controller`;
+
+function version(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+      version: string;
+    };
+    return pkg.version;
+  } catch {
+    return 'unknown';
+  }
+}
+
+async function main(argv: string[]): Promise<void> {
+  const sub = argv[0];
+  if (sub === 'status') {
+    const { runStatus } = await import('./cli/status.js');
+    process.exitCode = await runStatus(argv.slice(1), process.env);
+    return;
+  }
+  if (sub === 'demo') {
+    const { runDemo } = await import('./cli/demo.js');
+    process.exitCode = await runDemo(argv.slice(1), process.env);
+    return;
+  }
+  let loaded: ReturnType<typeof loadConfig>;
+  try {
+    loaded = loadConfig(
+      argv,
+      { POD_NAME: process.env.POD_NAME, POD_NAMESPACE: process.env.POD_NAMESPACE },
+      os.hostname(),
+    );
+  } catch (err) {
+    if (err instanceof FlagError) {
+      console.error(`error: ${err.message}`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  if (loaded.args.help) {
+    process.stdout.write(`${helpText(USAGE)}\n`);
+    return;
+  }
+  if (loaded.args.version) {
+    process.stdout.write(`${version()}\n`);
+    return;
+  }
+  if (loaded.args.positionals.length > 0) {
+    console.error(`error: unexpected argument ${JSON.stringify(loaded.args.positionals[0])} (see --help)`);
+    process.exit(2);
+  }
+  const { config } = loaded;
+  const logger = createLogger({ format: config.log.format, verbosity: config.log.verbosity });
+  // Nothing a consumer of a stream throws may take the process down: count and log it instead.
+  process.on('unhandledRejection', (reason) => logger.error('Unhandled rejection', { err: reason }));
+  guardUnhandledRxjsErrors((err) => logger.error('Unhandled error in a stream consumer', { err }));
+  try {
+    await runController({
+      config,
+      logger,
+      env: {
+        KUBECONFIG: process.env.KUBECONFIG,
+        KUBERNETES_SERVICE_HOST: process.env.KUBERNETES_SERVICE_HOST,
+        KUBERNETES_SERVICE_PORT: process.env.KUBERNETES_SERVICE_PORT,
+      },
+      version: version(),
+      exit: (code) => process.exit(code),
+      signals: process,
+    });
+  } catch (err) {
+    if (err instanceof KubeconfigError) {
+      logger.error('No usable kubeconfig', { err: err.message });
+      process.exit(2);
+    }
+    logger.error('Failed to start', { err });
+    process.exit(1);
+  }
+}
+
+await main(process.argv.slice(2));

@@ -1,0 +1,27 @@
+export { backoffDelay, watchTimeoutSeconds } from './backoff.js';
+export { guardUnhandledRxjsErrors, isolateConsumers } from './isolate.js';
+export { createWatchMetrics, type WatchMetrics } from './metrics.js';
+export {
+  POD_NODE_INDEX,
+  Reflector,
+  type ReflectorOptions,
+  type ResourceWatchDeps,
+  watchNodeLeases,
+  watchNodes,
+  watchPods,
+} from './reflector.js';
+export { isHealthy, type WatchEventCounts, WatchStatus } from './status.js';
+export { type IndexFunc, Store, type StoreOptions } from './store.js';
+export { basicMeta, stripLease, stripNode, stripPod, stripToMeta } from './strip.js';
+export {
+  type KubeTransportOptions,
+  kubeTransport,
+  leaseTarget,
+  NODE_LEASE_NAMESPACE,
+  nodeTarget,
+  podTarget,
+  responseChunks,
+  type WatchTarget,
+} from './transport.js';
+export * from './types.js';
+export { classifyError, WatchError, type WatchOptions, watch } from './watcher.js';

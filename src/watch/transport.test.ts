@@ -1,0 +1,141 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { KubeConfig } from '@kubernetes/client-node';
+import { lastValueFrom, toArray } from 'rxjs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KubeApiError, KubeClient, KubeTransportError } from '../kube/client.js';
+import { kubeTransport, leaseTarget, podTarget } from './transport.js';
+
+// A loopback HTTP server scripted per test (real sockets, no timers involved).
+let handler: (req: http.IncomingMessage, res: http.ServerResponse) => void = () => undefined;
+const server = http.createServer((req, res) => handler(req, res));
+let client: KubeClient;
+
+beforeAll(async () => {
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
+    users: [{ name: 'u', token: 't' }],
+    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+    currentContext: 'x',
+  });
+  client = await KubeClient.fromKubeConfig(kc);
+});
+afterAll(async () => {
+  client?.close();
+  server.closeAllConnections();
+  await new Promise((r) => server.close(r));
+});
+
+describe('kubeTransport', () => {
+  it('lists one page with limit, continue and selectors', async () => {
+    let url: URL | undefined;
+    handler = (req, res) => {
+      url = new URL(req.url ?? '', 'http://x');
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ metadata: { resourceVersion: '9' }, items: [{ metadata: { name: 'a' } }] }));
+    };
+    const t = kubeTransport(client, podTarget({ fieldSelector: 'spec.nodeName=n1' }));
+    const page = await t.list({ limit: 50, continue: 'tok', timeoutMs: 5000 }, new AbortController().signal);
+    expect(page.items).toHaveLength(1);
+    expect(url?.pathname).toBe('/api/v1/pods');
+    expect(Object.fromEntries(url!.searchParams)).toEqual({
+      limit: '50',
+      continue: 'tok',
+      fieldSelector: 'spec.nodeName=n1',
+    });
+  });
+
+  it('watches with the right query and delivers the body as text, multi-byte characters intact', async () => {
+    let url: URL | undefined;
+    const body = '{"type":"ADDED","object":{"metadata":{"name":"é-ü-✓"}}}\n';
+    const bytes = Buffer.from(body);
+    handler = (req, res) => {
+      url = new URL(req.url ?? '', 'http://x');
+      res.writeHead(200, { 'content-type': 'application/json' });
+      // Split inside a multi-byte character.
+      const cut = bytes.indexOf(Buffer.from('é')) + 1;
+      res.write(bytes.subarray(0, cut));
+      setImmediate(() => res.end(bytes.subarray(cut)));
+    };
+    const t = kubeTransport(client, leaseTarget());
+    const chunks = await t.watch(
+      { resourceVersion: '42', timeoutSeconds: 321, allowWatchBookmarks: true },
+      new AbortController().signal,
+    );
+    const all = await lastValueFrom(chunks.pipe(toArray()));
+    expect(all.join('')).toBe(body);
+    expect(url?.pathname).toBe('/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases');
+    expect(Object.fromEntries(url!.searchParams)).toEqual({
+      watch: 'true',
+      resourceVersion: '42',
+      allowWatchBookmarks: 'true',
+      timeoutSeconds: '321',
+    });
+  });
+
+  it('a connection cut mid-stream is an error, not a clean end', async () => {
+    handler = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"type":"ADDED"');
+      setImmediate(() => res.socket?.destroy());
+    };
+    const t = kubeTransport(client, leaseTarget());
+    const chunks = await t.watch(
+      { resourceVersion: '1', timeoutSeconds: 300, allowWatchBookmarks: true },
+      new AbortController().signal,
+    );
+    await expect(lastValueFrom(chunks)).rejects.toBeInstanceOf(KubeTransportError);
+  });
+
+  it('a refused watch (410) rejects with KubeApiError', async () => {
+    handler = (_req, res) => {
+      res.writeHead(410, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ kind: 'Status', code: 410, reason: 'Expired' }));
+    };
+    const t = kubeTransport(client, leaseTarget());
+    const p = t.watch(
+      { resourceVersion: '1', timeoutSeconds: 300, allowWatchBookmarks: true },
+      new AbortController().signal,
+    );
+    await expect(p).rejects.toSatisfy((e: unknown) => e instanceof KubeApiError && e.status === 410);
+  });
+
+  it('unsubscribing or aborting closes the connection on the server side', async () => {
+    let closed!: () => void;
+    let closes = 0;
+    const serverSawClose = () => new Promise<void>((r) => (closed = r));
+    handler = (req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('\n');
+      req.socket.once('close', () => {
+        closes++;
+        closed();
+      });
+    };
+    const t = kubeTransport(client, leaseTarget());
+    for (const how of ['unsubscribe', 'abort'] as const) {
+      const done = serverSawClose();
+      const ac = new AbortController();
+      const chunks = await t.watch(
+        { resourceVersion: '1', timeoutSeconds: 300, allowWatchBookmarks: true },
+        ac.signal,
+      );
+      const first = new Promise<void>((r) => {
+        const sub = chunks.subscribe({
+          next: () => {
+            r();
+            if (how === 'unsubscribe') sub.unsubscribe();
+            else ac.abort();
+          },
+          error: () => undefined,
+        });
+      });
+      await first;
+      await done;
+    }
+    expect(closes).toBe(2);
+  });
+});

@@ -1,0 +1,628 @@
+import {
+  Observable,
+  type SchedulerAction,
+  type SchedulerLike,
+  type Subscriber,
+  type Subscription,
+} from 'rxjs';
+import { KubeApiError, type KubeStatus, KubeTransportError } from '../kube/client.js';
+import type { KubeObject, List } from '../kube/types.js';
+import { type Logger, silentLogger } from '../log/logger.js';
+import { backoffDelay, watchTimeoutSeconds } from './backoff.js';
+import { isolateConsumers } from './isolate.js';
+import { WatchStatus } from './status.js';
+import {
+  type KnownObjects,
+  objectKey,
+  resolveTuning,
+  type StripFn,
+  type WatchEvent,
+  type WatchTransport,
+  type WatchTuning,
+  type WatchTuningOverrides,
+} from './types.js';
+
+export interface WatchOptions<T extends KubeObject> {
+  /** Label for metrics and logs, e.g. `leases`. */
+  resource: string;
+  transport: WatchTransport;
+  /** Time source for backoff, timeouts and health (monotonic ms; a virtual one in tests). */
+  scheduler: SchedulerLike;
+  /**
+   * Turns a wire object into the shape kept and emitted (drop what is not needed), or undefined
+   * when unusable (counted as `malformed`, skipped). Default: keep the object as parsed.
+   */
+  strip?: StripFn<T>;
+  /** Default `namespace/name` (or `name`). Must match the `known` collection's keys. */
+  keyOf?: (obj: T) => string;
+  /**
+   * What the consumer already holds (e.g. the Store fed by this stream), used after a relist to
+   * find the objects that vanished. Without it the watcher keeps its own key -> object map.
+   */
+  known?: KnownObjects<T>;
+  /** Health and counters of this stream; created when omitted. One subscription per status. */
+  status?: WatchStatus;
+  logger?: Logger;
+  /** Randomness for jitter and watch timeouts (tests pass a constant). */
+  random?: () => number;
+  tuning?: WatchTuningOverrides;
+}
+
+/** A failure the watch layer itself detects. */
+export class WatchError extends Error {
+  readonly reason: string;
+  constructor(reason: string, message: string) {
+    super(message);
+    this.name = 'WatchError';
+    this.reason = reason;
+  }
+}
+
+/** Reason label for a failure: gone, too_many_requests, http_<status>, network, timeout, ... */
+export function classifyError(err: unknown): string {
+  if (err instanceof KubeApiError) {
+    if (err.status === 410) return 'gone';
+    if (err.status === 429) return 'too_many_requests';
+    return `http_${err.status}`;
+  }
+  if (err instanceof WatchError) return err.reason;
+  if (err instanceof KubeTransportError) return err.code === 'TIMEOUT' ? 'timeout' : 'network';
+  if (err instanceof Error && typeof (err as NodeJS.ErrnoException).code === 'string') return 'network';
+  return 'unknown';
+}
+
+function retryAfterMs(err: unknown): number | undefined {
+  if (err instanceof KubeApiError && err.status === 429 && err.retryAfterSeconds !== undefined) {
+    return err.retryAfterSeconds * 1000;
+  }
+  return undefined;
+}
+
+const INIT: WatchEvent<never> = Object.freeze({ type: 'Init' });
+const INIT_DONE: WatchEvent<never> = Object.freeze({ type: 'InitDone' });
+
+interface RawWatchLine {
+  type?: unknown;
+  object?: { metadata?: { resourceVersion?: unknown } } & KubeStatus;
+}
+
+function defaultStrip<T extends KubeObject>(raw: unknown): T | undefined {
+  const meta = (raw as KubeObject | null)?.metadata;
+  return meta && typeof meta.name === 'string' ? (raw as T) : undefined;
+}
+
+type Phase = 'list' | 'watch';
+
+/**
+ * One subscription's list+watch loop: a small state machine driven by transport callbacks and
+ * scheduler timers. `epoch` increments whenever the current request is abandoned; every callback
+ * checks it, so late answers from a superseded request are ignored.
+ */
+class WatchRun<T extends KubeObject> {
+  private readonly transport: WatchTransport;
+  private readonly scheduler: SchedulerLike;
+  private readonly strip: StripFn<T>;
+  private readonly keyOf: (obj: T) => string;
+  private readonly known: KnownObjects<T> | undefined;
+  /** Our own memory of objects when no `known` collection is given. */
+  private readonly own: Map<string, T> | undefined;
+  private readonly t: WatchTuning;
+  private readonly random: () => number;
+  private readonly log: Logger;
+  private readonly status: WatchStatus;
+  private readonly out: Subscriber<WatchEvent<T>>;
+
+  private epoch = 0;
+  private stopped = false;
+  /** Resume point: list resourceVersion, then the last event or bookmark seen. */
+  private rv: string | undefined;
+  private abort: AbortController | undefined;
+  /** The single pending timer: backoff, list deadline or idle check. */
+  private timer: Subscription | undefined;
+  private chunks: Subscription | undefined;
+  private partial = '';
+  private listedKeys: Set<string> | undefined;
+  private attempts = 0;
+  private lastReason: string | undefined;
+  private healthySince: number | undefined;
+  private lastActivity = 0;
+  private watchOpenedAt = 0;
+  private watchLines = 0;
+  private malformedLogged = false;
+
+  constructor(
+    opts: WatchOptions<T>,
+    status: WatchStatus,
+    log: Logger,
+    tuning: WatchTuning,
+    out: Subscriber<WatchEvent<T>>,
+  ) {
+    this.transport = opts.transport;
+    this.scheduler = opts.scheduler;
+    this.strip = opts.strip ?? defaultStrip;
+    this.keyOf = opts.keyOf ?? objectKey;
+    this.known = opts.known;
+    this.own = opts.known ? undefined : new Map();
+    this.t = tuning;
+    this.random = opts.random ?? Math.random;
+    this.log = log;
+    this.status = status;
+    this.out = out;
+  }
+
+  start(): void {
+    this.beginList();
+  }
+
+  stop(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.epoch++;
+    this.release();
+    const now = this.scheduler.now();
+    this.status.setListing(false, now);
+    this.status.setConnected(false, now);
+    this.listedKeys = undefined;
+  }
+
+  /** Drops the current request, stream and timer. */
+  private release(): void {
+    const timer = this.timer;
+    const chunks = this.chunks;
+    const abort = this.abort;
+    this.timer = undefined;
+    this.chunks = undefined;
+    this.abort = undefined;
+    this.partial = '';
+    timer?.unsubscribe();
+    chunks?.unsubscribe();
+    abort?.abort();
+  }
+
+  private after(delayMs: number, fn: () => void): Subscription {
+    return this.scheduler.schedule(fn, delayMs);
+  }
+
+  /** Runs `fn`; a bug in the watch layer or a store callback fails the stream instead of escaping. */
+  private guarded(fn: () => void, phase: Phase): void {
+    try {
+      fn();
+    } catch (err) {
+      this.log.error('watch internal error', { err, phase });
+      this.fail(new WatchError('internal', err instanceof Error ? err.message : String(err)), phase);
+    }
+  }
+
+  // ---------------------------------------------------------------- list
+
+  private beginList(): void {
+    const now = this.scheduler.now();
+    if (this.status.synced) this.status.countRelist(now);
+    this.status.setListing(true, now);
+    this.listedKeys = new Set();
+    this.rv = undefined;
+    const epoch = this.epoch;
+    this.out.next(INIT);
+    if (epoch !== this.epoch) return;
+    this.requestPage(undefined);
+  }
+
+  private requestPage(cont: string | undefined): void {
+    const epoch = ++this.epoch;
+    const ac = new AbortController();
+    this.abort = ac;
+    this.timer = this.after(this.t.listTimeoutMs, () => {
+      if (epoch !== this.epoch) return;
+      this.timer = undefined;
+      this.fail(new WatchError('timeout', `list page timed out after ${this.t.listTimeoutMs}ms`), 'list');
+    });
+    let pending: Promise<List<unknown>>;
+    try {
+      pending = this.transport.list(
+        { limit: this.t.pageSize, continue: cont, timeoutMs: this.t.listTimeoutMs },
+        ac.signal,
+      );
+    } catch (err) {
+      pending = Promise.reject(err);
+    }
+    pending.then(
+      (page) => {
+        if (epoch === this.epoch) this.guarded(() => this.onPage(page, epoch), 'list');
+      },
+      (err: unknown) => {
+        if (epoch === this.epoch) this.fail(err, 'list');
+      },
+    );
+  }
+
+  private onPage(page: List<unknown>, epoch: number): void {
+    this.timer?.unsubscribe();
+    this.timer = undefined;
+    this.abort = undefined;
+    const now = this.scheduler.now();
+    this.markHealthy(now);
+    this.status.noteData(now);
+    const items = page?.items ?? [];
+    if (!Array.isArray(items)) {
+      this.fail(new WatchError('malformed', 'list response has no items array'), 'list');
+      return;
+    }
+    const listed = this.listedKeys!;
+    const own = this.own;
+    let skipped = 0;
+    for (let i = 0; i < items.length; i++) {
+      const obj = this.stripSafe(items[i]);
+      if (obj === undefined) {
+        skipped++;
+        continue;
+      }
+      const key = this.keyOf(obj);
+      listed.add(key);
+      own?.set(key, obj);
+      this.out.next({ type: 'InitApply', object: obj });
+      if (epoch !== this.epoch) return;
+    }
+    this.status.listedObjects += items.length - skipped;
+    if (skipped > 0) this.malformed('object', skipped, 'list item without metadata.name');
+    const cont = page.metadata?.continue;
+    if (cont) {
+      this.requestPage(cont);
+      return;
+    }
+    const rv = page.metadata?.resourceVersion;
+    if (typeof rv !== 'string' || rv === '') {
+      this.fail(new WatchError('malformed', 'list response has no resourceVersion'), 'list');
+      return;
+    }
+    this.finishList(rv, epoch);
+  }
+
+  private finishList(rv: string, epoch: number): void {
+    const listed = this.listedKeys!;
+    this.listedKeys = undefined;
+    // Objects we knew that the new list does not have vanished while we were not watching.
+    const vanished: T[] = [];
+    const collect = (obj: T, key: string) => {
+      if (!listed.has(key)) vanished.push(obj);
+    };
+    if (this.known) this.known.forEach(collect);
+    else this.own!.forEach(collect);
+    for (const obj of vanished) {
+      this.own?.delete(this.keyOf(obj));
+      this.out.next({ type: 'Delete', object: obj });
+      if (epoch !== this.epoch) return;
+    }
+    if (vanished.length > 0) this.log.info('relist found deleted objects', { count: vanished.length });
+    this.rv = rv;
+    const now = this.scheduler.now();
+    this.status.setListing(false, now);
+    this.status.setSynced(now);
+    this.out.next(INIT_DONE);
+    if (epoch !== this.epoch) return;
+    this.startWatch(true);
+  }
+
+  // ---------------------------------------------------------------- watch
+
+  private startWatch(afterList: boolean): void {
+    const epoch = ++this.epoch;
+    const now = this.scheduler.now();
+    if (!afterList) this.status.countReconnect(now);
+    const ac = new AbortController();
+    this.abort = ac;
+    this.partial = '';
+    this.watchLines = 0;
+    this.malformedLogged = false;
+    this.lastActivity = now;
+    this.watchOpenedAt = now;
+    this.armIdle(epoch);
+    const req = {
+      resourceVersion: this.rv!,
+      timeoutSeconds: watchTimeoutSeconds(this.t.watchTimeoutSeconds, this.random),
+      allowWatchBookmarks: true as const,
+    };
+    let pending: Promise<Observable<string>>;
+    try {
+      pending = this.transport.watch(req, ac.signal);
+    } catch (err) {
+      pending = Promise.reject(err);
+    }
+    pending.then(
+      (stream) => {
+        if (epoch === this.epoch) this.guarded(() => this.onOpen(stream, epoch), 'watch');
+      },
+      (err: unknown) => {
+        if (epoch === this.epoch) this.fail(err, 'watch');
+      },
+    );
+  }
+
+  private onOpen(stream: Observable<string>, epoch: number): void {
+    const now = this.scheduler.now();
+    this.watchOpenedAt = now;
+    this.lastActivity = now;
+    this.markHealthy(now);
+    const sub = stream.subscribe({
+      next: (chunk) => {
+        if (epoch === this.epoch) this.onChunk(chunk, epoch);
+      },
+      error: (err: unknown) => {
+        if (epoch === this.epoch) this.fail(err, 'watch');
+      },
+      complete: () => {
+        if (epoch === this.epoch) this.guarded(() => this.onWatchEnd(epoch), 'watch');
+      },
+    });
+    if (epoch === this.epoch) this.chunks = sub;
+    else sub.unsubscribe();
+  }
+
+  /** One timer per idle period: re-armed for the remaining time rather than on every chunk. */
+  private armIdle(epoch: number): void {
+    const run = this;
+    const idleMs = this.t.idleTimeoutMs;
+    this.timer = this.scheduler.schedule(function (this: SchedulerAction<unknown>) {
+      if (epoch !== run.epoch) return;
+      const idle = run.scheduler.now() - run.lastActivity;
+      if (idle >= idleMs) {
+        run.timer = undefined;
+        run.fail(new WatchError('idle_timeout', `watch silent for ${Math.round(idle)}ms`), 'watch');
+      } else {
+        this.schedule(undefined, idleMs - idle);
+      }
+    }, idleMs);
+  }
+
+  private onChunk(chunk: string, epoch: number): void {
+    try {
+      let nl = chunk.indexOf('\n');
+      const now = this.scheduler.now();
+      this.lastActivity = now;
+      if (nl === -1) {
+        this.partial = this.partial.length === 0 ? chunk : this.partial + chunk;
+        if (this.partial.length > this.t.maxLineLength) {
+          this.fail(
+            new WatchError('line_too_long', `watch line over ${this.t.maxLineLength} chars`),
+            'watch',
+          );
+        }
+        return;
+      }
+      this.status.noteData(now);
+      let start = 0;
+      if (this.partial.length > 0) {
+        const line = this.partial + chunk.slice(0, nl);
+        this.partial = '';
+        this.onLine(line);
+        if (epoch !== this.epoch) return;
+        start = nl + 1;
+        nl = chunk.indexOf('\n', start);
+      }
+      while (nl !== -1) {
+        if (nl > start) {
+          this.onLine(chunk.slice(start, nl));
+          if (epoch !== this.epoch) return;
+        }
+        start = nl + 1;
+        nl = chunk.indexOf('\n', start);
+      }
+      if (start < chunk.length) {
+        this.partial = chunk.slice(start);
+        if (this.partial.length > this.t.maxLineLength) {
+          this.fail(
+            new WatchError('line_too_long', `watch line over ${this.t.maxLineLength} chars`),
+            'watch',
+          );
+        }
+      }
+    } catch (err) {
+      if (epoch !== this.epoch) return;
+      this.log.error('watch internal error', { err, phase: 'watch' });
+      this.fail(new WatchError('internal', err instanceof Error ? err.message : String(err)), 'watch');
+    }
+  }
+
+  /** The hot path: one JSON.parse, a switch, a strip, one emitted event. */
+  private onLine(line: string): void {
+    let ev: RawWatchLine;
+    try {
+      ev = JSON.parse(line) as RawWatchLine;
+    } catch {
+      this.malformed('json', 1, line);
+      return;
+    }
+    if (ev === null || typeof ev !== 'object') {
+      this.malformed('json', 1, line);
+      return;
+    }
+    const counts = this.status.events;
+    switch (ev.type) {
+      case 'ADDED':
+        counts.ADDED++;
+        this.applied(ev.object, line);
+        return;
+      case 'MODIFIED':
+        counts.MODIFIED++;
+        this.applied(ev.object, line);
+        return;
+      case 'DELETED': {
+        counts.DELETED++;
+        const obj = this.stripSafe(ev.object);
+        if (obj === undefined) {
+          this.malformed('object', 1, line);
+          return;
+        }
+        this.watchLines++;
+        this.seen(obj.metadata.resourceVersion);
+        this.own?.delete(this.keyOf(obj));
+        this.out.next({ type: 'Delete', object: obj });
+        return;
+      }
+      case 'BOOKMARK':
+        counts.BOOKMARK++;
+        this.watchLines++;
+        this.seen(ev.object?.metadata?.resourceVersion);
+        return;
+      case 'ERROR': {
+        counts.ERROR++;
+        const st = ev.object;
+        const err =
+          st && typeof st.code === 'number'
+            ? new KubeApiError(st.code, st, {}, 'watch ERROR event')
+            : new WatchError('watch_error', `watch ERROR event: ${line.slice(0, 200)}`);
+        this.fail(err, 'watch');
+        return;
+      }
+      default:
+        this.malformed('type', 1, line);
+    }
+  }
+
+  private applied(raw: unknown, line: string): void {
+    const obj = this.stripSafe(raw);
+    if (obj === undefined) {
+      this.malformed('object', 1, line);
+      return;
+    }
+    this.watchLines++;
+    this.seen(obj.metadata.resourceVersion);
+    this.own?.set(this.keyOf(obj), obj);
+    this.out.next({ type: 'Apply', object: obj });
+  }
+
+  private seen(rv: unknown): void {
+    if (typeof rv === 'string' && rv !== '') this.rv = rv;
+  }
+
+  private stripSafe(raw: unknown): T | undefined {
+    try {
+      return this.strip(raw);
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Counts skipped data; logs once per connection (not per line). */
+  private malformed(kind: string, n: number, sample: string): void {
+    this.status.errors.set('malformed', (this.status.errors.get('malformed') ?? 0) + n);
+    if (this.malformedLogged) return;
+    this.malformedLogged = true;
+    this.log.warn('skipping malformed watch data', { kind, sample: sample.slice(0, 200) });
+  }
+
+  private onWatchEnd(epoch: number): void {
+    if (this.partial.length > 0) {
+      const rest = this.partial;
+      this.partial = '';
+      this.onLine(rest);
+      if (epoch !== this.epoch) return;
+    }
+    const now = this.scheduler.now();
+    if (this.watchLines === 0 && now - this.watchOpenedAt < this.t.shortWatchMs) {
+      // A server or proxy closing every watch at once must not make us spin.
+      this.fail(new WatchError('short_watch', 'watch closed at once without any event'), 'watch');
+      return;
+    }
+    this.log.debug(2, 'watch closed by server, resuming', {
+      resourceVersion: this.rv,
+      events: this.watchLines,
+    });
+    this.epoch++;
+    this.release();
+    this.startWatch(false);
+  }
+
+  // ---------------------------------------------------------------- failures
+
+  private markHealthy(now: number): void {
+    this.status.setConnected(true, now);
+    if (this.healthySince === undefined) this.healthySince = now;
+  }
+
+  private fail(err: unknown, phase: Phase): void {
+    if (this.stopped) return;
+    const epoch = ++this.epoch;
+    this.release();
+    const now = this.scheduler.now();
+    const reason = classifyError(err);
+    this.status.failed(reason, now);
+    const b = this.t.backoff;
+    if (this.healthySince !== undefined && now - this.healthySince >= b.resetAfterMs) this.attempts = 0;
+    this.healthySince = undefined;
+    const gone = reason === 'gone';
+    // The first 410 after anything else relists at once; repeated ones back off.
+    let delay = gone && this.lastReason !== 'gone' ? 0 : backoffDelay(this.attempts, b, this.random);
+    this.attempts++;
+    this.lastReason = reason;
+    const retryAfter = retryAfterMs(err);
+    if (retryAfter !== undefined) delay = Math.max(delay, Math.min(retryAfter, this.t.maxRetryAfterMs));
+    const relist = gone || phase === 'list' || this.rv === undefined;
+    if (gone) this.rv = undefined;
+    this.log.warn('watch failed', {
+      reason,
+      phase,
+      err,
+      next: relist ? 'list' : 'watch',
+      retryInMs: delay,
+      attempt: this.attempts,
+    });
+    this.timer = this.after(delay, () => {
+      if (epoch !== this.epoch) return;
+      this.timer = undefined;
+      if (relist) this.beginList();
+      else this.startWatch(false);
+    });
+  }
+}
+
+/**
+ * A list+watch stream of `opts.resource`, cold: each subscription runs its own loop and
+ * unsubscribing aborts the request in flight and clears every timer.
+ *
+ * List (paginated, consistent read) -> Init, InitApply..., [Delete for vanished], InitDone; then
+ * watch from the list's resourceVersion with bookmarks. A clean close resumes at once from the
+ * last resourceVersion seen; a network error or idle timeout resumes after backoff; 410 Gone (HTTP
+ * or ERROR event) relists; 429 waits at least Retry-After. The Observable never errors or
+ * completes by itself. A subscriber that throws is counted (`errors{reason="subscriber"}`) and
+ * logged; the stream goes on.
+ */
+export function watch<T extends KubeObject>(opts: WatchOptions<T>): Observable<WatchEvent<T>> {
+  const status = opts.status ?? new WatchStatus(opts.resource, opts.scheduler);
+  const log = (opts.logger ?? silentLogger).with({ component: 'watch', resource: opts.resource });
+  return isolateConsumers(rawWatch(opts, status, log), consumerErrorReporter(status, log, opts.scheduler));
+}
+
+/** The stream without consumer isolation, for in-layer consumers that guard themselves. */
+export function rawWatch<T extends KubeObject>(
+  opts: WatchOptions<T>,
+  status: WatchStatus,
+  log: Logger,
+): Observable<WatchEvent<T>> {
+  const tuning = resolveTuning(opts.tuning);
+  return new Observable<WatchEvent<T>>((subscriber) => {
+    const run = new WatchRun(opts, status, log, tuning, subscriber);
+    run.start();
+    return () => run.stop();
+  });
+}
+
+/** Counts every consumer error, logs at most one line per 10 s (with how many were suppressed). */
+export function consumerErrorReporter(
+  status: WatchStatus,
+  log: Logger,
+  scheduler: SchedulerLike,
+): (err: unknown) => void {
+  let lastLogAt = Number.NEGATIVE_INFINITY;
+  let suppressed = 0;
+  return (err) => {
+    status.countError('subscriber');
+    const now = scheduler.now();
+    if (now - lastLogAt < 10_000) {
+      suppressed++;
+      return;
+    }
+    lastLogAt = now;
+    log.error('watch subscriber threw; the stream goes on', { err, suppressed });
+    suppressed = 0;
+  };
+}

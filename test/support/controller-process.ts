@@ -1,0 +1,138 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePort } from '../../src/localcluster/control-plane.js';
+import { waitUntil } from './wait.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const MAIN = path.join(ROOT, 'dist', 'main.js');
+
+export interface ControllerProcess {
+  child: ChildProcess;
+  metricsPort: number;
+  probesPort: number;
+  /** Parsed JSON log lines so far. */
+  logs: Record<string, unknown>[];
+  /** Raw stderr/stdout text that was not JSON. */
+  text: string[];
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  metrics(): Promise<string>;
+  /** Value of one sample, e.g. metric('nlc_transitions_total', {kind: 'marked_unknown'}). */
+  metric(name: string, labels?: Record<string, string>): Promise<number>;
+  waitForLog(
+    msg: string,
+    timeoutMs: number,
+    pred?: (l: Record<string, unknown>) => boolean,
+  ): Promise<Record<string, unknown>>;
+  kill(signal?: NodeJS.Signals): Promise<void>;
+  /** Warnings, errors and state changes so far, for a failing test's output. */
+  summary(): string;
+}
+
+/** Parses a Prometheus text exposition and returns the sum of samples matching name + labels. */
+export function sampleValue(text: string, name: string, labels: Record<string, string> = {}): number {
+  let sum = 0;
+  let found = false;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name)) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const lbls: Record<string, string> = {};
+    for (const pair of (m[3] ?? '').matchAll(/([a-zA-Z_]+)="((?:[^"\\]|\\.)*)"/g)) lbls[pair[1]!] = pair[2]!;
+    if (Object.entries(labels).every(([k, v]) => lbls[k] === v)) {
+      sum += Number(m[4]);
+      found = true;
+    }
+  }
+  return found ? sum : 0;
+}
+
+/** Runs the BUILT controller binary (dist/main.js) as a child process. */
+export async function startController(
+  flags: string[],
+  opts: { env?: Record<string, string>; name?: string } = {},
+): Promise<ControllerProcess> {
+  if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run \`npm run build\` first`);
+  const metricsPort = await freePort();
+  const probesPort = await freePort();
+  const child = spawn(
+    process.execPath,
+    [
+      MAIN,
+      `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+      `--health-probe-bind-address=127.0.0.1:${probesPort}`,
+      '--log-format=json',
+      ...flags,
+    ],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...opts.env },
+    },
+  );
+  const logs: Record<string, unknown>[] = [];
+  const text: string[] = [];
+  const onData = (buf: Buffer) => {
+    for (const line of buf.toString('utf8').split('\n')) {
+      if (!line.trim()) continue;
+      try {
+        logs.push(JSON.parse(line) as Record<string, unknown>);
+      } catch {
+        text.push(line);
+      }
+    }
+  };
+  child.stdout?.on('data', onData);
+  child.stderr?.on('data', onData);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  const killOnExit = () => child.kill('SIGKILL');
+  process.once('exit', killOnExit);
+  const cp: ControllerProcess = {
+    child,
+    metricsPort,
+    probesPort,
+    logs,
+    text,
+    exited,
+    async metrics() {
+      return await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    },
+    async metric(name, labels) {
+      return sampleValue(await this.metrics(), name, labels);
+    },
+    async waitForLog(msg, timeoutMs, pred) {
+      return await waitUntil(() => logs.find((l) => l.msg === msg && (!pred || pred(l))), {
+        timeoutMs,
+        what: `log "${msg}" from ${opts.name ?? 'controller'} (last lines: ${JSON.stringify(logs.slice(-5))} ${text.slice(-5).join(' | ')})`,
+      });
+    },
+    summary() {
+      const interesting = logs.filter(
+        (l) =>
+          l.level !== 'info' ||
+          /Acting|Blind|Not leading|leader|Leader|Marked|Shutting|Stopped/.test(String(l.msg)),
+      );
+      return [...interesting.map((l) => JSON.stringify(l)), ...text].join('\n');
+    },
+    async kill(signal = 'SIGTERM') {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill(signal);
+      const t = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      await exited;
+      clearTimeout(t);
+      process.off('exit', killOnExit);
+    },
+  };
+  // Ready when the probe port answers.
+  await waitUntil(
+    async () => {
+      if (child.exitCode !== null)
+        throw new Error(`controller exited early: ${text.join('\n')} ${JSON.stringify(logs)}`);
+      return (await fetch(`http://127.0.0.1:${probesPort}/healthz`).catch(() => undefined))?.status === 200;
+    },
+    { timeoutMs: 20_000, what: 'controller /healthz' },
+  );
+  return cp;
+}

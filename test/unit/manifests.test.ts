@@ -1,0 +1,807 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { loadAllYaml } from '@kubernetes/client-node';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { buildConfig, type Config } from '../../src/config/config.js';
+import { parseArgs } from '../../src/config/flags.js';
+import { HELD_BACK_REASONS } from '../../src/disruption/metrics.js';
+import { ZONE_STATES, zoneDisplay, zoneKeyOf } from '../../src/disruption/zones.js';
+import {
+  arr,
+  controllerMetricCatalog,
+  deploymentOf,
+  findDoc,
+  get,
+  isObj,
+  kubectlKustomizeAvailable,
+  kustomizationOf,
+  kustomize,
+  kustomizeWith,
+  loadDocs,
+  MANIFESTS,
+  type MetricInfo,
+  markdownAnchors,
+  type Obj,
+  PROMETHEUS_SERIES,
+  promqlSelectors,
+  REPO,
+  type Selector,
+  TARGET_LABELS,
+  walkFiles,
+  yamlFiles,
+  zoneLabelReplaces,
+} from './manifests.support.js';
+
+const BASE = join(MANIFESTS, 'base');
+const COMPONENTS = join(MANIFESTS, 'components');
+const OVERLAYS = join(MANIFESTS, 'overlays');
+const DASHBOARD = join(MANIFESTS, 'dashboards', 'node-lifecycle-controller.json');
+const OPERATIONS_MD = join(REPO, 'docs', 'operations.md');
+const COMPONENT_DIRS = ['servicemonitor', 'prometheusrule', 'networkpolicy'].map((c) => join(COMPONENTS, c));
+
+const rel = (p: string) => relative(REPO, p);
+const rule = () => findDoc(join(COMPONENTS, 'prometheusrule'), 'PrometheusRule');
+const serviceMonitor = () => findDoc(join(COMPONENTS, 'servicemonitor'), 'ServiceMonitor');
+const networkPolicy = () => findDoc(join(COMPONENTS, 'networkpolicy'), 'NetworkPolicy');
+const dashboard = () => JSON.parse(readFileSync(DASHBOARD, 'utf8')) as Obj;
+
+interface Alert {
+  alert: string;
+  expr: string;
+  for?: string;
+  labels: Record<string, string>;
+  annotations: Record<string, string>;
+}
+const alerts = (): Alert[] =>
+  arr(get(rule(), 'spec', 'groups')).flatMap((g) => arr(get(g, 'rules'))) as unknown as Alert[];
+
+/** Every `expr` of the dashboard's panels (rows included) and its variables' queries. */
+function dashboardExprs(d: Obj): { where: string; expr: string }[] {
+  const out: { where: string; expr: string }[] = [];
+  const visit = (panels: unknown[]) => {
+    for (const p of panels) {
+      for (const t of arr(get(p, 'targets'))) {
+        out.push({ where: `panel "${get(p, 'title')}" ${get(t, 'refId')}`, expr: String(get(t, 'expr')) });
+      }
+      visit(arr(get(p, 'panels')));
+    }
+  };
+  visit(arr(d.panels));
+  return out;
+}
+
+/** Grafana's macros and variables, replaced the way Grafana would before sending the query. */
+function grafanaInterpolate(expr: string): string {
+  return expr.replace(/\$__rate_interval|\$__interval|\$__range/g, '5m').replace(/\$\{?(\w+)\}?/g, '.*');
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe('manifest files', () => {
+  it.each(yamlFiles().map((f) => [rel(f), f]))(
+    '%s parses, every document has apiVersion and kind',
+    (_, f) => {
+      const docs = loadDocs(f);
+      expect(docs.length).toBeGreaterThan(0);
+      for (const d of docs) {
+        expect(typeof d.apiVersion, `${rel(f)} apiVersion`).toBe('string');
+        expect(typeof d.kind, `${rel(f)} kind`).toBe('string');
+      }
+    },
+  );
+
+  const kustomizations = walkFiles(MANIFESTS, (p) => p.endsWith('kustomization.yaml'));
+
+  it('there is a kustomization for base, each component and each overlay', () => {
+    const dirs = kustomizations.map((k) => rel(dirname(k))).sort();
+    expect(dirs).toEqual(
+      [
+        'manifests/base',
+        'manifests/components/networkpolicy',
+        'manifests/components/prometheusrule',
+        'manifests/components/servicemonitor',
+        'manifests/overlays/dry-run',
+        'manifests/overlays/kind',
+      ].sort(),
+    );
+  });
+
+  it.each(kustomizations.map((k) => [rel(dirname(k)), dirname(k)]))(
+    '%s: every resource and component exists, every YAML file beside it is used',
+    (_, dir) => {
+      const k = kustomizationOf(dir);
+      const isComponent = dir.startsWith(COMPONENTS);
+      expect(k.kind).toBe(isComponent ? 'Component' : 'Kustomization');
+      expect(k.apiVersion).toBe(
+        isComponent ? 'kustomize.config.k8s.io/v1alpha1' : 'kustomize.config.k8s.io/v1beta1',
+      );
+      for (const r of arr(k.resources)) {
+        const p = resolve(dir, String(r));
+        expect(existsSync(p), `${rel(dir)}: resource ${r}`).toBe(true);
+        if (!p.endsWith('.yaml'))
+          expect(existsSync(join(p, 'kustomization.yaml')), `${r} is a kustomization`).toBe(true);
+      }
+      for (const c of arr(k.components)) {
+        const p = resolve(dir, String(c));
+        expect(kustomizationOf(p).kind, `${rel(dir)}: component ${c}`).toBe('Component');
+      }
+      const used = new Set(arr(k.resources).map((r) => resolve(dir, String(r))));
+      for (const f of walkFiles(dir, (p) => p.endsWith('.yaml') && dirname(p) === dir)) {
+        if (f.endsWith('kustomization.yaml')) continue;
+        expect(used.has(f), `${rel(f)} is listed in its kustomization`).toBe(true);
+      }
+    },
+  );
+
+  it('no kustomization sets `namespace:` (it would move the kube-node-lease Role out of kube-node-lease)', () => {
+    for (const k of kustomizations) expect(kustomizationOf(dirname(k)).namespace, rel(k)).toBeUndefined();
+    const role = findDoc(BASE, 'Role', 'node-lifecycle-controller:node-leases');
+    const binding = findDoc(BASE, 'RoleBinding', 'node-lifecycle-controller:node-leases');
+    expect(get(role, 'metadata', 'namespace')).toBe('kube-node-lease');
+    expect(get(binding, 'metadata', 'namespace')).toBe('kube-node-lease');
+  });
+
+  it('every namespaced object of the base and the components names its namespace', () => {
+    const clusterScoped = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding']);
+    for (const dir of [BASE, ...COMPONENT_DIRS]) {
+      for (const f of walkFiles(dir, (p) => p.endsWith('.yaml') && !p.endsWith('kustomization.yaml'))) {
+        for (const d of loadDocs(f)) {
+          const ns = get(d, 'metadata', 'namespace');
+          if (clusterScoped.has(String(d.kind))) expect(ns, `${rel(f)} ${d.kind}`).toBeUndefined();
+          else expect(typeof ns, `${rel(f)} ${d.kind} namespace`).toBe('string');
+        }
+      }
+    }
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe('Deployment', () => {
+  const dep = findDoc(BASE, 'Deployment', 'node-lifecycle-controller');
+  const pod = get(dep, 'spec', 'template', 'spec') as Obj;
+  const containers = arr(pod.containers) as Obj[];
+  const c = containers[0]!;
+
+  it('meets the restricted Pod Security Standard', () => {
+    expect(containers).toHaveLength(1);
+    expect(arr(pod.initContainers)).toHaveLength(0);
+    for (const k of ['hostNetwork', 'hostPID', 'hostIPC']) expect(pod[k], k).not.toBe(true);
+    expect(get(pod, 'securityContext', 'runAsNonRoot')).toBe(true);
+    expect(get(pod, 'securityContext', 'seccompProfile', 'type')).toBe('RuntimeDefault');
+    expect(get(c, 'securityContext')).toMatchObject({
+      runAsNonRoot: true,
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+    expect(get(c, 'securityContext', 'privileged')).not.toBe(true);
+    expect(get(c, 'securityContext', 'capabilities', 'add')).toBeUndefined();
+    const uid = get(pod, 'securityContext', 'runAsUser') ?? get(c, 'securityContext', 'runAsUser');
+    expect(uid).not.toBe(0);
+    // Restricted allows only these volume types; the root filesystem is read-only, /tmp is an emptyDir.
+    const allowed = ['emptyDir', 'configMap', 'secret', 'projected', 'downwardAPI', 'persistentVolumeClaim'];
+    for (const v of arr(pod.volumes) as Obj[]) {
+      const types = Object.keys(v).filter((k) => k !== 'name');
+      expect(
+        types.every((t) => allowed.includes(t)),
+        `volume ${v.name}: ${types}`,
+      ).toBe(true);
+    }
+    expect(arr(c.volumeMounts)).toContainEqual(expect.objectContaining({ mountPath: '/tmp' }));
+    for (const p of arr(c.ports)) expect(get(p, 'hostPort'), 'hostPort').toBeUndefined();
+  });
+
+  it('the namespace enforces the restricted profile', () => {
+    const ns = findDoc(BASE, 'Namespace');
+    expect(get(ns, 'metadata', 'labels', 'pod-security.kubernetes.io/enforce')).toBe('restricted');
+  });
+
+  it('gets POD_NAME and POD_NAMESPACE from the downward API', () => {
+    const env = arr(c.env) as Obj[];
+    const field = (name: string) =>
+      get(
+        env.find((e) => e.name === name),
+        'valueFrom',
+        'fieldRef',
+        'fieldPath',
+      );
+    expect(field('POD_NAME')).toBe('metadata.name');
+    expect(field('POD_NAMESPACE')).toBe('metadata.namespace');
+  });
+
+  it('runs 2 replicas at system-cluster-critical priority, spread over nodes, one replaced at a time', () => {
+    expect(get(dep, 'spec', 'replicas')).toBe(2);
+    expect(pod.priorityClassName).toBe('system-cluster-critical');
+    expect(get(dep, 'spec', 'strategy', 'rollingUpdate', 'maxSurge')).toBe(0);
+    const term = get(
+      pod,
+      'affinity',
+      'podAntiAffinity',
+      'preferredDuringSchedulingIgnoredDuringExecution',
+      0,
+    );
+    expect(get(term, 'podAffinityTerm', 'topologyKey')).toBe('kubernetes.io/hostname');
+    expect(get(term, 'podAffinityTerm', 'labelSelector', 'matchLabels')).toEqual(
+      get(dep, 'spec', 'selector', 'matchLabels'),
+    );
+    expect(pod.serviceAccountName).toBe(get(findDoc(BASE, 'ServiceAccount'), 'metadata', 'name'));
+  });
+
+  it('has a PodDisruptionBudget keeping one replica, selecting the pods', () => {
+    const pdb = findDoc(BASE, 'PodDisruptionBudget');
+    expect(get(pdb, 'spec', 'minAvailable')).toBe(1);
+    expect(get(pdb, 'spec', 'selector', 'matchLabels')).toEqual(get(dep, 'spec', 'selector', 'matchLabels'));
+    expect(get(pdb, 'metadata', 'namespace')).toBe(get(dep, 'metadata', 'namespace'));
+  });
+
+  it('probes /healthz (startup, liveness) and /readyz (readiness) on the probe port, metrics on 8080', () => {
+    expect(get(c, 'startupProbe', 'httpGet', 'path')).toBe('/healthz');
+    expect(get(c, 'livenessProbe', 'httpGet', 'path')).toBe('/healthz');
+    expect(get(c, 'readinessProbe', 'httpGet', 'path')).toBe('/readyz');
+    const ports = arr(c.ports) as Obj[];
+    const byName = (n: unknown) => ports.find((p) => p.name === n || p.containerPort === n)?.containerPort;
+    for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe']) {
+      expect(byName(get(c, probe, 'httpGet', 'port')), probe).toBe(8081);
+    }
+    expect(byName('metrics')).toBe(8080);
+    expect(arr(c.args)).toEqual(
+      expect.arrayContaining(['--metrics-bind-address=:8080', '--health-probe-bind-address=:8081']),
+    );
+  });
+
+  it('has a memory limit and requests, and no CPU limit (throttling would delay lease renewals)', () => {
+    expect(get(c, 'resources', 'limits', 'memory')).toBeDefined();
+    expect(get(c, 'resources', 'requests', 'cpu')).toBeDefined();
+    expect(get(c, 'resources', 'limits', 'cpu')).toBeUndefined();
+  });
+});
+
+describe('Dockerfile', () => {
+  const text = readFileSync(join(REPO, 'Dockerfile'), 'utf8');
+  const lines = text.split('\n').filter((l) => !l.trimStart().startsWith('#'));
+
+  it('runs node directly as PID 1 (exec form), as the non-root UID/GID the Deployment sets', () => {
+    const user = lines.filter((l) => /^USER\s/.test(l)).at(-1);
+    const pod = get(findDoc(BASE, 'Deployment'), 'spec', 'template', 'spec', 'securityContext') as Obj;
+    expect(user?.split(/\s+/)[1]).toBe(`${pod.runAsUser}:${pod.runAsGroup}`);
+    expect(pod.runAsUser).not.toBe(0);
+    const entry = lines.filter((l) => /^ENTRYPOINT\s/.test(l)).at(-1) ?? '';
+    expect(JSON.parse(entry.replace(/^ENTRYPOINT\s+/, ''))).toEqual(['node', 'dist/main.js']);
+  });
+
+  it('is multi-stage and keeps dev dependencies, tests and manifests out of the image', () => {
+    expect(lines.filter((l) => /^FROM\s/.test(l)).length).toBeGreaterThanOrEqual(2);
+    expect(text).toMatch(/npm prune --omit=dev/);
+    const ignored = readFileSync(join(REPO, '.dockerignore'), 'utf8')
+      .split('\n')
+      .map((l) => l.trim());
+    expect(ignored).toEqual(expect.arrayContaining(['node_modules', 'test', 'manifests']));
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe('overlays', () => {
+  /** The container args as the controller itself would parse them, with the pod's environment. */
+  function configOf(dep: Obj): Config {
+    const args = arr(get(dep, 'spec', 'template', 'spec', 'containers', 0, 'args')).map(String);
+    return buildConfig(parseArgs(args), { POD_NAME: 'nlc-0', POD_NAMESPACE: 'nlc-system' }, 'host');
+  }
+
+  it.each([
+    ['base', BASE],
+    ['kind', join(OVERLAYS, 'kind')],
+    ['dry-run', join(OVERLAYS, 'dry-run')],
+  ])('%s: the controller accepts the container args', (name, dir) => {
+    const dep = name === 'base' ? findDoc(BASE, 'Deployment') : deploymentOf(dir);
+    const cfg = configOf(dep);
+    expect(cfg.metricsAddress?.port).toBe(8080);
+    expect(cfg.probeAddress?.port).toBe(8081);
+    expect(cfg.leaderElection.enabled).toBe(true);
+    expect(cfg.leaderElection.namespace).toBe('nlc-system');
+  });
+
+  it('the args checker is real: an inconsistent pair of flags is refused', () => {
+    const dep = structuredClone(deploymentOf(join(OVERLAYS, 'kind')));
+    const args = get(dep, 'spec', 'template', 'spec', 'containers', 0, 'args') as string[];
+    args.push('--watch-silence-threshold=30s');
+    expect(() => configOf(dep)).toThrow(/watch-silence-threshold/);
+  });
+
+  it('kind: local image, short grace below which the silence threshold stays, runs on the control plane', () => {
+    const dep = deploymentOf(join(OVERLAYS, 'kind'));
+    const c = get(dep, 'spec', 'template', 'spec', 'containers', 0) as Obj;
+    expect(c.image).toBe('node-lifecycle-controller:dev');
+    expect(c.imagePullPolicy).toBe('IfNotPresent');
+    const cfg = configOf(dep);
+    expect(cfg.health.monitorGraceMs).toBe(20_000);
+    expect(cfg.health.watchSilenceThresholdMs).toBe(10_000);
+    expect(cfg.dryRun).toBe(false);
+    const pod = get(dep, 'spec', 'template', 'spec') as Obj;
+    expect(get(pod, 'nodeSelector', 'node-role.kubernetes.io/control-plane')).toBe('');
+    expect(arr(pod.tolerations)).toContainEqual(
+      expect.objectContaining({ key: 'node-role.kubernetes.io/control-plane', effect: 'NoSchedule' }),
+    );
+  });
+
+  it('dry-run: --dry-run, and a ClusterRole that can only read', () => {
+    const dir = join(OVERLAYS, 'dry-run');
+    expect(configOf(deploymentOf(dir)).dryRun).toBe(true);
+    const patch = arr(kustomizationOf(dir).patches).find((p) => get(p, 'target', 'kind') === 'ClusterRole');
+    // A strategic-merge patch: ClusterRole rules have no merge key, so the patch's list replaces the base's.
+    expect(patch).toBeDefined();
+    const patched = loadDocsFromString(String(get(patch, 'patch')))[0]!;
+    expect(patched.kind).toBe('ClusterRole');
+    const verbs = arr(patched.rules).flatMap((r) => arr(get(r, 'verbs')));
+    expect(verbs.length).toBeGreaterThan(0);
+    expect(verbs.filter((v) => !['get', 'list', 'watch'].includes(String(v)))).toEqual([]);
+  });
+
+  it('the base ClusterRole can write what the controller writes (and the dry-run one cannot)', () => {
+    const role = loadDocs(join(BASE, 'clusterrole.yaml'))[0]!;
+    const can = (resource: string, verb: string) =>
+      arr(role.rules).some(
+        (r) => arr(get(r, 'resources')).includes(resource) && arr(get(r, 'verbs')).includes(verb),
+      );
+    expect(can('nodes/status', 'patch')).toBe(true);
+    expect(can('nodes', 'patch')).toBe(true);
+    expect(can('pods/status', 'patch')).toBe(true);
+    expect(can('events', 'create')).toBe(true);
+    expect(can('pods', 'delete')).toBe(false);
+    expect(can('nodes', 'delete')).toBe(false);
+  });
+});
+
+function loadDocsFromString(text: string): Obj[] {
+  return (loadAllYaml(text) as unknown[]).filter(isObj);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe('rendered by kubectl kustomize', () => {
+  const skip = kubectlKustomizeAvailable();
+  if (skip) console.log(`SKIP rendered-manifest tests: ${skip}`);
+
+  it.skipIf(skip !== undefined)('base + every component, and each overlay, render; selectors line up', () => {
+    const all = kustomizeWith([BASE], COMPONENT_DIRS);
+    const one = (kind: string, name?: string) => {
+      const f = all.filter(
+        (d) => d.kind === kind && (name === undefined || get(d, 'metadata', 'name') === name),
+      );
+      expect(f, `${kind} ${name ?? ''}`).toHaveLength(1);
+      return f[0]!;
+    };
+    const dep = one('Deployment');
+    const podLabels = get(dep, 'spec', 'template', 'metadata', 'labels') as Record<string, string>;
+    const svc = one('Service', 'node-lifecycle-controller-metrics');
+    const svcLabels = get(svc, 'metadata', 'labels') as Record<string, string>;
+    const sm = one('ServiceMonitor');
+    // The ServiceMonitor selects the Service, on its `metrics` port, and names the job after a label it has.
+    expect(svcLabels).toMatchObject(get(sm, 'spec', 'selector', 'matchLabels') as Record<string, string>);
+    expect(arr(get(svc, 'spec', 'ports')).map((p) => get(p, 'name'))).toContain(
+      get(sm, 'spec', 'endpoints', 0, 'port'),
+    );
+    expect(svcLabels[String(get(sm, 'spec', 'jobLabel'))]).toBe('node-lifecycle-controller');
+    expect(get(sm, 'metadata', 'namespace')).toBe(get(svc, 'metadata', 'namespace'));
+    // The Service and the NetworkPolicy select the pods.
+    expect(podLabels).toMatchObject(get(svc, 'spec', 'selector') as Record<string, string>);
+    expect(podLabels).toMatchObject(
+      get(one('NetworkPolicy'), 'spec', 'podSelector', 'matchLabels') as Record<string, string>,
+    );
+    one('PrometheusRule');
+    for (const docs of [all, kustomize(join(OVERLAYS, 'kind')), kustomize(join(OVERLAYS, 'dry-run'))]) {
+      const role = docs.find(
+        (d) => d.kind === 'Role' && get(d, 'metadata', 'name') === 'node-lifecycle-controller:node-leases',
+      );
+      expect(get(role, 'metadata', 'namespace')).toBe('kube-node-lease');
+    }
+    const kindDep = kustomize(join(OVERLAYS, 'kind')).find((d) => d.kind === 'Deployment')!;
+    expect(kindDep).toEqual(
+      withLabels(deploymentOf(join(OVERLAYS, 'kind')), get(kindDep, 'metadata', 'labels')),
+    );
+    const dryRoles = kustomize(join(OVERLAYS, 'dry-run')).filter((d) => d.kind === 'ClusterRole');
+    expect(
+      arr(dryRoles[0]?.rules)
+        .flatMap((r) => arr(get(r, 'verbs')))
+        .sort(),
+    ).toEqual(['get', 'list', 'watch']);
+  });
+});
+
+/** The test's own rendering of a Deployment plus the labels kustomize's `labels:` adds to metadata. */
+function withLabels(dep: Obj, labels: unknown): Obj {
+  const copy = structuredClone(dep);
+  (copy.metadata as Obj).labels = labels;
+  return copy;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe('ServiceMonitor and NetworkPolicy', () => {
+  it('ServiceMonitor: port metrics every 30s, selecting the metrics Service by its component label', () => {
+    const sm = serviceMonitor();
+    expect(sm.apiVersion).toBe('monitoring.coreos.com/v1');
+    expect(get(sm, 'spec', 'selector', 'matchLabels', 'app.kubernetes.io/component')).toBe('metrics');
+    expect(get(sm, 'spec', 'endpoints', 0, 'port')).toBe('metrics');
+    expect(get(sm, 'spec', 'endpoints', 0, 'interval')).toBe('30s');
+    expect(get(sm, 'metadata', 'namespace')).toBe('nlc-system');
+    const svc = findDoc(BASE, 'Service', 'node-lifecycle-controller-metrics');
+    const baseLabels = get(kustomizationOf(BASE), 'labels', 0, 'pairs') as Record<string, string>;
+    expect({ ...baseLabels, ...(get(svc, 'metadata', 'labels') as Obj) }).toMatchObject(
+      get(sm, 'spec', 'selector', 'matchLabels') as Obj,
+    );
+  });
+
+  it('NetworkPolicy: ingress only to the metrics and probe ports; egress only to 443, 6443 and 53', () => {
+    const np = networkPolicy();
+    expect(arr(get(np, 'spec', 'policyTypes')).sort()).toEqual(['Egress', 'Ingress']);
+    const ports = (rules: unknown) =>
+      arr(rules)
+        .flatMap((r) => arr(get(r, 'ports')).map((p) => `${get(p, 'protocol')}/${get(p, 'port')}`))
+        .sort();
+    const dep = findDoc(BASE, 'Deployment');
+    const containerPorts = arr(get(dep, 'spec', 'template', 'spec', 'containers', 0, 'ports')).map(
+      (p) => `TCP/${get(p, 'containerPort')}`,
+    );
+    expect(ports(get(np, 'spec', 'ingress'))).toEqual(containerPorts.sort());
+    expect(ports(get(np, 'spec', 'ingress'))).toEqual(['TCP/8080', 'TCP/8081']);
+    expect(ports(get(np, 'spec', 'egress'))).toEqual(['TCP/443', 'TCP/53', 'TCP/6443', 'UDP/53']);
+    // Every rule restricts ports: none opens everything.
+    for (const r of [...arr(get(np, 'spec', 'ingress')), ...arr(get(np, 'spec', 'egress'))]) {
+      expect(arr(get(r, 'ports')).length).toBeGreaterThan(0);
+    }
+    expect(get(np, 'spec', 'podSelector', 'matchLabels')).toEqual(
+      get(dep, 'spec', 'selector', 'matchLabels'),
+    );
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe('PrometheusRule', () => {
+  const required = [
+    'NodeLifecycleControllerDown',
+    'NodeLifecycleControllerNoLeader',
+    'NodeLifecycleControllerMultipleLeaders',
+    'NodeLifecycleControllerBlind',
+    'NodeLifecycleControllerLeaseWatchDisconnected',
+    'NodeLifecycleControllerLeaseWatchSilent',
+    'NodeLifecycleControllerNodesMarkedUnknown',
+    'NodeLifecycleControllerNoExecuteHeldByCap',
+    'NodeLifecycleControllerMasterDisruption',
+    'NodeLifecycleControllerZoneFullDisruption',
+    'NodeLifecycleControllerZonePartialDisruption',
+    'NodeLifecycleControllerWriteFailures',
+    'NodeLifecycleControllerLeaderRenewErrors',
+  ];
+
+  it('has the alerts that matter, each once', () => {
+    const names = alerts().map((a) => a.alert);
+    expect(new Set(names).size).toBe(names.length);
+    expect(names).toEqual(expect.arrayContaining(required));
+  });
+
+  it('every alert has a severity, a summary, a description and a duration in Prometheus syntax', () => {
+    const duration = /^(0|(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?)$/;
+    for (const a of alerts()) {
+      expect(['critical', 'warning', 'info'], a.alert).toContain(a.labels?.severity);
+      expect(a.annotations?.summary, a.alert).toBeTruthy();
+      expect(a.annotations?.description, a.alert).toBeTruthy();
+      expect(typeof a.expr, a.alert).toBe('string');
+      if (a.for !== undefined) expect(a.for, a.alert).toMatch(duration);
+    }
+  });
+
+  it('every runbook_url points at its own section of docs/operations.md', () => {
+    const anchors = markdownAnchors(OPERATIONS_MD);
+    for (const a of alerts()) {
+      const url = a.annotations?.runbook_url ?? '';
+      const m = /\/docs\/operations\.md#([\w-]+)$/.exec(url);
+      expect(m, `${a.alert}: ${url}`).not.toBeNull();
+      expect(m![1], `${a.alert} runbook anchor`).toBe(a.alert.toLowerCase());
+      expect(anchors.has(m![1]!), `docs/operations.md has a section "${a.alert}"`).toBe(true);
+    }
+  });
+
+  it('docs/operations.md has no runbook for an alert that does not exist', () => {
+    const names = new Set(alerts().map((a) => a.alert));
+    const headings = readFileSync(OPERATIONS_MD, 'utf8')
+      .split('\n')
+      .filter((l) => /^### NodeLifecycleController/.test(l))
+      .map((l) => l.slice(4).trim());
+    expect(headings.filter((h) => !names.has(h))).toEqual([]);
+  });
+
+  it('links between docs/deploy.md and docs/operations.md, and to repository files, resolve', () => {
+    const docs = join(REPO, 'docs');
+    for (const file of ['deploy.md', 'operations.md']) {
+      const text = readFileSync(join(docs, file), 'utf8');
+      for (const m of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+        const [target, anchor] = m[1]!.split('#');
+        if (/^[a-z]+:/.test(m[1]!)) continue;
+        const path = target ? resolve(docs, target) : join(docs, file);
+        expect(existsSync(path), `${file}: link ${m[1]}`).toBe(true);
+        if (anchor) expect(markdownAnchors(path).has(anchor), `${file}: anchor ${m[1]}`).toBe(true);
+      }
+    }
+  });
+
+  it('uses only fields the PrometheusRule CRD defines (monitoring.coreos.com/v1)', () => {
+    const r = rule();
+    expect(r.apiVersion).toBe('monitoring.coreos.com/v1');
+    expect(Object.keys(r).sort()).toEqual(['apiVersion', 'kind', 'metadata', 'spec']);
+    expect(Object.keys(r.spec as Obj)).toEqual(['groups']);
+    const groupKeys = [
+      'name',
+      'interval',
+      'rules',
+      'limit',
+      'partial_response_strategy',
+      'query_offset',
+      'labels',
+    ];
+    const ruleKeys = ['alert', 'record', 'expr', 'for', 'keep_firing_for', 'labels', 'annotations'];
+    const groups = arr(get(r, 'spec', 'groups')) as Obj[];
+    expect(new Set(groups.map((g) => g.name)).size).toBe(groups.length);
+    for (const g of groups) {
+      for (const k of Object.keys(g)) expect(groupKeys, `group ${g.name}: ${k}`).toContain(k);
+      for (const rr of arr(g.rules) as Obj[]) {
+        for (const k of Object.keys(rr)) expect(ruleKeys, `${rr.alert}: ${k}`).toContain(k);
+        for (const v of Object.values({ ...(rr.labels as Obj), ...(rr.annotations as Obj) })) {
+          expect(typeof v, `${rr.alert}: label/annotation values are strings`).toBe('string');
+        }
+      }
+    }
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe('metric names in alerts and dashboard', () => {
+  let catalog: Map<string, MetricInfo>;
+  beforeAll(async () => {
+    catalog = await controllerMetricCatalog();
+  });
+
+  /**
+   * Label values the alerts and dashboard match on: exported lists where the code has them, the
+   * values the real watch reflectors export, and for transition kinds the string literals of the
+   * reconciler (checked against its source below).
+   */
+  const TRANSITION_KINDS = [
+    'marked_unknown',
+    'noschedule_taint_added',
+    'noexecute_taint_added',
+    'taint_removed',
+    'pods_marked_not_ready',
+  ];
+  const EXPORTED_VALUES: Record<string, Record<string, readonly string[]>> = {
+    nlc_noexecute_held_back: { reason: HELD_BACK_REASONS },
+    nlc_zone_state: { state: ZONE_STATES },
+    nlc_transitions_total: { kind: TRANSITION_KINDS },
+  };
+  const knownValues = (info: MetricInfo, label: string): readonly string[] | undefined =>
+    EXPORTED_VALUES[info.family]?.[label] ??
+    (info.labelValues.get(label)?.size ? [...info.labelValues.get(label)!] : undefined);
+
+  /** Problems with one selector: unknown metric, unknown label, unknown label value. */
+  function check(sel: Selector, where: string): string[] {
+    if (PROMETHEUS_SERIES.has(sel.metric)) {
+      return sel.matchers
+        .filter((m) => !TARGET_LABELS.has(m.name))
+        .map((m) => `${where}: up{${m.name}} is not a target label`);
+    }
+    const info = catalog.get(sel.metric);
+    if (!info) return [`${where}: ${sel.metric} is not a metric of the controller`];
+    const problems: string[] = [];
+    for (const m of sel.matchers) {
+      if (TARGET_LABELS.has(m.name) && !info.labelNames.includes(m.name)) continue;
+      if (!info.labelNames.includes(m.name)) {
+        problems.push(
+          `${where}: ${sel.metric} has no label ${m.name} (has ${info.labelNames.join(', ') || 'none'})`,
+        );
+        continue;
+      }
+      const values =
+        m.op.endsWith('~') && /^[\w|-]+$/.test(m.value)
+          ? m.value.split('|')
+          : m.op === '=' || m.op === '!='
+            ? [m.value]
+            : [];
+      const known = knownValues(info, m.name);
+      for (const v of values) {
+        // Values of labels without an exported or contract list must at least be named in the metric's help.
+        const ok = known
+          ? known.includes(v)
+          : new RegExp(`\\b${v.replace(/[-_]/g, '[-_]')}\\b`).test(info.help);
+        if (!ok)
+          problems.push(`${where}: ${sel.metric}{${m.name}="${v}"} is not a value the controller sets`);
+      }
+    }
+    return problems;
+  }
+
+  it('the transition kinds are the ones the reconciler counts', () => {
+    const src = readFileSync(join(REPO, 'src', 'controller', 'node-lifecycle.ts'), 'utf8');
+    for (const k of TRANSITION_KINDS) expect(src, k).toContain(`'${k}'`);
+  });
+
+  it('the watch metrics carry the resource names of the real reflectors', () => {
+    expect([...(catalog.get('nlc_watch_connected')?.labelValues.get('resource') ?? [])].sort()).toEqual([
+      'leases',
+      'nodes',
+      'pods',
+    ]);
+  });
+
+  it('the catalog holds the controller metrics and prom-client defaults, with labels', () => {
+    for (const n of [
+      'nlc_nodes',
+      'nlc_detection_latency_seconds_bucket',
+      'nlc_transitions_total',
+      'nlc_blind',
+      'nlc_writes_total',
+      'nlc_api_requests_total',
+      'nlc_watch_connected',
+      'leader_election_master_status',
+      'node_collector_zone_health',
+      'nlc_zone_state',
+      'process_cpu_seconds_total',
+      'process_resident_memory_bytes',
+    ]) {
+      expect(catalog.has(n), n).toBe(true);
+    }
+    expect(catalog.get('nlc_writes_total')?.labelNames).toEqual(['resource', 'outcome']);
+    expect(catalog.get('nlc_detection_latency_seconds_bucket')?.labelNames).toContain('le');
+  });
+
+  it('the PromQL scanner finds metric selectors and nothing else', () => {
+    const sels = promqlSelectors(
+      'histogram_quantile(0.99, sum by (le, verb) (rate(a_bucket{x="1", y=~"b|c"}[5m] offset 1h))) > 0 ' +
+        'and on (pod) group_left (zone) label_replace(b, "dst", "$1", "src", "(.*)") unless count(c) by (pod) or vector(0)',
+    );
+    expect(sels.map((s) => s.metric)).toEqual(['a_bucket', 'b', 'c']);
+    expect(sels[0]!.matchers).toEqual([
+      { name: 'x', op: '=', value: '1' },
+      { name: 'y', op: '=~', value: 'b|c' },
+    ]);
+  });
+
+  it('the check catches a wrong metric, a wrong label and a wrong value', () => {
+    const problems = [
+      ...check({ metric: 'nlc_no_such_metric', matchers: [] }, 't'),
+      ...check({ metric: 'nlc_writes_total', matchers: [{ name: 'verb', op: '=', value: 'x' }] }, 't'),
+      ...check(
+        { metric: 'nlc_writes_total', matchers: [{ name: 'outcome', op: '=', value: 'exploded' }] },
+        't',
+      ),
+      ...check(
+        {
+          metric: 'nlc_zone_state',
+          matchers: [{ name: 'state', op: '=~', value: 'Partial|FullDisruption' }],
+        },
+        't',
+      ),
+    ];
+    expect(problems).toHaveLength(4);
+    expect(
+      check({ metric: 'nlc_writes_total', matchers: [{ name: 'outcome', op: '=', value: 'failed' }] }, 't'),
+    ).toEqual([]);
+  });
+
+  it('every alert expression uses existing metrics, labels and label values', () => {
+    const problems = alerts().flatMap((a) => promqlSelectors(a.expr).flatMap((s) => check(s, a.alert)));
+    expect(problems).toEqual([]);
+    expect(alerts().every((a) => promqlSelectors(a.expr).length > 0)).toBe(true);
+  });
+
+  it('every dashboard query uses existing metrics, labels and label values', () => {
+    const exprs = dashboardExprs(dashboard());
+    expect(exprs.length).toBeGreaterThan(20);
+    const problems = exprs.flatMap(({ where, expr }) =>
+      promqlSelectors(grafanaInterpolate(expr)).flatMap((s) => check(s, where)),
+    );
+    expect(problems).toEqual([]);
+  });
+
+  it("readable zone names (label_replace) match the controller's own zoneDisplay()", () => {
+    const exprs = [...alerts().map((a) => a.expr), ...dashboardExprs(dashboard()).map((e) => e.expr)];
+    const replaces = exprs.flatMap(zoneLabelReplaces);
+    expect(replaces.length).toBeGreaterThan(0);
+    const apply = (key: string) => {
+      // Prometheus: regexes are fully anchored; a non-matching value leaves the label unset.
+      let out: string | undefined;
+      for (const r of replaces.slice(0, 2)) {
+        const m = new RegExp(`^(?:${r.regex})$`).exec(key);
+        if (m) out = r.replacement.replace(/\$(\d)/g, (_, d: string) => m[Number(d)] ?? '');
+      }
+      return out;
+    };
+    for (const r of replaces.slice(0, 2)) expect(replaces).toContainEqual(r);
+    const nodes: Record<string, string>[] = [
+      { 'topology.kubernetes.io/region': 'eu-west-1', 'topology.kubernetes.io/zone': 'eu-west-1a' },
+      { 'topology.kubernetes.io/zone': 'z1' },
+      { 'topology.kubernetes.io/region': 'r1' },
+      {},
+    ];
+    for (const labels of nodes) {
+      const key = zoneKeyOf(labels);
+      expect(apply(key), JSON.stringify(labels)).toBe(zoneDisplay(key));
+    }
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+// biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana's variable syntax, not a JS template.
+const DS_UID = '${DS_PROMETHEUS}';
+
+describe('Grafana dashboard', () => {
+  const d = dashboard();
+  const panels = arr(d.panels) as Obj[];
+
+  it('is a schemaVersion 39 dashboard with a Prometheus data-source variable used by every panel', () => {
+    expect(d.schemaVersion).toBe(39);
+    expect(d.uid).toBe('node-lifecycle-controller');
+    const vars = arr(get(d, 'templating', 'list')) as Obj[];
+    expect(vars.find((v) => v.name === 'DS_PROMETHEUS')).toMatchObject({
+      type: 'datasource',
+      query: 'prometheus',
+    });
+    for (const p of panels.filter((p) => p.type !== 'row')) {
+      expect(get(p, 'datasource', 'uid'), String(p.title)).toBe(DS_UID);
+      expect(arr(p.targets).length, String(p.title)).toBeGreaterThan(0);
+      for (const t of arr(p.targets)) expect(get(t, 'datasource', 'uid')).toBe(DS_UID);
+    }
+  });
+
+  it('panel ids are unique and panels fit the 24-column grid without overlapping', () => {
+    const ids = panels.map((p) => p.id);
+    expect(new Set(ids).size).toBe(ids.length);
+    const cells = new Set<string>();
+    for (const p of panels) {
+      const g = p.gridPos as { x: number; y: number; w: number; h: number };
+      expect(g.x + g.w, String(p.title)).toBeLessThanOrEqual(24);
+      for (let x = g.x; x < g.x + g.w; x++)
+        for (let y = g.y; y < g.y + g.h; y++) {
+          expect(cells.has(`${x},${y}`), `${p.title} overlaps at ${x},${y}`).toBe(false);
+          cells.add(`${x},${y}`);
+        }
+    }
+  });
+
+  it('has the panels operators need', () => {
+    const uses = (metric: string) =>
+      dashboardExprs(d).some(({ expr }) =>
+        promqlSelectors(grafanaInterpolate(expr)).some((s) => s.metric === metric),
+      );
+    for (const m of [
+      'leader_election_master_status',
+      'nlc_nodes',
+      'nlc_detection_latency_seconds_bucket',
+      'nlc_transitions_total',
+      'node_collector_zone_health',
+      'nlc_zone_state',
+      'nlc_noexecute_held_back',
+      'nlc_api_requests_total',
+      'nlc_watch_connected',
+      'nlc_watch_seconds_since_last_event',
+      'nlc_watch_reconnects_total',
+      'nlc_watch_relists_total',
+      'nlc_writes_total',
+      'process_cpu_seconds_total',
+      'process_resident_memory_bytes',
+    ]) {
+      expect(uses(m), m).toBe(true);
+    }
+    const exprs = dashboardExprs(d).map((e) => e.expr);
+    expect(
+      exprs.some((e) => e.includes('histogram_quantile(0.5,') && e.includes('nlc_detection_latency')),
+    ).toBe(true);
+    expect(
+      exprs.some((e) => e.includes('histogram_quantile(0.99,') && e.includes('nlc_detection_latency')),
+    ).toBe(true);
+  });
+});
