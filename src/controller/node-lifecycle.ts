@@ -28,6 +28,7 @@ import { KubeApiError, type KubeClient, paths } from '../kube/client.js';
 import type { Lease, List, Node, Pod, Taint } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import type { Reflector } from '../watch/reflector.js';
+import { watchBlindness } from '../watch/status.js';
 import type { WatchEvent, WatchHealth } from '../watch/types.js';
 import type { ControllerMetrics } from './metrics.js';
 import { WorkQueue } from './queue.js';
@@ -221,12 +222,7 @@ export class NodeLifecycleController {
       this.noteAnomalies(r.anomalies);
       if (r.refreshed) this.dryRunMarked.delete(name);
       if (r.registered && this.acting()) void this.emit(registeredNodeEvent(name, node.metadata.uid));
-      this.o.disruption.observe({
-        name,
-        zone: zoneKeyOf(node.metadata.labels),
-        ready: asReady(node),
-        excluded: isExcludedFromDisruption(node.metadata.labels),
-      });
+      this.observeZone(node);
       this.setNodeState(name, stateOf(node));
       this.o.onObservation?.('node', r);
       // Level-based: any node change may need taints or pods brought in line.
@@ -234,6 +230,15 @@ export class NodeLifecycleController {
       this.scheduleDisruptionTick();
     }
     this.armDeadlineTimer();
+  }
+
+  private observeZone(node: Node): void {
+    this.o.disruption.observe({
+      name: node.metadata.name,
+      zone: zoneKeyOf(node.metadata.labels),
+      ready: asReady(node),
+      excluded: isExcludedFromDisruption(node.metadata.labels),
+    });
   }
 
   private setNodeState(name: string, state: ReturnType<typeof stateOf> | undefined): void {
@@ -263,15 +268,9 @@ export class NodeLifecycleController {
 
   private computeBlindness(now: number): BlindReason | undefined {
     if (!this.leading) return 'not_leader';
-    const l = this.o.leases.health();
-    const n = this.o.nodes.health();
-    if (!l.synced || !n.synced) return 'unsynced';
-    if (!l.connected || !n.connected) return 'disconnected';
-    // A successful (re)connect proves we are caught up: the server replays everything since our
-    // resourceVersion. So silence counts from the last data or the last reconnect.
-    const lastSight = Math.max(l.lastEventAt ?? Number.NEGATIVE_INFINITY, l.since);
-    if (now - lastSight > this.o.watchSilenceThresholdMs) return 'silent';
-    return undefined;
+    const nodes = watchBlindness(this.o.nodes.health(), now, Number.POSITIVE_INFINITY);
+    if (nodes) return nodes;
+    return watchBlindness(this.o.leases.health(), now, this.o.watchSilenceThresholdMs);
   }
 
   private acting(): boolean {
@@ -513,6 +512,9 @@ export class NodeLifecycleController {
             out.kind === 'applied' && out.object
               ? (out.object as Node)
               : nodeAfterStatusDecision(node, decision);
+          // Count it in its zone now, before our own taint request can spend a token: a mass
+          // failure must change the zone state first (the watch echo of our write comes later).
+          if (out.kind === 'applied') this.observeZone(node);
         } else if (out.kind === 'unchanged') {
           // The fresh copy showed a heartbeat: nothing to mark.
           node = this.o.nodes.store.get(name) ?? node;

@@ -19,6 +19,12 @@ import { type ControlPlaneBinaries, ensureBinaries, K8S_VERSION } from './binari
 export interface ControlPlaneOptions {
   /** Record an audit log of writes (JSON lines) at `auditLogPath`. */
   audit?: boolean;
+  /**
+   * With `audit`: record every request (reads and watches too, any resource, denied ones included)
+   * at Metadata level, not only writes to the resources the controller touches. For tests that
+   * must see every call a client made, e.g. that none was refused.
+   */
+  auditReads?: boolean;
   /** Extra kube-apiserver flags. */
   apiserverArgs?: string[];
   /** Parent folder for the run's temporary files (default: /dev/shm when present). */
@@ -58,6 +64,14 @@ rules:
       - group: "events.k8s.io"
         resources: ["events"]
   - level: None
+`;
+
+/** `auditReads`: every request, any verb and resource, at Metadata level. */
+const AUDIT_POLICY_ALL = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
 `;
 
 const live = new Set<LocalControlPlane>();
@@ -128,7 +142,12 @@ export class LocalControlPlane {
     writeFileSync(path.join(this.dir, 'tokens.csv'), `${this.adminToken},admin,admin,"system:masters"\n`, {
       mode: 0o600,
     });
-    if (this.auditLogPath) writeFileSync(path.join(this.dir, 'audit-policy.yaml'), AUDIT_POLICY);
+    if (this.auditLogPath) {
+      writeFileSync(
+        path.join(this.dir, 'audit-policy.yaml'),
+        this.opts.auditReads ? AUDIT_POLICY_ALL : AUDIT_POLICY,
+      );
+    }
 
     this.etcd = this.launch('etcd', this.bins.etcd, [
       `--name=nlc`,

@@ -10,7 +10,13 @@ export {
   watchNodes,
   watchPods,
 } from './reflector.js';
-export { isHealthy, type WatchEventCounts, WatchStatus } from './status.js';
+export {
+  isHealthy,
+  type WatchBlindness,
+  type WatchEventCounts,
+  WatchStatus,
+  watchBlindness,
+} from './status.js';
 export { type IndexFunc, Store, type StoreOptions } from './store.js';
 export { basicMeta, stripLease, stripNode, stripPod, stripToMeta } from './strip.js';
 export {

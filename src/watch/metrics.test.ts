@@ -3,7 +3,7 @@ import { asyncScheduler } from 'rxjs';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createWatchMetrics } from './metrics.js';
 import { Reflector } from './reflector.js';
-import { isHealthy, WatchStatus } from './status.js';
+import { isHealthy, WatchStatus, watchBlindness } from './status.js';
 import { bookmark, listPage, obj, ScriptedTransport } from './testing.js';
 
 const flush = () => vi.advanceTimersByTimeAsync(0);
@@ -93,6 +93,7 @@ describe('isHealthy', () => {
     synced: true,
     listing: false,
     lastEventAt: 1000,
+    lastContactAt: 1000,
     since: 0,
     reconnects: 0,
     relists: 0,
@@ -104,7 +105,19 @@ describe('isHealthy', () => {
     expect(isHealthy(base, 1000 + 40_001, 40_000)).toBe(false);
     expect(isHealthy({ ...base, connected: false }, 1000, 40_000)).toBe(false);
     expect(isHealthy({ ...base, synced: false }, 1000, 40_000)).toBe(false);
-    expect(isHealthy({ ...base, lastEventAt: undefined }, 1000, 40_000)).toBe(false);
+    expect(isHealthy({ ...base, lastEventAt: undefined, lastContactAt: undefined }, 1000, 40_000)).toBe(
+      false,
+    );
+  });
+
+  it('counts a watch the server accepted as contact, and says why it is blind', () => {
+    // Quiet cluster: no data for a long time, but the server accepted a watch 1 s ago.
+    expect(
+      watchBlindness({ ...base, lastEventAt: 0, lastContactAt: 99_000 }, 100_000, 40_000),
+    ).toBeUndefined();
+    expect(watchBlindness({ ...base, lastContactAt: 1000 }, 41_001, 40_000)).toBe('silent');
+    expect(watchBlindness({ ...base, connected: false }, 1000, 40_000)).toBe('disconnected');
+    expect(watchBlindness({ ...base, synced: false, connected: false }, 1000, 40_000)).toBe('unsynced');
   });
 
   it('WatchStatus emits state changes at once and data-only updates at most once a second', () => {

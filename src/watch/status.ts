@@ -32,6 +32,7 @@ export class WatchStatus {
   private syncedFlag = false;
   private listingFlag = false;
   private lastEvent: number | undefined;
+  private lastContact: number | undefined;
   private sinceAt: number;
   private reconnectCount = 0;
   private relistCount = 0;
@@ -63,6 +64,7 @@ export class WatchStatus {
       listing: this.listingFlag,
       lastEventAt: this.lastEvent,
       since: this.sinceAt,
+      lastContactAt: this.lastContact,
       reconnects: this.reconnectCount,
       relists: this.relistCount,
       lastError: this.lastErrorReason,
@@ -98,7 +100,13 @@ export class WatchStatus {
   /** Data arrived (watch events or a list page). Cheap: called once per chunk. */
   noteData(now: number): void {
     this.lastEvent = now;
+    this.lastContact = now;
     if (now - this.lastEmitAt >= this.emitIntervalMs) this.emit(now);
+  }
+
+  /** The server accepted a watch (response headers): caught up as of now. */
+  noteContact(now: number): void {
+    this.lastContact = now;
   }
 
   setConnected(connected: boolean, now: number): void {
@@ -153,10 +161,26 @@ export class WatchStatus {
   }
 }
 
+/** Why a stream cannot be trusted right now; undefined when it can. */
+export type WatchBlindness = 'unsynced' | 'disconnected' | 'silent';
+
 /**
- * The gate the reconciler uses before judging staleness from this stream: connected, synced, and
- * data seen within `silenceThresholdMs` of `now` (all monotonic ms from the same scheduler).
+ * The gate the reconciler uses before judging staleness from this stream: synced, connected, and
+ * in contact with the server within `silenceThresholdMs` of `now` (data, or a watch the server
+ * accepted from our resourceVersion). All times are monotonic ms from the same scheduler.
  */
+export function watchBlindness(
+  h: WatchHealth,
+  now: number,
+  silenceThresholdMs: number,
+): WatchBlindness | undefined {
+  if (!h.synced) return 'unsynced';
+  if (!h.connected) return 'disconnected';
+  const contact = h.lastContactAt ?? h.lastEventAt;
+  if (contact === undefined || now - contact > silenceThresholdMs) return 'silent';
+  return undefined;
+}
+
 export function isHealthy(h: WatchHealth, now: number, silenceThresholdMs: number): boolean {
-  return h.connected && h.synced && h.lastEventAt !== undefined && now - h.lastEventAt <= silenceThresholdMs;
+  return watchBlindness(h, now, silenceThresholdMs) === undefined;
 }

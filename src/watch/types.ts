@@ -79,6 +79,12 @@ export interface WatchHealth {
   readonly lastEventAt: number | undefined;
   /** When `connected` last changed (or when the stream started). */
   readonly since: number;
+  /**
+   * When the server last proved it is serving us: data arrived, or it accepted a watch from our
+   * resourceVersion (it then replays everything after it, so we are caught up). A quiet but healthy
+   * watch keeps this fresh through idle-timeout reconnects; a stalled one does not.
+   */
+  readonly lastContactAt: number | undefined;
   /** Watches re-established after the first one (clean closes, failures). */
   readonly reconnects: number;
   /** Lists after the first successful sync (410 Gone, failures during a relist). */

@@ -357,7 +357,7 @@ describe('watch: throttling and timeouts', () => {
     expect(t.lists).toHaveLength(1);
   });
 
-  it('tears down a silent watch after the idle timeout and resumes it', async () => {
+  it('re-opens a quiet watch after the idle timeout at once, from the last resourceVersion', async () => {
     const { t, status } = await synced({ idleTimeoutMs: 90_000 });
     const w = t.lastWatch();
     // Data every 60 s keeps it alive.
@@ -366,15 +366,36 @@ describe('watch: throttling and timeouts', () => {
       w.send(bookmark(String(20 + i)));
     }
     expect(w.signal.aborted).toBe(false);
+    const contact = status.snapshot().lastContactAt!;
     await advance(89_999);
     expect(w.signal.aborted).toBe(false);
     await advance(1);
     expect(w.signal.aborted).toBe(true);
     expect(w.released).toBe(true);
-    expect(status.snapshot()).toMatchObject({ connected: false, lastError: 'idle_timeout' });
-    await advance(800);
+    // No backoff: the next watch is already open, and the stream never counted as disconnected.
     expect(t.watches).toHaveLength(2);
     expect(t.lastWatch().req.resourceVersion).toBe('22');
+    expect(status.snapshot()).toMatchObject({ connected: true });
+    expect(status.errorCount('idle_timeout')).toBe(1);
+    // The server answering the new watch is fresh contact.
+    t.lastWatch().open();
+    await flush();
+    expect(status.snapshot().lastContactAt).toBeGreaterThan(contact);
+  });
+
+  it('a quiet watch whose re-open is never answered fails and backs off', async () => {
+    const { t, status } = await synced({ idleTimeoutMs: 90_000 });
+    await advance(90_000); // quiet: re-opened at once
+    expect(t.watches).toHaveLength(2);
+    const contact = status.snapshot().lastContactAt!;
+    await advance(90_000); // the re-open got no answer at all
+    expect(t.lastWatch().signal.aborted).toBe(true);
+    expect(status.snapshot()).toMatchObject({ connected: false, lastError: 'idle_timeout' });
+    expect(status.snapshot().lastContactAt).toBe(contact);
+    await advance(799);
+    expect(t.watches).toHaveLength(2);
+    await advance(1);
+    expect(t.watches).toHaveLength(3);
   });
 
   it('the idle timeout also covers a watch request that never gets an answer', async () => {

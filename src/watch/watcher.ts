@@ -127,6 +127,8 @@ class WatchRun<T extends KubeObject> {
   private healthySince: number | undefined;
   private lastActivity = 0;
   private watchOpenedAt = 0;
+  /** Epoch of the watch whose response headers arrived (it was answered). */
+  private answeredEpoch = -1;
   private watchLines = 0;
   private malformedLogged = false;
 
@@ -341,6 +343,8 @@ class WatchRun<T extends KubeObject> {
     const now = this.scheduler.now();
     this.watchOpenedAt = now;
     this.lastActivity = now;
+    this.answeredEpoch = epoch;
+    this.status.noteContact(now);
     this.markHealthy(now);
     const sub = stream.subscribe({
       next: (chunk) => {
@@ -366,7 +370,8 @@ class WatchRun<T extends KubeObject> {
       const idle = run.scheduler.now() - run.lastActivity;
       if (idle >= idleMs) {
         run.timer = undefined;
-        run.fail(new WatchError('idle_timeout', `watch silent for ${Math.round(idle)}ms`), 'watch');
+        if (run.answeredEpoch === epoch) run.resumeIdle(epoch, idle);
+        else run.fail(new WatchError('idle_timeout', `watch silent for ${Math.round(idle)}ms`), 'watch');
       } else {
         this.schedule(undefined, idleMs - idle);
       }
@@ -527,6 +532,21 @@ class WatchRun<T extends KubeObject> {
       resourceVersion: this.rv,
       events: this.watchLines,
     });
+    this.epoch++;
+    this.release();
+    this.startWatch(false);
+  }
+
+  /**
+   * A watch the server answered but that has been quiet for the idle timeout: it may be stalled
+   * (a dead connection nobody noticed) or the cluster may just be quiet. Re-open it at once from the
+   * last resourceVersion, like a clean close: a live server answers (and replays anything missed),
+   * a stalled path does not, and then the unanswered request fails with backoff.
+   */
+  private resumeIdle(epoch: number, idleMs: number): void {
+    if (epoch !== this.epoch) return;
+    this.status.countError('idle_timeout');
+    this.log.debug(2, 'watch quiet, re-opening it', { idleMs: Math.round(idleMs), resourceVersion: this.rv });
     this.epoch++;
     this.release();
     this.startWatch(false);

@@ -136,3 +136,92 @@ export async function startController(
   );
   return cp;
 }
+
+/** One parsed sample of a Prometheus text exposition. */
+export interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+/** Every sample named exactly `name` (e.g. all `_bucket` lines of a histogram), in order. */
+export function samples(text: string, name: string): Sample[] {
+  const out: Sample[] = [];
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name)) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const labels: Record<string, string> = {};
+    for (const pair of (m[3] ?? '').matchAll(/([a-zA-Z_]+)="((?:[^"\\]|\\.)*)"/g))
+      labels[pair[1]!] = pair[2]!;
+    out.push({ name, labels, value: Number(m[4]) });
+  }
+  return out;
+}
+
+/** GET a probe path (/healthz, /readyz?verbose, ...) of a running controller. */
+export async function probe(
+  cp: ControllerProcess,
+  pathAndQuery: string,
+): Promise<{ status: number; body: string }> {
+  const res = await fetch(`http://127.0.0.1:${cp.probesPort}${pathAndQuery}`);
+  return { status: res.status, body: await res.text() };
+}
+
+/** Resolves with the exit of the process, or rejects after `timeoutMs` (the process is left running). */
+export async function exitWithin(
+  cp: ControllerProcess,
+  timeoutMs: number,
+): Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      cp.exited.then((e) => ({ ...e, at: performance.now() })),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`process did not exit within ${timeoutMs} ms:\n${cp.summary()}`)),
+          timeoutMs,
+        );
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export interface CliResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs the built CLI (`node dist/main.js <args>`) to completion, capturing its output. The child's
+ * environment is exactly `env` (default: PATH and HOME of this process), so KUBECONFIG and
+ * KUBERNETES_SERVICE_HOST are only set when the caller passes them. Killed after `timeoutMs`.
+ */
+export async function runCli(
+  args: string[],
+  opts: { env?: Record<string, string>; timeoutMs?: number } = {},
+): Promise<CliResult> {
+  if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run \`npm run build\` first`);
+  const child = spawn(process.execPath, [MAIN, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: opts.env ?? { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' },
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (b: Buffer) => {
+    stdout += b.toString('utf8');
+  });
+  child.stderr?.on('data', (b: Buffer) => {
+    stderr += b.toString('utf8');
+  });
+  const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 30_000);
+  const { code, signal } = await new Promise<{ code: number | null; signal: NodeJS.Signals | null }>(
+    (resolve) => child.once('close', (c, s) => resolve({ code: c, signal: s })),
+  );
+  clearTimeout(timer);
+  return { code, signal, stdout, stderr };
+}

@@ -109,9 +109,18 @@ export class ClusterObserver {
 
 export interface AuditEvent {
   verb: string;
+  /** ResponseStarted (watches) or ResponseComplete; RequestReceived is omitted by the policy. */
+  stage?: string;
+  requestURI?: string;
   userAgent?: string;
   user: { username: string };
-  objectRef?: { resource?: string; subresource?: string; name?: string; namespace?: string };
+  objectRef?: {
+    apiGroup?: string;
+    resource?: string;
+    subresource?: string;
+    name?: string;
+    namespace?: string;
+  };
   responseStatus?: { code?: number };
   stageTimestamp?: string;
   requestReceivedTimestamp?: string;
@@ -128,4 +137,20 @@ export function auditWrites(auditLogPath: string, agentPrefix: string): AuditEve
         ['create', 'update', 'patch', 'delete'].includes(e.verb) &&
         (e.userAgent ?? '').startsWith(agentPrefix),
     );
+}
+
+/** Every event of the audit log (reads too when the control plane was started with `auditReads`). */
+export function readAuditLog(auditLogPath: string): AuditEvent[] {
+  const lines = readFileSync(auditLogPath, 'utf8').split('\n');
+  const out: AuditEvent[] = [];
+  lines.forEach((l, i) => {
+    if (!l) return;
+    try {
+      out.push(JSON.parse(l) as AuditEvent);
+    } catch (err) {
+      // Only the line being written right now may be incomplete.
+      if (i !== lines.length - 1) throw err;
+    }
+  });
+  return out;
 }
