@@ -1,8 +1,6 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { KubeClient } from '../kube/client.js';
+import type { KubeClient } from '../kube/client.js';
+import { type LoopbackServer, loopbackServer } from '../kube/testing.js';
 import type { Node } from '../kube/types.js';
 import { memoryLogger } from '../log/logger.js';
 import { createRegistry } from '../metrics/registry.js';
@@ -12,11 +10,11 @@ import { ApiWriter, createWriterMetrics } from './writer.js';
 type Reply = { status: number; body: unknown; headers?: Record<string, string> };
 let script: Reply[] = [];
 const requests: { method: string; url: string; body: unknown }[] = [];
-let server: http.Server;
+let stub: LoopbackServer;
 let client: KubeClient;
 
 beforeAll(async () => {
-  server = http.createServer((req, res) => {
+  stub = await loopbackServer((req, res) => {
     let raw = '';
     req.on('data', (c) => {
       raw += c;
@@ -32,26 +30,10 @@ beforeAll(async () => {
       res.end(JSON.stringify(r.body));
     });
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [
-      {
-        name: 'c',
-        server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-        skipTLSVerify: true,
-      },
-    ],
-    users: [{ name: 'u', token: 't' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
-  });
-  client = await KubeClient.fromKubeConfig(kc);
+  client = stub.client;
 });
 afterAll(async () => {
-  client?.close();
-  server.closeAllConnections();
-  await new Promise((r) => server.close(r));
+  await stub?.close();
 });
 beforeEach(() => {
   script = [];

@@ -1,8 +1,12 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { describeRequest, KubeApiError, KubeClient, KubeTransportError, parseRetryAfter } from './client.js';
+import {
+  describeRequest,
+  KubeApiError,
+  type KubeClient,
+  KubeTransportError,
+  parseRetryAfter,
+} from './client.js';
+import { type LoopbackServer, loopbackServer } from './testing.js';
 
 describe('describeRequest', () => {
   it.each([
@@ -37,55 +41,38 @@ describe('parseRetryAfter', () => {
 });
 
 describe('KubeClient over plain HTTP', () => {
-  let server: http.Server;
+  let stub: LoopbackServer;
   let client: KubeClient;
   const seen: { method?: string; url?: string; auth?: string; body: string }[] = [];
   const observations: { verb: string; resource: string; code: string }[] = [];
   beforeAll(async () => {
-    server = http.createServer((req, res) => {
-      let body = '';
-      req.on('data', (c) => {
-        body += c;
-      });
-      req.on('end', () => {
-        seen.push({ method: req.method, url: req.url, auth: req.headers.authorization, body });
-        if (req.url?.startsWith('/api/v1/nodes/busy')) {
-          res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '2' });
-          res.end(
-            JSON.stringify({ kind: 'Status', reason: 'TooManyRequests', message: 'slow down', code: 429 }),
-          );
-        } else if (req.url?.startsWith('/api/v1/nodes/hang')) {
-          // never answers
-        } else {
-          res.writeHead(200, { 'content-type': 'application/json' });
-          res.end(JSON.stringify({ ok: true, path: req.url }));
-        }
-      });
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const kc = new KubeConfig();
-    kc.loadFromOptions({
-      clusters: [
-        // client-node only allows plain HTTP with skipTLSVerify set.
-        {
-          name: 'c',
-          server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-          skipTLSVerify: true,
-        },
-      ],
-      users: [{ name: 'u', token: 'secret-token' }],
-      contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
-      currentContext: 'ctx',
-    });
-    client = await KubeClient.fromKubeConfig(kc, {
-      observer: (o) => observations.push(o),
-      defaultTimeoutMs: 300,
-    });
+    stub = await loopbackServer(
+      (req, res) => {
+        let body = '';
+        req.on('data', (c) => {
+          body += c;
+        });
+        req.on('end', () => {
+          seen.push({ method: req.method, url: req.url, auth: req.headers.authorization, body });
+          if (req.url?.startsWith('/api/v1/nodes/busy')) {
+            res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '2' });
+            res.end(
+              JSON.stringify({ kind: 'Status', reason: 'TooManyRequests', message: 'slow down', code: 429 }),
+            );
+          } else if (req.url?.startsWith('/api/v1/nodes/hang')) {
+            // never answers
+          } else {
+            res.writeHead(200, { 'content-type': 'application/json' });
+            res.end(JSON.stringify({ ok: true, path: req.url }));
+          }
+        });
+      },
+      { token: 'secret-token', client: { observer: (o) => observations.push(o), defaultTimeoutMs: 300 } },
+    );
+    client = stub.client;
   });
   afterAll(async () => {
-    client?.close();
-    server.closeAllConnections();
-    await new Promise((r) => server.close(r));
+    await stub?.close();
   });
 
   it('sends the bearer token, query and JSON body, and reports metrics', async () => {

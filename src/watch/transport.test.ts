@@ -1,32 +1,21 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { KubeConfig } from '@kubernetes/client-node';
+import type http from 'node:http';
 import { lastValueFrom, toArray } from 'rxjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KubeApiError, KubeClient, KubeTransportError } from '../kube/client.js';
+import { KubeApiError, type KubeClient, KubeTransportError } from '../kube/client.js';
+import { type LoopbackServer, loopbackServer } from '../kube/testing.js';
 import { kubeTransport, leaseTarget, podTarget } from './transport.js';
 
 // A loopback HTTP server scripted per test (real sockets, no timers involved).
 let handler: (req: http.IncomingMessage, res: http.ServerResponse) => void = () => undefined;
-const server = http.createServer((req, res) => handler(req, res));
+let stub: LoopbackServer;
 let client: KubeClient;
 
 beforeAll(async () => {
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as AddressInfo;
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'c', server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
-    users: [{ name: 'u', token: 't' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
-  });
-  client = await KubeClient.fromKubeConfig(kc);
+  stub = await loopbackServer((req, res) => handler(req, res));
+  client = stub.client;
 });
 afterAll(async () => {
-  client?.close();
-  server.closeAllConnections();
-  await new Promise((r) => server.close(r));
+  await stub?.close();
 });
 
 describe('kubeTransport', () => {

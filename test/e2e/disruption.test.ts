@@ -135,7 +135,8 @@ describe('zones and eviction rate limits (3 zones x 10 nodes, grace 5 s)', () =>
         expect(observer.taintsAddedSince(n, 'node.kubernetes.io/', t4), n).toEqual([]);
         expect(observer.currentTaints(n), n).toEqual([]);
       }
-      expect(await ctl.metric('nlc_master_disruption_transitions_total', { direction: 'exited' })).toBe(1);
+      expect(await ctl.metric('nlc_master_disruption_transitions_total', { direction: 'enter' })).toBe(1);
+      expect(await ctl.metric('nlc_master_disruption_transitions_total', { direction: 'exit' })).toBe(1);
     } finally {
       await ctl.kill();
       fleet.stop();
