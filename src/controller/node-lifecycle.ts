@@ -221,7 +221,11 @@ export class NodeLifecycleController {
       const r = this.o.tracker.observeNode(node, now);
       this.noteAnomalies(r.anomalies);
       if (r.refreshed) this.dryRunMarked.delete(name);
-      if (r.registered && this.acting()) void this.emit(registeredNodeEvent(name, node.metadata.uid));
+      // RegisteredNode only for nodes that appear while we watch (upstream also emits it for every
+      // node it lists at start: 1,000 Events on each failover of a 1,000-node cluster).
+      if (r.registered && ev.type === 'Apply' && this.acting()) {
+        void this.emit(registeredNodeEvent(name, node.metadata.uid));
+      }
       this.observeZone(node);
       this.setNodeState(name, stateOf(node));
       this.o.onObservation?.('node', r);
