@@ -17,7 +17,7 @@ import { IdentityLeases } from '../election/identity.js';
 import { createLeaderElectionMetrics } from '../election/metrics.js';
 import { NodeHealthTracker } from '../health/index.js';
 import { type Check, startHttpServers } from '../http/server.js';
-import { KubeClient } from '../kube/client.js';
+import { KubeClient, paths } from '../kube/client.js';
 import { type KubeconfigEnv, resolveKubeconfig } from '../kube/kubeconfig.js';
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
@@ -26,6 +26,7 @@ import {
   createWatchMetrics,
   kubeTransport,
   Reflector,
+  type ResourceWatchDeps,
   stripLease,
   watchNodeLeases,
   watchNodes,
@@ -51,6 +52,21 @@ export interface RunningController {
   probesPort: number | undefined;
   /** Graceful shutdown: stop watches and workers, finish in-flight writes, release the lease. */
   shutdown(reason: string): Promise<void>;
+}
+
+/** A watch on the leader-election lock Lease alone (resource label "lock"). Not started. */
+export function watchLock(deps: ResourceWatchDeps, namespace: string, name: string): Reflector<Lease> {
+  return new Reflector<Lease>({
+    resource: 'lock',
+    transport: kubeTransport(deps.client, {
+      path: paths.leases(namespace),
+      fieldSelector: `metadata.name=${name}`,
+    }),
+    scheduler: deps.clock.scheduler,
+    strip: stripLease,
+    logger: deps.logger,
+    metrics: deps.metrics,
+  });
 }
 
 /** Wires config -> clients -> watches -> election -> reconciler -> HTTP -> signals. */
@@ -128,17 +144,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
   let identity: IdentityLeases | undefined;
   const healthz = new LeaderHealthzAdaptor(20_000);
   if (le.enabled) {
-    lock = new Reflector<Lease>({
-      resource: 'lock',
-      transport: kubeTransport(client, {
-        path: `/apis/coordination.k8s.io/v1/namespaces/${le.namespace}/leases`,
-        fieldSelector: `metadata.name=${le.name}`,
-      }),
-      scheduler: clock.scheduler,
-      strip: stripLease,
-      logger: log,
-      metrics: watchMetrics,
-    });
+    lock = watchLock({ client, clock, logger: log, metrics: watchMetrics }, le.namespace, le.name);
     const lockUpdates$ = lock.events$.pipe(
       filter(
         (ev) =>

@@ -10,6 +10,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadAllYaml } from '@kubernetes/client-node';
 import { createWriterMetrics } from '../../src/apply/writer.js';
+import { watchLock } from '../../src/cli/run.js';
 import { systemClock } from '../../src/clock/clock.js';
 import { createControllerMetrics } from '../../src/controller/metrics.js';
 import { createDisruptionMetrics } from '../../src/disruption/metrics.js';
@@ -17,7 +18,7 @@ import { createLeaderElectionMetrics } from '../../src/election/metrics.js';
 import type { KubeClient } from '../../src/kube/client.js';
 import { createApiRequestMetrics, createRegistry } from '../../src/metrics/registry.js';
 import { createWatchMetrics } from '../../src/watch/metrics.js';
-import { watchNodeLeases, watchNodes, watchPods } from '../../src/watch/reflector.js';
+import { watchNodeLeases, watchNodes } from '../../src/watch/reflector.js';
 
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const MANIFESTS = join(REPO, 'manifests');
@@ -214,7 +215,7 @@ export async function controllerMetricCatalog(): Promise<Map<string, MetricInfo>
   // carry the `resource` label values the controller really uses.
   const metrics = createWatchMetrics(registry);
   const deps = { client: {} as KubeClient, clock: systemClock, metrics };
-  const reflectors = [watchNodeLeases(deps), watchNodes(deps), watchPods(deps)];
+  const reflectors = [watchNodeLeases(deps), watchNodes(deps), watchLock(deps, 'nlc-system', 'lock')];
   const json = await registry.getMetricsAsJSON();
   for (const r of reflectors) r.dispose();
   const out = new Map<string, MetricInfo>();

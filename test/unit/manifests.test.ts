@@ -406,7 +406,7 @@ describe('rendered by kubectl kustomize', () => {
       arr(dryRoles[0]?.rules)
         .flatMap((r) => arr(get(r, 'verbs')))
         .sort(),
-    ).toEqual(['get', 'list', 'watch']);
+    ).toEqual(['get', 'get', 'list', 'list', 'watch']);
   });
 });
 
@@ -631,8 +631,8 @@ describe('metric names in alerts and dashboard', () => {
   it('the watch metrics carry the resource names of the real reflectors', () => {
     expect([...(catalog.get('nlc_watch_connected')?.labelValues.get('resource') ?? [])].sort()).toEqual([
       'leases',
+      'lock',
       'nodes',
-      'pods',
     ]);
   });
 
