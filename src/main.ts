@@ -78,6 +78,7 @@ async function main(argv: string[]): Promise<void> {
         KUBERNETES_SERVICE_HOST: process.env.KUBERNETES_SERVICE_HOST,
         KUBERNETES_SERVICE_PORT: process.env.KUBERNETES_SERVICE_PORT,
       },
+      processEnv: process.env,
       version: version(),
       exit: (code) => process.exit(code),
       signals: process,

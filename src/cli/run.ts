@@ -40,6 +40,8 @@ export interface RunOptions {
   config: Config;
   logger: Logger;
   env: KubeconfigEnv;
+  /** Environment an exec credential plugin (kubeconfig user.exec) inherits. */
+  processEnv?: NodeJS.ProcessEnv;
   version: string;
   /** Process exit (injected so tests and the demo can run the controller in-process). */
   exit: (code: number) => void;
@@ -73,8 +75,18 @@ export function watchLock(deps: ResourceWatchDeps, namespace: string, name: stri
 export async function runController(o: RunOptions): Promise<RunningController> {
   const { config, logger: log } = o;
   const clock = systemClock;
-  const kube = resolveKubeconfig({ flag: config.kubeconfig, env: o.env, homeDir: os.homedir() });
-  log.info('Using kubeconfig', { source: kube.source, paths: kube.paths, server: kube.server });
+  const kube = resolveKubeconfig({
+    flag: config.kubeconfig,
+    env: o.env,
+    homeDir: os.homedir(),
+    processEnv: o.processEnv,
+  });
+  log.info('Using kubeconfig', {
+    source: kube.source,
+    paths: kube.paths,
+    server: kube.server,
+    auth: kube.auth,
+  });
   log.info('Starting', {
     version: o.version,
     identity: config.leaderElection.identity,
@@ -85,7 +97,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
   });
 
   const registry = createRegistry();
-  const client = await KubeClient.fromKubeConfig(kube.kubeConfig, {
+  const client = await KubeClient.fromCredentials(await kube.credentials(), {
     observer: createApiRequestMetrics(registry),
     userAgent: `${COMPONENT}/${o.version} (${config.leaderElection.identity})`,
     defaultTimeoutMs: 30_000,

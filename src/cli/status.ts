@@ -60,8 +60,9 @@ export async function runStatus(argv: string[], env: KubeconfigEnv): Promise<num
     flag: (args.values.kubeconfig as string) || undefined,
     env,
     homeDir: os.homedir(),
+    processEnv: env as NodeJS.ProcessEnv,
   });
-  const client = await KubeClient.fromKubeConfig(kube.kubeConfig, {
+  const client = await KubeClient.fromCredentials(await kube.credentials(), {
     userAgent: 'node-lifecycle-controller/status',
   });
   const clock = systemClock;

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { type Credentials, credentialsFromKubeConfig } from './credentials.js';
 
 /** Content types the API server accepts for PATCH. */
 export const PatchType = {
@@ -144,9 +145,9 @@ interface ConnectionSettings {
 const AUTH_REFRESH_MS = 30_000;
 
 /**
- * A small HTTP client for kube-apiserver. @kubernetes/client-node loads the kubeconfig and
- * supplies credentials; this class owns the sockets so that watches, timeouts and metrics are
- * under our control.
+ * A small HTTP client for kube-apiserver. Credentials come from our kubeconfig loader (or a
+ * @kubernetes/client-node KubeConfig); this class owns the sockets so that watches, timeouts and
+ * metrics are under our control.
  */
 export class KubeClient {
   private readonly conn: ConnectionSettings;
@@ -158,7 +159,7 @@ export class KubeClient {
   private readonly userAgent: string;
 
   private constructor(
-    private readonly kubeConfig: KubeConfig,
+    private readonly credentials: Credentials,
     conn: ConnectionSettings,
     opts: KubeClientOptions,
   ) {
@@ -168,23 +169,19 @@ export class KubeClient {
     this.userAgent = opts.userAgent ?? 'node-lifecycle-controller';
   }
 
-  static async fromKubeConfig(kc: KubeConfig, opts: KubeClientOptions = {}): Promise<KubeClient> {
-    const cluster = kc.getCurrentCluster();
-    if (!cluster) throw new Error('kubeconfig has no current cluster');
-    const base = new URL(cluster.server);
-    const probe: https.RequestOptions = {};
-    await kc.applyToHTTPSOptions(probe);
-    const tls: ConnectionSettings['tls'] = {};
-    if (probe.ca) tls.ca = probe.ca;
-    if (probe.cert) tls.cert = probe.cert;
-    if (probe.key) tls.key = probe.key;
-    if (probe.rejectUnauthorized !== undefined) tls.rejectUnauthorized = probe.rejectUnauthorized;
-    if (probe.servername) tls.servername = probe.servername;
+  static async fromCredentials(credentials: Credentials, opts: KubeClientOptions = {}): Promise<KubeClient> {
+    const base = credentials.server;
+    const tls = credentials.tls;
     const agentOpts = { keepAlive: true, maxSockets: opts.maxSockets ?? 64, ...tls };
     const agent = base.protocol === 'https:' ? new https.Agent(agentOpts) : new http.Agent(agentOpts);
-    const client = new KubeClient(kc, { base, agent, tls }, opts);
+    const client = new KubeClient(credentials, { base, agent, tls }, opts);
     await client.refreshAuth();
     return client;
+  }
+
+  /** From a @kubernetes/client-node KubeConfig (tests, tools); the controller uses fromCredentials. */
+  static async fromKubeConfig(kc: KubeConfig, opts: KubeClientOptions = {}): Promise<KubeClient> {
+    return await KubeClient.fromCredentials(await credentialsFromKubeConfig(kc), opts);
   }
 
   get server(): string {
@@ -197,12 +194,7 @@ export class KubeClient {
   }
 
   private async refreshAuth(): Promise<void> {
-    const opts: https.RequestOptions & { headers: Record<string, string> } = { headers: {} };
-    await this.kubeConfig.applyToHTTPSOptions(opts);
-    const headers: Record<string, string> = {};
-    for (const [k, v] of Object.entries(opts.headers ?? {})) if (typeof v === 'string') headers[k] = v;
-    if (opts.auth) headers.Authorization = `Basic ${Buffer.from(opts.auth).toString('base64')}`;
-    this.authHeaders = headers;
+    this.authHeaders = await this.credentials.headers();
     this.authFetchedAt = performance.now();
   }
 

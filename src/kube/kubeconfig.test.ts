@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -98,5 +98,166 @@ describe('kubeconfig resolution order', () => {
     expect(() =>
       resolveKubeconfig({ flag: path.join(dir, 'nope'), env: { KUBECONFIG: envFile }, homeDir: home }),
     ).toThrow(/--kubeconfig .*nope: file does not exist/);
+  });
+});
+
+describe('our kubeconfig loader (no @kubernetes/client-node at runtime)', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'nlc-kc2-'));
+  });
+  const write = (name: string, yaml: string) => {
+    const p = path.join(dir, name);
+    writeFileSync(p, yaml);
+    return p;
+  };
+  const cfg = (user: string, cluster = 'server: https://s.example:6443') =>
+    [
+      'apiVersion: v1',
+      'kind: Config',
+      `clusters: [{name: c, cluster: {${cluster}}}]`,
+      `users: [{name: u, user: {${user}}}]`,
+      'contexts: [{name: x, context: {cluster: c, user: u}}]',
+      'current-context: x',
+    ].join('\n');
+
+  it('token, basic auth and client certificates; CA files resolve relative to the kubeconfig', async () => {
+    mkdirSync(path.join(dir, 'pki'), { recursive: true });
+    writeFileSync(path.join(dir, 'pki', 'ca.crt'), 'CA-PEM');
+    const tok = resolveKubeconfig({
+      flag: write(
+        'tok.yaml',
+        cfg('token: abc', 'server: https://s.example:6443, certificate-authority: pki/ca.crt'),
+      ),
+      env: {},
+      homeDir: dir,
+    });
+    expect(tok.auth).toBe('token');
+    const c = await tok.credentials();
+    expect(await c.headers()).toEqual({ Authorization: 'Bearer abc' });
+    expect(c.tls.ca?.toString()).toBe('CA-PEM');
+    expect(c.server.toString()).toBe('https://s.example:6443/');
+
+    const basic = await resolveKubeconfig({
+      flag: write('basic.yaml', cfg('username: me, password: pw')),
+      env: {},
+      homeDir: dir,
+    }).credentials();
+    expect(await basic.headers()).toEqual({
+      Authorization: `Basic ${Buffer.from('me:pw').toString('base64')}`,
+    });
+
+    const certs = resolveKubeconfig({
+      flag: write(
+        'cert.yaml',
+        cfg(
+          `client-certificate-data: ${Buffer.from('CERT').toString('base64')}, client-key-data: ${Buffer.from('KEY').toString('base64')}`,
+          'server: https://s.example:6443, insecure-skip-tls-verify: true, tls-server-name: api.internal',
+        ),
+      ),
+      env: {},
+      homeDir: dir,
+    });
+    expect(certs.auth).toBe('client-certificate');
+    const cc = await certs.credentials();
+    expect(cc.tls).toMatchObject({ rejectUnauthorized: false, servername: 'api.internal' });
+    expect(cc.tls.cert?.toString()).toBe('CERT');
+    expect(cc.tls.key?.toString()).toBe('KEY');
+    expect(await cc.headers()).toEqual({});
+  });
+
+  it('re-reads a token file (rotating service-account tokens)', async () => {
+    const tokenPath = path.join(dir, 'token');
+    writeFileSync(tokenPath, 'one\n');
+    let now = 0;
+    const { staticHeaders } = await import('./credentials.js');
+    const h = staticHeaders({ kind: 'token-file', tokenFile: tokenPath }, () => now);
+    expect(await h()).toEqual({ Authorization: 'Bearer one' });
+    writeFileSync(tokenPath, 'two\n');
+    now = 59_000;
+    expect(await h()).toEqual({ Authorization: 'Bearer one' });
+    now = 60_000;
+    expect(await h()).toEqual({ Authorization: 'Bearer two' });
+  });
+
+  it('runs an exec credential plugin and caches its token until shortly before it expires', async () => {
+    const counter = path.join(dir, 'exec-count');
+    writeFileSync(counter, '');
+    const script = write(
+      'plugin.sh',
+      [
+        '#!/bin/sh',
+        `echo x >> "${counter}"`,
+        'test "$MY_ENV" = "set-by-kubeconfig" || exit 3',
+        'echo "$KUBERNETES_EXEC_INFO" | grep -q ExecCredential || exit 4',
+        `echo '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"from-exec","expirationTimestamp":"'$EXPIRY'"}}'`,
+      ].join('\n'),
+    );
+    chmodSync(script, 0o755);
+    const expiry = new Date(Date.now() + 3600_000).toISOString();
+    const r = resolveKubeconfig({
+      flag: write(
+        'exec.yaml',
+        cfg(
+          `exec: {apiVersion: client.authentication.k8s.io/v1, command: ./plugin.sh, env: [{name: MY_ENV, value: set-by-kubeconfig}]}`,
+        ),
+      ),
+      env: {},
+      homeDir: dir,
+      processEnv: { PATH: process.env.PATH, EXPIRY: expiry },
+    });
+    expect(r.auth).toBe('exec');
+    const c = await r.credentials();
+    expect(await c.headers()).toEqual({ Authorization: 'Bearer from-exec' });
+    expect(await c.headers()).toEqual({ Authorization: 'Bearer from-exec' });
+    expect(readFileSync(counter, 'utf8').trim().split('\n')).toHaveLength(1);
+
+    // A plugin that fails says so.
+    const bad = resolveKubeconfig({
+      flag: write('exec-bad.yaml', cfg('exec: {apiVersion: v1, command: /bin/false}')),
+      env: {},
+      homeDir: dir,
+    });
+    await expect(bad.credentials()).rejects.toThrow(/exec credential plugin \/bin\/false failed/);
+  });
+
+  it('merges $KUBECONFIG files like kubectl: for each name the first file wins', () => {
+    const a = write(
+      'a.yaml',
+      ['clusters: [{name: c, cluster: {server: "https://first:6443"}}]', 'current-context: x'].join('\n'),
+    );
+    const b = write('b.yaml', cfg('token: t', 'server: https://second:6443'));
+    const r = resolveKubeconfig({
+      flag: undefined,
+      env: { KUBECONFIG: `${a}${path.delimiter}${b}` },
+      homeDir: dir,
+    });
+    expect(r.server).toBe('https://first:6443');
+    expect(r.auth).toBe('token');
+  });
+
+  it('names what is wrong: no current context, unknown context, unreadable CA', () => {
+    expect(() =>
+      resolveKubeconfig({ flag: write('noctx.yaml', 'clusters: []'), env: {}, homeDir: dir }),
+    ).toThrow(/has no current-context/);
+    expect(() =>
+      resolveKubeconfig({ flag: write('badctx.yaml', 'current-context: nope'), env: {}, homeDir: dir }),
+    ).toThrow(/current-context "nope" is not defined/);
+    expect(() =>
+      resolveKubeconfig({
+        flag: write('badca.yaml', cfg('token: t', 'server: https://s:1, certificate-authority: missing.crt')),
+        env: {},
+        homeDir: dir,
+      }),
+    ).toThrow(/certificate-authority .*missing\.crt/);
+  });
+
+  it('leaves auth providers (oidc, gcp, azure) to @kubernetes/client-node, loaded only then', () => {
+    const r = resolveKubeconfig({
+      flag: write('oidc.yaml', cfg('auth-provider: {name: oidc, config: {id-token: x}}')),
+      env: {},
+      homeDir: dir,
+    });
+    expect(r.auth).toBe('auth-provider:oidc');
   });
 });
