@@ -206,7 +206,7 @@ export const FLAGS: readonly FlagSpec[] = [
     default: '1h',
     min: 1000,
     max: 30 * 24 * 3600_000,
-    help: 'Identity leases of replicas not renewed for this long are deleted by a live replica.',
+    help: 'Identity leases of replicas not renewed for this long are deleted by a live replica. Each replica renews its own every min(10s, this/4).',
   },
 
   // Operation.

@@ -53,6 +53,8 @@ function replica(
     leader?: () => string;
     gcAgeMs?: number;
     registry?: Registry;
+    /** undefined: use the default (derived from gcAge). */
+    renewIntervalMs?: number | undefined;
   } = {},
 ): IdentityLeases {
   const r = new IdentityLeases({
@@ -63,7 +65,7 @@ function replica(
     namespace: NS,
     hostname,
     holderIdentity: holder,
-    renewIntervalMs: 1_000,
+    renewIntervalMs: 'renewIntervalMs' in o ? o.renewIntervalMs : 1_000,
     gcAgeMs: o.gcAgeMs ?? 10_000,
     gcCheckIntervalMs: 1_000,
     elector: o.leading ? { leading$: o.leading, getLeader: o.leader ?? (() => '') } : undefined,
@@ -175,6 +177,24 @@ describe('IdentityLeases', () => {
     const collected = (await registry.getSingleMetric('nlc_identity_leases_collected_total')?.get())
       ?.values[0]?.value;
     expect(collected).toBe(2);
+  });
+
+  it('with only a short gcAge (--identity-lease-gc-age=5s), renews often enough that no live replica is collected', async () => {
+    const registry = new Registry();
+    const a = replica('nlc-0', 'nlc-0_aaa', { gcAgeMs: 5_000, renewIntervalMs: undefined, registry });
+    const b = replica('nlc-1', 'nlc-1_bbb', { gcAgeMs: 5_000, renewIntervalMs: undefined, registry });
+    a.start();
+    b.start();
+    const uids = () => [a, b].map((r) => server.get(NS, r.leaseName)?.metadata.uid);
+    await advance(10);
+    const before = uids();
+    expect(before.every(Boolean)).toBe(true);
+    await advance(60_000);
+    // Same objects (never deleted and recreated), and nothing counted as collected.
+    expect(uids()).toEqual(before);
+    const collected = (await registry.getSingleMetric('nlc_identity_leases_collected_total')?.get())
+      ?.values[0]?.value;
+    expect(collected ?? 0).toBe(0);
   });
 
   it('does not delete a lease renewed between the listing and the delete', async () => {

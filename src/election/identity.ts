@@ -93,6 +93,7 @@ export interface IdentityLeaseOptions {
   holderIdentity: string;
   component?: string;
   leaseDurationSeconds?: number;
+  /** Default: 10 s (kube-apiserver's), or gcAge / 4 when that is shorter. */
   renewIntervalMs?: number;
   /** A lease whose renewTime we saw unchanged for this long is deleted. */
   gcAgeMs?: number;
@@ -149,8 +150,11 @@ export class IdentityLeases {
     this.api = new LeaseApi(o.client, o.namespace);
     this.log = o.logger.with({ component: 'identity-lease', lease: `${o.namespace}/${this.leaseName}` });
     this.leaseDurationSeconds = o.leaseDurationSeconds ?? IDENTITY_DEFAULTS.leaseDurationSeconds;
-    this.renewIntervalMs = o.renewIntervalMs ?? IDENTITY_DEFAULTS.renewIntervalMs;
     this.gcAgeMs = o.gcAgeMs ?? IDENTITY_DEFAULTS.gcAgeMs;
+    // Every replica collects leases unchanged for gcAge, so a live replica must renew well within
+    // it: with a short gcAge (--identity-lease-gc-age below ~10 s) the default interval would get
+    // live replicas' leases deleted between renewals.
+    this.renewIntervalMs = o.renewIntervalMs ?? Math.min(IDENTITY_DEFAULTS.renewIntervalMs, this.gcAgeMs / 4);
     this.gcCheckIntervalMs =
       o.gcCheckIntervalMs ?? Math.min(IDENTITY_DEFAULTS.gcCheckIntervalMs, this.gcAgeMs / 4);
     this.random = o.random ?? Math.random;

@@ -167,7 +167,12 @@ const ts = (e: AuditEvent) => Date.parse(e.stageTimestamp ?? '');
 
 function dumpOnFailure(): void {
   onTestFailed(() => {
-    for (const r of replicas.values()) console.log(`--- ${r.name} log summary:\n${r.cp.summary()}`);
+    for (const r of replicas.values()) {
+      const identity = r.cp.logs.filter((l) => /identity lease/.test(String(l.msg)));
+      console.log(
+        `--- ${r.name} log summary:\n${r.cp.summary()}\n${identity.map((l) => JSON.stringify(l)).join('\n')}`,
+      );
+    }
     console.log(`--- lock history:\n${lockEvents.map((e) => JSON.stringify(e)).join('\n')}`);
   });
 }
@@ -365,13 +370,26 @@ describe('leader election between three controller processes (lease 4 s, renew d
   it('SIGSTOP the leader past its lease: another takes over and does the work; after SIGCONT the stopped one writes no Node or Pod and exits non-zero', async () => {
     dumpOnFailure();
     const stopped = await settledLeader();
-    await sleep(1_000);
-    // Two nodes go silent shortly before the stop, so the stopped leader's own deadlines for them
-    // fall while it is stopped: on SIGCONT it has overdue work of its own.
+    // First it is shown to be an active writer: it marks a silent node and its pod itself.
+    const early = 'sim-zone-c-000';
+    const earlyAt = performance.now();
+    fleet.node(early).pauseHeartbeats();
+    // Then two more nodes go silent shortly before the stop, so the stopped leader's own deadlines
+    // for them fall while it is stopped: on SIGCONT it has overdue work of its own.
     const failing = ['sim-zone-a-000', 'sim-zone-b-001'];
-    const failedAt = performance.now();
-    for (const n of failing) fleet.node(n).pauseHeartbeats();
+    let failedAt = Number.POSITIVE_INFINITY;
     try {
+      await waitUntil(() => observer.podReadyStatus(`default/${early}-pod-0`) === 'False', {
+        timeoutMs: GRACE_MS + 5_000,
+        what: `${early} and its pod marked by ${stopped.name}`,
+      });
+      expect(observer.readyAt(early, 'Unknown', earlyAt)).toBeDefined();
+      const ownWrites = auditOf(stopped).filter(isNodeOrPodWrite);
+      expect(ownWrites.map((e) => e.objectRef?.name)).toEqual(
+        expect.arrayContaining([early, `${early}-pod-0`]),
+      );
+      failedAt = performance.now();
+      for (const n of failing) fleet.node(n).pauseHeartbeats();
       await sleep(1_000);
       const from = lockEvents.length;
       const stopWall = Date.now();
@@ -432,6 +450,7 @@ describe('leader election between three controller processes (lease 4 s, renew d
           `${next.name}'s Node/Pod writes after it: ${nextWrites.length}`,
       );
       expect(lockWrites.length).toBeGreaterThan(0);
+      expect(nodePodWrites.length).toBeGreaterThanOrEqual(2); // the early node and its pod
       expect(late).toEqual([]);
       // There was work to do, and it was done by the new leader.
       for (const n of failing) {
@@ -444,7 +463,7 @@ describe('leader election between three controller processes (lease 4 s, renew d
       // stop (if any) was refused.
       expect(lockWrites.filter((e) => ts(e) > stopWall + 1_000)).toEqual([]);
     } finally {
-      for (const n of failing) fleet.node(n).resumeHeartbeats();
+      for (const n of [early, ...failing]) fleet.node(n).resumeHeartbeats();
     }
   });
 });
