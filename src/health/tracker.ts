@@ -169,26 +169,40 @@ export class NodeHealthTracker {
 
   // ---------------------------------------------------------------- observations
 
-  /** A Lease from kube-node-lease was added or updated (or relisted). */
-  observeLease(lease: Lease, now: number): ObservationResult {
-    const anomalies: Anomaly[] = [];
-    const meta = (lease as Partial<Lease> | null | undefined)?.metadata;
+  /** Common checks of an observation: a usable `now` and an object with a name. */
+  private beginObservation(
+    obj: Lease | Node,
+    kind: 'Lease' | 'Node',
+    now: number,
+  ):
+    | { ok: true; result: ObservationResult; name: string; meta: Lease['metadata'] }
+    | { ok: false; result: ObservationResult } {
+    const meta = (obj as Partial<Lease> | null | undefined)?.metadata;
     const name = typeof meta?.name === 'string' ? meta.name : '';
     const result: ObservationResult = {
       name,
       refreshed: false,
       recovered: false,
       registered: false,
-      anomalies,
+      anomalies: [],
     };
     if (!Number.isFinite(now)) {
-      this.anomaly(anomalies, AnomalyKind.InvalidNow, 'Lease', name, String(now));
-      return result;
+      this.anomaly(result.anomalies, AnomalyKind.InvalidNow, kind, name, String(now));
+      return { ok: false, result };
     }
-    if (name === '') {
-      this.anomaly(anomalies, AnomalyKind.MissingName, 'Lease', '');
-      return result;
+    if (name === '' || meta === undefined) {
+      this.anomaly(result.anomalies, AnomalyKind.MissingName, kind, '');
+      return { ok: false, result };
     }
+    return { ok: true, result, name, meta };
+  }
+
+  /** A Lease from kube-node-lease was added or updated (or relisted). */
+  observeLease(lease: Lease, now: number): ObservationResult {
+    const start = this.beginObservation(lease, 'Lease', now);
+    if (!start.ok) return start.result;
+    const { result, name, meta } = start;
+    const anomalies = result.anomalies;
     const namespace = meta?.namespace;
     if (namespace !== undefined && namespace !== NODE_LEASE_NAMESPACE) {
       this.anomaly(anomalies, AnomalyKind.LeaseWrongNamespace, 'Lease', '', `${namespace}/${name}`);
@@ -250,24 +264,10 @@ export class NodeHealthTracker {
 
   /** A Node was added or updated (or relisted). */
   observeNode(node: Node, now: number): ObservationResult {
-    const anomalies: Anomaly[] = [];
-    const meta = (node as Partial<Node> | null | undefined)?.metadata;
-    const name = typeof meta?.name === 'string' ? meta.name : '';
-    const result: ObservationResult = {
-      name,
-      refreshed: false,
-      recovered: false,
-      registered: false,
-      anomalies,
-    };
-    if (!Number.isFinite(now)) {
-      this.anomaly(anomalies, AnomalyKind.InvalidNow, 'Node', name, String(now));
-      return result;
-    }
-    if (name === '' || meta === undefined) {
-      this.anomaly(anomalies, AnomalyKind.MissingName, 'Node', '');
-      return result;
-    }
+    const start = this.beginObservation(node, 'Node', now);
+    if (!start.ok) return start.result;
+    const { result, name, meta } = start;
+    const anomalies = result.anomalies;
 
     const entry = this.entryFor(name, now);
     const conditions = nodeConditions(node);
