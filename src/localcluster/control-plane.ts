@@ -368,7 +368,8 @@ export class LocalControlPlane {
   }
 }
 
-async function killAndWait(p: ChildProcess, signal: NodeJS.Signals, graceMs: number): Promise<void> {
+/** Sends `signal` and waits for the exit; SIGKILL after `graceMs`. */
+export async function killAndWait(p: ChildProcess, signal: NodeJS.Signals, graceMs = 10_000): Promise<void> {
   if (p.exitCode !== null || p.signalCode !== null) return;
   const exited = new Promise<void>((resolve) => p.once('exit', () => resolve()));
   p.kill(signal);

@@ -23,21 +23,29 @@ export async function rawWatch<T>(
     query: { watch: 'true', allowWatchBookmarks: 'false', ...query },
     signal: ac.signal,
   });
-  let buf = '';
   res.setEncoding('utf8');
-  res.on('data', (chunk: string) => {
+  res.on(
+    'data',
+    lineSplitter((line) => {
+      const ev = JSON.parse(line) as { type: string; object: T };
+      onEvent({ ...ev, at: performance.now() });
+    }),
+  );
+  res.on('error', () => undefined);
+  return () => ac.abort();
+}
+
+/** Turns string chunks into complete, non-blank lines (a chunk may end mid-line). */
+export function lineSplitter(onLine: (line: string) => void): (chunk: string) => void {
+  let buf = '';
+  return (chunk) => {
     buf += chunk;
     let nl = buf.indexOf('\n');
     while (nl >= 0) {
       const line = buf.slice(0, nl);
       buf = buf.slice(nl + 1);
-      if (line.trim()) {
-        const ev = JSON.parse(line) as { type: string; object: T };
-        onEvent({ ...ev, at: performance.now() });
-      }
+      if (line.trim()) onLine(line);
       nl = buf.indexOf('\n');
     }
-  });
-  res.on('error', () => undefined);
-  return () => ac.abort();
+  };
 }

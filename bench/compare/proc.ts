@@ -1,0 +1,144 @@
+/**
+ * CPU and memory of a process tree, read from /proc (Linux only).
+ *
+ * CPU = utime + stime of the process and every live descendant, plus cutime + cstime of the root
+ * (children it has already reaped). Peak RSS = VmHWM of each process (the kernel's high-water mark).
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+
+/** Clock ticks per second (`getconf CLK_TCK`); 100 on every Linux we run on. */
+const CLK_TCK = 100;
+
+interface StatLine {
+  pid: number;
+  ppid: number;
+  /** utime + stime, seconds. */
+  self: number;
+  /** cutime + cstime, seconds. */
+  reaped: number;
+}
+
+function readStat(pid: number): StatLine | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  // comm may contain spaces and parentheses: fields start after the LAST ')'.
+  const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  // rest[0] = state (field 3), so field n is rest[n - 3].
+  const num = (field: number) => Number(rest[field - 3] ?? 0);
+  return {
+    pid,
+    ppid: num(4),
+    self: (num(14) + num(15)) / CLK_TCK,
+    reaped: (num(16) + num(17)) / CLK_TCK,
+  };
+}
+
+function readHwmKiB(pid: number): number {
+  try {
+    const m = /VmHWM:\s+(\d+)\s+kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) : 0;
+  } catch {
+    return 0;
+  }
+}
+
+function readRssKiB(pid: number): number {
+  try {
+    const m = /VmRSS:\s+(\d+)\s+kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** Pids of `root` and all its live descendants. */
+export function processTree(root: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const st = readStat(Number(entry));
+    if (!st) continue;
+    const list = children.get(st.ppid) ?? [];
+    list.push(st.pid);
+    children.set(st.ppid, list);
+  }
+  const out: number[] = [];
+  const stack = [root];
+  while (stack.length > 0) {
+    const pid = stack.pop()!;
+    out.push(pid);
+    stack.push(...(children.get(pid) ?? []));
+  }
+  return out;
+}
+
+export interface TreeSample {
+  /** Absolute ms (performance.timeOrigin + performance.now()). */
+  at: number;
+  cpuSeconds: number;
+  /** Largest VmHWM of any process in the tree, KiB. */
+  peakRssKiB: number;
+  /** Sum of VmRSS over the tree at this moment, KiB. */
+  rssKiB: number;
+  processes: number;
+}
+
+export const nowMs = (): number => performance.timeOrigin + performance.now();
+
+/** One reading of a process tree; undefined when the root is gone. */
+export function sampleTree(root: number): TreeSample | undefined {
+  const rootStat = readStat(root);
+  if (!rootStat) return undefined;
+  const pids = processTree(root);
+  let cpu = rootStat.reaped;
+  let hwm = 0;
+  let rss = 0;
+  for (const pid of pids) {
+    const st = pid === root ? rootStat : readStat(pid);
+    if (!st) continue;
+    cpu += st.self;
+    hwm = Math.max(hwm, readHwmKiB(pid));
+    rss += readRssKiB(pid);
+  }
+  return { at: nowMs(), cpuSeconds: cpu, peakRssKiB: hwm, rssKiB: rss, processes: pids.length };
+}
+
+/**
+ * Samples a process tree every `intervalMs` and keeps the last good reading (the process may exit
+ * between samples; what it used until the last sample is what we report).
+ */
+export class TreeSampler {
+  private timer: NodeJS.Timeout | undefined;
+  last: TreeSample | undefined;
+  peakRssKiB = 0;
+  peakTreeRssKiB = 0;
+
+  constructor(
+    readonly pid: number,
+    intervalMs = 1000,
+  ) {
+    this.sample();
+    this.timer = setInterval(() => this.sample(), intervalMs);
+    this.timer.unref();
+  }
+
+  sample(): TreeSample | undefined {
+    const s = sampleTree(this.pid);
+    if (s) {
+      this.last = s;
+      this.peakRssKiB = Math.max(this.peakRssKiB, s.peakRssKiB);
+      this.peakTreeRssKiB = Math.max(this.peakTreeRssKiB, s.rssKiB);
+    }
+    return this.last;
+  }
+
+  stop(): TreeSample | undefined {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    return this.sample();
+  }
+}
