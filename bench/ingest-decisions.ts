@@ -13,7 +13,7 @@
  *
  * Run (from the repo root, Node 24):
  *   node --expose-gc --experimental-transform-types --no-warnings --import ./bench/ts-hooks.mjs bench/ingest-decisions.ts
- * Options: --sizes=10000,50000,100000  --runs=3  --realtime-seconds=40  --grace-seconds=15
+ * Options: --sizes=10000,50000,100000  --runs=3  --realtime-seconds=40  --grace-seconds=15  --sections=A,B,C
  */
 import { Observable, type Subscription } from 'rxjs';
 import { monotonicScheduler } from '../src/clock/clock.js';
@@ -37,6 +37,7 @@ const ROUNDS = 3;
 const REALTIME_S = Number(args.get('realtime-seconds') ?? 40);
 const GRACE_MS = Number(args.get('grace-seconds') ?? 15) * 1000;
 const STOPPED = 50;
+const SECTIONS = new Set((args.get('sections') ?? 'A,B,C').split(','));
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) {
@@ -284,33 +285,39 @@ async function precision(n: number) {
 console.log(
   `node ${process.version}; sizes ${SIZES.join(', ')}; ${RUNS} runs; ${ROUNDS + 1} events per lease`,
 );
-console.log('\n### A. Throughput ceiling (one core)\n');
-console.log(
-  '| nodes | events | watch + store + tracker events/s | watch + store events/s | bare JSON.parse lines/s | decisions / bare |',
-);
-console.log('|---:|---:|---:|---:|---:|---:|');
-for (const n of SIZES) {
-  const r = await throughput(n);
+if (SECTIONS.has('A')) {
+  console.log('\n### A. Throughput ceiling (one core)\n');
   console.log(
-    `| ${fmt(n)} | ${fmt(r.events)} | ${fmt(r.withDecisions)} | ${fmt(r.watchOnly)} | ${fmt(r.parse)} | ${(r.withDecisions / r.parse).toFixed(2)} |`,
+    '| nodes | events | watch + store + tracker events/s | watch + store events/s | bare JSON.parse lines/s | decisions / bare |',
   );
+  console.log('|---:|---:|---:|---:|---:|---:|');
+  for (const n of SIZES) {
+    const r = await throughput(n);
+    console.log(
+      `| ${fmt(n)} | ${fmt(r.events)} | ${fmt(r.withDecisions)} | ${fmt(r.watchOnly)} | ${fmt(r.parse)} | ${(r.withDecisions / r.parse).toFixed(2)} |`,
+    );
+  }
 }
-console.log('\n### B. Memory per node (node store + lease store + tracker, heap after GC)\n');
-console.log('| nodes | heap per node |');
-console.log('|---:|---:|');
-for (const n of SIZES) console.log(`| ${fmt(n)} | ${fmt(await memoryPerNode(n))} B |`);
-console.log(
-  `\n### C. Deadline precision in real time (${REALTIME_S} s, renew 10 s, grace ${GRACE_MS / 1000} s, ${STOPPED} nodes stop at t=10 s)\n`,
-);
-console.log(
-  '| nodes | lease events/s | silent nodes found | lateness p50 | p99 | max | event-loop utilization |',
-);
-console.log('|---:|---:|---:|---:|---:|---:|---:|');
-for (const n of SIZES) {
-  fullGc();
-  const r = await precision(n);
+if (SECTIONS.has('B')) {
+  console.log('\n### B. Memory per node (node store + lease store + tracker, heap after GC)\n');
+  console.log('| nodes | heap per node |');
+  console.log('|---:|---:|');
+  for (const n of SIZES) console.log(`| ${fmt(n)} | ${fmt(await memoryPerNode(n))} B |`);
+}
+if (SECTIONS.has('C')) {
   console.log(
-    `| ${fmt(n)} | ${fmt(r.eventsPerSecond)} | ${r.found} / ${STOPPED} | ${r.p50.toFixed(1)} ms | ${r.p99.toFixed(1)} ms | ${r.max.toFixed(1)} ms | ${(r.elu * 100).toFixed(0)}% |`,
+    `\n### C. Deadline precision in real time (${REALTIME_S} s, renew 10 s, grace ${GRACE_MS / 1000} s, ${STOPPED} nodes stop at t=10 s)\n`,
   );
+  console.log(
+    '| nodes | lease events/s | silent nodes found | lateness p50 | p99 | max | event-loop utilization |',
+  );
+  console.log('|---:|---:|---:|---:|---:|---:|---:|');
+  for (const n of SIZES) {
+    fullGc();
+    const r = await precision(n);
+    console.log(
+      `| ${fmt(n)} | ${fmt(r.eventsPerSecond)} | ${r.found} / ${STOPPED} | ${r.p50.toFixed(1)} ms | ${r.p99.toFixed(1)} ms | ${r.max.toFixed(1)} ms | ${(r.elu * 100).toFixed(0)}% |`,
+    );
+  }
 }
 process.exit(0);

@@ -1,15 +1,25 @@
+/** One heap entry; `at` is its position in the heap array, kept current by every move. */
+interface Slot {
+  readonly key: string;
+  due: number;
+  at: number;
+}
+
 /**
  * An indexed binary min-heap of (key, due) pairs: O(log N) insert, update (either direction) and
  * remove by key, O(1) peek. Each key is in the heap at most once, so no stale entries pile up and the
  * heap never needs compaction: the I/O edge arms ONE timer for `peek()` and pops what is due.
+ *
+ * Positions live in the entries themselves (not in a Map updated on every swap) and sifting moves a
+ * hole instead of swapping: a renewal, which moves a node from near the top to near the bottom, costs
+ * one Map lookup and about log2(N) property writes.
  */
 export class DeadlineHeap {
-  private readonly keys: string[] = [];
-  private readonly dues: number[] = [];
-  private readonly index = new Map<string, number>();
+  private readonly slots: Slot[] = [];
+  private readonly index = new Map<string, Slot>();
 
   get size(): number {
-    return this.keys.length;
+    return this.slots.length;
   }
 
   has(key: string): boolean {
@@ -17,50 +27,53 @@ export class DeadlineHeap {
   }
 
   dueOf(key: string): number | undefined {
-    const i = this.index.get(key);
-    return i === undefined ? undefined : this.dues[i];
+    return this.index.get(key)?.due;
   }
 
   /** The earliest entry, or undefined when empty. */
   peek(): { key: string; due: number } | undefined {
-    if (this.keys.length === 0) return undefined;
-    return { key: this.keys[0]!, due: this.dues[0]! };
+    const top = this.slots[0];
+    return top === undefined ? undefined : { key: top.key, due: top.due };
+  }
+
+  /** Due time of the earliest entry, or undefined when empty (no allocation). */
+  peekDue(): number | undefined {
+    return this.slots[0]?.due;
   }
 
   /** Inserts the key or moves it to its new due time. */
   upsert(key: string, due: number): void {
-    const i = this.index.get(key);
-    if (i === undefined) {
-      this.keys.push(key);
-      this.dues.push(due);
-      const at = this.keys.length - 1;
-      this.index.set(key, at);
-      this.siftUp(at);
+    const slot = this.index.get(key);
+    if (slot === undefined) {
+      const added: Slot = { key, due, at: this.slots.length };
+      this.slots.push(added);
+      this.index.set(key, added);
+      this.siftUp(added);
       return;
     }
-    const old = this.dues[i]!;
-    this.dues[i] = due;
-    if (due < old) this.siftUp(i);
-    else if (due > old) this.siftDown(i);
+    const old = slot.due;
+    slot.due = due;
+    if (due < old) this.siftUp(slot);
+    else if (due > old) this.siftDown(slot);
   }
 
   remove(key: string): boolean {
-    const i = this.index.get(key);
-    if (i === undefined) return false;
-    this.removeAt(i);
+    const slot = this.index.get(key);
+    if (slot === undefined) return false;
+    this.removeSlot(slot);
     return true;
   }
 
   /** Removes and returns the earliest entry. */
   pop(): { key: string; due: number } | undefined {
-    const top = this.peek();
-    if (top) this.removeAt(0);
-    return top;
+    const top = this.slots[0];
+    if (top === undefined) return undefined;
+    this.removeSlot(top);
+    return { key: top.key, due: top.due };
   }
 
   clear(): void {
-    this.keys.length = 0;
-    this.dues.length = 0;
+    this.slots.length = 0;
     this.index.clear();
   }
 
@@ -68,69 +81,61 @@ export class DeadlineHeap {
   rebuild(entries: Iterable<readonly [string, number]>): void {
     this.clear();
     for (const [key, due] of entries) {
-      if (this.index.has(key)) {
-        this.dues[this.index.get(key)!] = due;
+      const known = this.index.get(key);
+      if (known !== undefined) {
+        known.due = due;
         continue;
       }
-      this.index.set(key, this.keys.length);
-      this.keys.push(key);
-      this.dues.push(due);
+      const slot: Slot = { key, due, at: this.slots.length };
+      this.index.set(key, slot);
+      this.slots.push(slot);
     }
-    for (let i = (this.keys.length >> 1) - 1; i >= 0; i--) this.siftDown(i);
+    for (let i = (this.slots.length >> 1) - 1; i >= 0; i--) this.siftDown(this.slots[i]!);
   }
 
-  private removeAt(i: number): void {
-    const last = this.keys.length - 1;
-    const key = this.keys[i]!;
-    this.index.delete(key);
-    if (i === last) {
-      this.keys.pop();
-      this.dues.pop();
-      return;
-    }
-    const movedKey = this.keys.pop()!;
-    const movedDue = this.dues.pop()!;
-    this.keys[i] = movedKey;
-    this.dues[i] = movedDue;
-    this.index.set(movedKey, i);
-    this.siftDown(i);
-    this.siftUp(i);
+  private removeSlot(slot: Slot): void {
+    this.index.delete(slot.key);
+    const last = this.slots.pop()!;
+    if (last === slot) return;
+    last.at = slot.at;
+    this.slots[slot.at] = last;
+    this.siftDown(last);
+    this.siftUp(last);
   }
 
-  private swap(a: number, b: number): void {
-    const ka = this.keys[a]!;
-    const kb = this.keys[b]!;
-    const da = this.dues[a]!;
-    this.keys[a] = kb;
-    this.keys[b] = ka;
-    this.dues[a] = this.dues[b]!;
-    this.dues[b] = da;
-    this.index.set(kb, a);
-    this.index.set(ka, b);
-  }
-
-  private siftUp(i: number): void {
-    let at = i;
+  /** Moves `slot` up while its parent is later; parents step down into the hole. */
+  private siftUp(slot: Slot): void {
+    const slots = this.slots;
+    let at = slot.at;
     while (at > 0) {
-      const parent = (at - 1) >> 1;
-      if (this.dues[parent]! <= this.dues[at]!) return;
-      this.swap(at, parent);
-      at = parent;
+      const parentAt = (at - 1) >> 1;
+      const parent = slots[parentAt]!;
+      if (parent.due <= slot.due) break;
+      slots[at] = parent;
+      parent.at = at;
+      at = parentAt;
     }
+    slots[at] = slot;
+    slot.at = at;
   }
 
-  private siftDown(i: number): void {
-    const n = this.keys.length;
-    let at = i;
+  /** Moves `slot` down while a child is earlier; the earlier child steps up into the hole. */
+  private siftDown(slot: Slot): void {
+    const slots = this.slots;
+    const n = slots.length;
+    let at = slot.at;
     for (;;) {
       const l = 2 * at + 1;
-      const r = l + 1;
-      let min = at;
-      if (l < n && this.dues[l]! < this.dues[min]!) min = l;
-      if (r < n && this.dues[r]! < this.dues[min]!) min = r;
-      if (min === at) return;
-      this.swap(at, min);
-      at = min;
+      if (l >= n) break;
+      let childAt = l;
+      if (l + 1 < n && slots[l + 1]!.due < slots[l]!.due) childAt = l + 1;
+      const child = slots[childAt]!;
+      if (!(child.due < slot.due)) break;
+      slots[at] = child;
+      child.at = at;
+      at = childAt;
     }
+    slots[at] = slot;
+    slot.at = at;
   }
 }

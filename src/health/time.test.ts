@@ -1,8 +1,46 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { formatTime, parseMicros, sameInstant } from './time.js';
+import { formatTime, parseMicros, parseMicrosGeneral, sameInstant } from './time.js';
 
 describe('parseMicros', () => {
+  it('fast path and general path agree on every input (property)', () => {
+    const pad = (n: number, w: number) => String(n).padStart(w, '0');
+    const stamp = fc
+      .record({
+        year: fc.oneof(fc.integer({ min: 1960, max: 2300 }), fc.integer({ min: 0, max: 9999 })),
+        month: fc.integer({ min: 0, max: 13 }),
+        day: fc.integer({ min: 0, max: 32 }),
+        hour: fc.integer({ min: 0, max: 25 }),
+        minute: fc.integer({ min: 0, max: 61 }),
+        second: fc.integer({ min: 0, max: 61 }),
+        fraction: fc.oneof(fc.constant(''), fc.stringMatching(/^\.[0-9]{0,10}$/), fc.constant('.1a')),
+        zone: fc.constantFrom('Z', 'Z', 'Z', 'z', '+02:00', '-01:30', ''),
+        sep: fc.constantFrom('T', 'T', 'T', 't', ' '),
+      })
+      .map(
+        (p) =>
+          `${pad(p.year, 4)}-${pad(p.month, 2)}-${pad(p.day, 2)}${p.sep}${pad(p.hour, 2)}:${pad(p.minute, 2)}:${pad(p.second, 2)}${p.fraction}${p.zone}`,
+      );
+    fc.assert(
+      fc.property(fc.oneof(stamp, fc.string({ maxLength: 32 })), (s) => {
+        expect(parseMicros(s)).toBe(parseMicrosGeneral(s));
+      }),
+      { numRuns: 20_000 },
+    );
+    // Leap days, month ends and the far end of the safe-integer range, exactly.
+    for (const s of [
+      '2024-02-29T23:59:59.999999Z',
+      '2100-02-29T00:00:00Z',
+      '2000-02-29T00:00:00Z',
+      '1970-01-01T00:00:00Z',
+      '2026-12-31T23:59:60.5Z',
+      '2255-06-01T00:00:00Z',
+      '2300-01-01T00:00:00Z',
+    ]) {
+      expect(parseMicros(s)).toBe(parseMicrosGeneral(s));
+    }
+  });
+
   it('parses MicroTime to microseconds, keeping sub-millisecond digits', () => {
     const base = Date.UTC(2026, 10, 30, 10, 0, 0) * 1000;
     expect(parseMicros('2026-11-30T10:00:00.123456Z')).toBe(base + 123_456);

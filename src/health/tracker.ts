@@ -405,8 +405,8 @@ export class NodeHealthTracker {
    * not yet reported, or undefined when there is none. O(1).
    */
   nextDeadline(): number | undefined {
-    const top = this.heap.peek();
-    return top === undefined ? undefined : top.due + DEADLINE_EPSILON_MS;
+    const due = this.heap.peekDue();
+    return due === undefined ? undefined : due + DEADLINE_EPSILON_MS;
   }
 
   /**
