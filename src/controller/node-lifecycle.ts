@@ -323,7 +323,9 @@ export class NodeLifecycleController {
       this.deadlineTimer = undefined;
       return;
     }
-    if (this.deadlineTimer && this.deadlineTimer.at === next) return;
+    // A timer armed EARLIER than the next deadline is kept: it wakes, finds nothing due and re-arms.
+    // Renewals mostly push the earliest deadline later, so this saves a timer swap per renewal.
+    if (this.deadlineTimer && this.deadlineTimer.at <= next) return;
     this.deadlineTimer?.sub.unsubscribe();
     const delay = Math.max(0, next - this.now());
     const sub = this.o.clock.scheduler.schedule(() => {
