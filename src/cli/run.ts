@@ -1,4 +1,3 @@
-import os from 'node:os';
 import { filter, map } from 'rxjs';
 import { ApiWriter, createWriterMetrics } from '../apply/writer.js';
 import { systemClock } from '../clock/clock.js';
@@ -18,7 +17,7 @@ import { createLeaderElectionMetrics } from '../election/metrics.js';
 import { NodeHealthTracker } from '../health/index.js';
 import { type Check, startHttpServers } from '../http/server.js';
 import { KubeClient, paths } from '../kube/client.js';
-import { type KubeconfigEnv, resolveKubeconfig } from '../kube/kubeconfig.js';
+import { homeDirectory, type KubeconfigEnv, resolveKubeconfig } from '../kube/kubeconfig.js';
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import { createApiRequestMetrics, createRegistry } from '../metrics/registry.js';
@@ -78,7 +77,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
   const kube = resolveKubeconfig({
     flag: config.kubeconfig,
     env: o.env,
-    homeDir: os.homedir(),
+    homeDir: homeDirectory(),
     processEnv: o.processEnv,
   });
   log.info('Using kubeconfig', {

@@ -1,8 +1,7 @@
-import os from 'node:os';
 import { systemClock } from '../clock/clock.js';
 import { type FlagSpec, helpText, parseArgs } from '../config/flags.js';
 import { KubeClient } from '../kube/client.js';
-import { type KubeconfigEnv, resolveKubeconfig } from '../kube/kubeconfig.js';
+import { homeDirectory, type KubeconfigEnv, resolveKubeconfig } from '../kube/kubeconfig.js';
 import { watchNodeLeases, watchNodes } from '../watch/index.js';
 import { FleetView } from './view.js';
 
@@ -59,7 +58,7 @@ export async function runStatus(argv: string[], env: KubeconfigEnv): Promise<num
   const kube = resolveKubeconfig({
     flag: (args.values.kubeconfig as string) || undefined,
     env,
-    homeDir: os.homedir(),
+    homeDir: homeDirectory(),
     processEnv: env as NodeJS.ProcessEnv,
   });
   const client = await KubeClient.fromCredentials(await kube.credentials(), {

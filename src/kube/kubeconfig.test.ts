@@ -94,6 +94,14 @@ describe('kubeconfig resolution order', () => {
     ).toThrow(/no localhost:8080 fallback/);
   });
 
+  it('without a home directory (container user with no passwd entry) it still resolves, and says so when nothing is found', () => {
+    const r = resolveKubeconfig({ flag: flagFile, env: {}, homeDir: undefined, serviceAccountDir: saDir });
+    expect(r.source).toBe('flag');
+    expect(() =>
+      resolveKubeconfig({ flag: undefined, env: {}, homeDir: undefined, serviceAccountDir: saDir }),
+    ).toThrow(/no home directory.*no localhost:8080 fallback/);
+  });
+
   it('names a missing --kubeconfig file instead of falling through', () => {
     expect(() =>
       resolveKubeconfig({ flag: path.join(dir, 'nope'), env: { KUBECONFIG: envFile }, homeDir: home }),

@@ -1,4 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { load as loadYaml } from 'js-yaml';
 import {
@@ -223,7 +224,8 @@ function fromMerged(
 export function resolveKubeconfig(opts: {
   flag: string | undefined;
   env: KubeconfigEnv;
-  homeDir: string;
+  /** undefined: no home directory (a container user without a passwd entry and no $HOME). */
+  homeDir: string | undefined;
   exists?: (p: string) => boolean;
   serviceAccountDir?: string;
   /** Environment an exec credential plugin inherits. */
@@ -265,10 +267,24 @@ export function resolveKubeconfig(opts: {
       },
     };
   }
-  const home = path.join(opts.homeDir, '.kube', 'config');
-  if (exists(home)) return fromMerged(readKubeconfigs([home]), 'home', [home], processEnv);
+  const home = opts.homeDir === undefined ? undefined : path.join(opts.homeDir, '.kube', 'config');
+  if (home !== undefined && exists(home))
+    return fromMerged(readKubeconfigs([home]), 'home', [home], processEnv);
   throw new KubeconfigError(
     'no kubeconfig found: tried --kubeconfig, $KUBECONFIG, the in-cluster service account ' +
-      `(${saDir}) and ${home}; refusing to guess a server (no localhost:8080 fallback)`,
+      `(${saDir}) and ${home ?? '~/.kube/config (no home directory: $HOME unset and no passwd entry)'}; ` +
+      'refusing to guess a server (no localhost:8080 fallback)',
   );
+}
+
+/**
+ * The user's home directory, or undefined when there is none: os.homedir() throws (uv_os_homedir
+ * ENOENT) for a container user such as 65532 that has no passwd entry when $HOME is unset.
+ */
+export function homeDirectory(): string | undefined {
+  try {
+    return os.homedir();
+  } catch {
+    return undefined;
+  }
 }

@@ -51,15 +51,25 @@ export function sampleValue(text: string, name: string, labels: Record<string, s
 /** Runs the BUILT controller binary (dist/main.js) as a child process. */
 export async function startController(
   flags: string[],
-  opts: { env?: Record<string, string>; name?: string } = {},
+  opts: {
+    env?: Record<string, string>;
+    name?: string;
+    /** Run another install of the controller (default: this repo's dist/main.js with this Node). */
+    install?: { node: string; main: string; cwd: string };
+    /** Run as this user and group (the test process must be root). */
+    user?: { uid: number; gid: number };
+    /** The child's whole environment is `env` (no PATH or HOME of ours), as in a container. */
+    bareEnv?: boolean;
+  } = {},
 ): Promise<ControllerProcess> {
-  if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run \`npm run build\` first`);
+  const main = opts.install?.main ?? MAIN;
+  if (!existsSync(main)) throw new Error(`${main} is missing: run \`npm run build\` first`);
   const metricsPort = await freePort();
   const probesPort = await freePort();
   const child = spawn(
-    process.execPath,
+    opts.install?.node ?? process.execPath,
     [
-      MAIN,
+      main,
       `--metrics-bind-address=127.0.0.1:${metricsPort}`,
       `--health-probe-bind-address=127.0.0.1:${probesPort}`,
       '--log-format=json',
@@ -67,7 +77,11 @@ export async function startController(
     ],
     {
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...opts.env },
+      env: opts.bareEnv
+        ? { ...opts.env }
+        : { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...opts.env },
+      ...(opts.install ? { cwd: opts.install.cwd } : {}),
+      ...(opts.user ? { uid: opts.user.uid, gid: opts.user.gid } : {}),
     },
   );
   const logs: Record<string, unknown>[] = [];
