@@ -92,6 +92,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     dryRun: config.dryRun,
     leaderElect: config.leaderElection.enabled,
     nodeMonitorGracePeriod: `${config.health.monitorGraceMs}ms`,
+    watchSilenceThreshold: `${config.health.watchSilenceThresholdMs}ms`,
     nodeStartupGracePeriod: `${config.health.startupGraceMs}ms`,
   });
 

@@ -85,7 +85,12 @@ export function buildConfig(args: ParsedArgs, env: ConfigEnv, hostname: string):
     throw err;
   }
   const unschedulableMonitor = num('node-monitor-grace-period');
-  const silence = num('watch-silence-threshold');
+  let silence = num('watch-silence-threshold');
+  if (!args.explicit.has('watch-silence-threshold') && silence >= unschedulableMonitor) {
+    // Upstream has no such flag: someone carrying over --node-monitor-grace-period=40s must not be
+    // refused for a flag they never set. The derived default keeps the same margin rule.
+    silence = Math.max(1000, Math.floor((unschedulableMonitor * 3) / 4));
+  }
   if (silence >= unschedulableMonitor) {
     // A blind watch must be noticed before a node's grace period could run out on stale data.
     throw new FlagError(

@@ -121,6 +121,22 @@ describe('flags', () => {
     expect(() => load(['--node-monitor-grace-period=30s', '--watch-silence-threshold=45s'])).toThrow(
       /--watch-silence-threshold .* must be less than --node-monitor-grace-period/,
     );
+    expect(() => load(['--node-monitor-grace-period=30s', '--watch-silence-threshold=30s'])).toThrow(
+      /--watch-silence-threshold \(30000ms\) must be less than --node-monitor-grace-period \(30000ms\)/,
+    );
+  });
+
+  it('derives the silence threshold from a short grace period when the flag is not set (upstream flags carry over)', () => {
+    expect(load([]).health.watchSilenceThresholdMs).toBe(45_000);
+    expect(load(['--node-monitor-grace-period=46s']).health.watchSilenceThresholdMs).toBe(45_000);
+    expect(load(['--node-monitor-grace-period=40s']).health.watchSilenceThresholdMs).toBe(30_000);
+    expect(load(['--node-monitor-grace-period=45s']).health.watchSilenceThresholdMs).toBe(33_750);
+    expect(load(['--node-monitor-grace-period=2s']).health.watchSilenceThresholdMs).toBe(1500);
+    // An explicit value is taken as given (and checked).
+    expect(
+      load(['--node-monitor-grace-period=40s', '--watch-silence-threshold=39s']).health
+        .watchSilenceThresholdMs,
+    ).toBe(39_000);
   });
 
   it('rejects a bad lock name and clashing ports', () => {

@@ -82,7 +82,7 @@ export const FLAGS: readonly FlagSpec[] = [
     default: '45s',
     min: 1000,
     max: 3600_000,
-    help: 'A lease watch with no event, bookmark or successful reconnect for this long counts as blind: nothing is marked until sight returns.',
+    help: 'A lease watch with no event, bookmark or successful reconnect for this long counts as blind: nothing is marked until sight returns. When not set and the default is not below --node-monitor-grace-period, 3/4 of that grace period.',
   },
 
   // Eviction protection.
