@@ -1,4 +1,3 @@
-import { filter, map } from 'rxjs';
 import { ApiWriter, createWriterMetrics } from '../apply/writer.js';
 import { systemClock } from '../clock/clock.js';
 import type { Config } from '../config/config.js';
@@ -21,6 +20,7 @@ import { homeDirectory, type KubeconfigEnv, resolveKubeconfig } from '../kube/ku
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import { createApiRequestMetrics, createRegistry } from '../metrics/registry.js';
+import { filter, map } from '../rx/index.js';
 import {
   createWatchMetrics,
   kubeTransport,

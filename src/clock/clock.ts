@@ -1,4 +1,4 @@
-import { asyncScheduler, type SchedulerLike } from 'rxjs';
+import { asyncScheduler, type SchedulerLike } from '../rx/index.js';
 
 /**
  * Time as this controller sees it. `scheduler.now()` is MONOTONIC milliseconds (never jumps with

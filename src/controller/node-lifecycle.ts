@@ -1,4 +1,3 @@
-import type { Subscription } from 'rxjs';
 import type { ApiWriter, WriteOutcome } from '../apply/writer.js';
 import type { Clock } from '../clock/clock.js';
 import {
@@ -27,6 +26,7 @@ import {
 import { KubeApiError, type KubeClient, paths } from '../kube/client.js';
 import type { Lease, List, Node, Pod, Taint } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
+import type { Subscription } from '../rx/index.js';
 import type { Reflector } from '../watch/reflector.js';
 import { watchBlindness } from '../watch/status.js';
 import type { WatchEvent, WatchHealth } from '../watch/types.js';

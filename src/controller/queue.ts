@@ -1,4 +1,4 @@
-import type { SchedulerLike, Subscription } from 'rxjs';
+import type { SchedulerLike, Subscription } from '../rx/index.js';
 
 /**
  * A work queue of keys with client-go's semantics: a key waiting is stored once however often it

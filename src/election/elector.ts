@@ -1,7 +1,7 @@
-import { BehaviorSubject, type Observable, ReplaySubject, Subject, type Subscription } from 'rxjs';
 import type { Clock } from '../clock/clock.js';
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
+import { BehaviorSubject, type Observable, ReplaySubject, Subject, type Subscription } from '../rx/index.js';
 import type { LeaderElectionConfig } from './config.js';
 import { isConflict, type KubeRequester, LeaseApi } from './lease-api.js';
 import {

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
-import type { Observable, Subscription } from 'rxjs';
 import type { Clock } from '../clock/clock.js';
 import { KubeApiError } from '../kube/client.js';
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
+import type { Observable, Subscription } from '../rx/index.js';
 import { COMPONENT_NAME } from './config.js';
 import { isConflict, type KubeRequester, LeaseApi } from './lease-api.js';
 import type { LeaderElectionMetrics } from './metrics.js';

@@ -1,7 +1,7 @@
-import { Observable } from 'rxjs';
 import { KubeApiError, type KubeClient, paths } from '../kube/client.js';
 import type { Lease, List, RawWatchType } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
+import { Observable } from '../rx/index.js';
 
 export interface LockWatchOptions {
   logger: Logger;

@@ -1,4 +1,4 @@
-import { config, Observable, type Observer, Subscriber, type Subscription } from 'rxjs';
+import { config, Observable, type Observer, Subscriber, type Subscription } from '../rx/index.js';
 
 type NextFn<T> = (value: T) => void;
 

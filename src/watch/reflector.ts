@@ -1,8 +1,8 @@
-import { type Observable, type SchedulerLike, Subject, type Subscription } from 'rxjs';
 import type { Clock } from '../clock/clock.js';
 import type { KubeClient } from '../kube/client.js';
 import type { KubeObject, Lease, Node, Pod } from '../kube/types.js';
 import { type Logger, silentLogger } from '../log/logger.js';
+import { type Observable, type SchedulerLike, Subject, type Subscription } from '../rx/index.js';
 import { isolateConsumers } from './isolate.js';
 import type { WatchMetrics } from './metrics.js';
 import { WatchStatus } from './status.js';

@@ -1,4 +1,4 @@
-import { BehaviorSubject, type Observable, type SchedulerLike } from 'rxjs';
+import { BehaviorSubject, type Observable, type SchedulerLike } from '../rx/index.js';
 import { isolateConsumers } from './isolate.js';
 import type { WatchHealth } from './types.js';
 

@@ -1,5 +1,5 @@
-import { AsyncSubject, type Observable } from 'rxjs';
 import type { KubeObject } from '../kube/types.js';
+import { AsyncSubject, type Observable } from '../rx/index.js';
 import { type KnownObjects, objectKey, type WatchEvent } from './types.js';
 
 /** Index values of an object (e.g. a pod's spec.nodeName); undefined or [] when none. */

@@ -1,5 +1,5 @@
-import { Observable, type Subscriber } from 'rxjs';
 import type { KubeObject, List } from '../kube/types.js';
+import { Observable, type Subscriber } from '../rx/index.js';
 import type { ListRequest, WatchRequest, WatchTransport } from './types.js';
 
 /**

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
-import { Observable } from 'rxjs';
 import { type KubeClient, KubeTransportError, paths } from '../kube/client.js';
 import { type List, NODE_LEASE_NAMESPACE } from '../kube/types.js';
+import { Observable } from '../rx/index.js';
 import type { ListRequest, WatchRequest, WatchTransport } from './types.js';
 
 /** What to list and watch: a collection path plus optional selectors. */

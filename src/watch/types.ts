@@ -1,5 +1,5 @@
-import type { Observable } from 'rxjs';
 import type { KubeObject, List } from '../kube/types.js';
+import type { Observable } from '../rx/index.js';
 
 /**
  * What a watch stream emits, shaped like kube-rs's `watcher::Event`:

@@ -1,13 +1,13 @@
+import { KubeApiError, type KubeStatus, KubeTransportError } from '../kube/client.js';
+import type { KubeObject, List } from '../kube/types.js';
+import { type Logger, silentLogger } from '../log/logger.js';
 import {
   Observable,
   type SchedulerAction,
   type SchedulerLike,
   type Subscriber,
   type Subscription,
-} from 'rxjs';
-import { KubeApiError, type KubeStatus, KubeTransportError } from '../kube/client.js';
-import type { KubeObject, List } from '../kube/types.js';
-import { type Logger, silentLogger } from '../log/logger.js';
+} from '../rx/index.js';
 import { backoffDelay, watchTimeoutSeconds } from './backoff.js';
 import { isolateConsumers } from './isolate.js';
 import { WatchStatus } from './status.js';

@@ -1,6 +1,7 @@
 import { watch as fsWatch } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
+import { type Logger, silentLogger } from '../../log/logger.js';
 import {
   asyncScheduler,
   BehaviorSubject,
@@ -13,8 +14,7 @@ import {
   type SchedulerLike,
   Subject,
   type Subscription,
-} from 'rxjs';
-import { type Logger, silentLogger } from '../../log/logger.js';
+} from '../../rx/index.js';
 import type { DisruptionMetrics } from '../metrics.js';
 import { type PoolConfig, PoolConfigError, type PoolConfigIssue, parsePoolConfig } from './config.js';
 

@@ -3,9 +3,10 @@
  * resourceVersion preconditions, latency on timers (run it under vi.useFakeTimers), per-request
  * timeouts and aborts, fault injection and a change stream that can stand in for a watch.
  */
-import { Observable, Subject } from 'rxjs';
+
 import { KubeApiError, type KubeRequest, KubeTransportError } from '../../kube/client.js';
 import type { Lease, List } from '../../kube/types.js';
+import { Observable, Subject } from '../../rx/index.js';
 import type { KubeRequester } from '../lease-api.js';
 
 /** 'hang': never reaches the server; 'lose-response': applied, but the answer never comes back. */
