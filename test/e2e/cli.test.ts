@@ -12,6 +12,7 @@ import { startCluster, type TestCluster } from '../support/cluster.js';
 import {
   type ControllerProcess,
   exitWithin,
+  fastTestFlags,
   probe,
   runCli,
   samples,
@@ -35,18 +36,10 @@ let fleet: SimulatedFleet;
 const started: ControllerProcess[] = [];
 
 async function startReplica(name: string): Promise<ControllerProcess> {
-  const cp = await startController(
-    [
-      `--kubeconfig=${cluster.cp.kubeconfigPath}`,
-      '--leader-elect-lease-duration=4s',
-      '--leader-elect-renew-deadline=3s',
-      '--leader-elect-retry-period=500ms',
-      `--node-monitor-grace-period=${GRACE_MS / 1000}s`,
-      '--node-startup-grace-period=10s',
-      '--watch-silence-threshold=3s',
-    ],
-    { env: { POD_NAME: name, POD_NAMESPACE: NS }, name },
-  );
+  const cp = await startController(fastTestFlags(cluster.cp.kubeconfigPath, GRACE_MS), {
+    env: { POD_NAME: name, POD_NAMESPACE: NS },
+    name,
+  });
   started.push(cp);
   onTestFailed(() => console.log(`--- ${name} log summary:\n${cp.summary()}`));
   return cp;

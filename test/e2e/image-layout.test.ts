@@ -20,7 +20,12 @@ import { SimulatedFleet } from '../../src/fleet/fleet.js';
 import { paths } from '../../src/kube/client.js';
 import type { Node } from '../../src/kube/types.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
-import { type ControllerProcess, exitWithin, startController } from '../support/controller-process.js';
+import {
+  type ControllerProcess,
+  exitWithin,
+  fastTestFlags,
+  startController,
+} from '../support/controller-process.js';
 import { waitUntil } from '../support/wait.js';
 
 /**
@@ -149,24 +154,13 @@ describe.skipIf(!isRoot)(
 
     it('as user 65532 with a bare environment it marks a silent node, writes no file, and exits 0 on SIGTERM', async () => {
       const before = fingerprint(app);
-      const c = await startController(
-        [
-          `--kubeconfig=${path.join(work, 'kubeconfig')}`,
-          '--leader-elect-lease-duration=4s',
-          '--leader-elect-renew-deadline=3s',
-          '--leader-elect-retry-period=500ms',
-          `--node-monitor-grace-period=${GRACE_MS / 1000}s`,
-          '--node-startup-grace-period=10s',
-          '--watch-silence-threshold=3s',
-        ],
-        {
-          name: 'image-user',
-          install: { node: path.join(work, 'node'), main: path.join(app, 'dist', 'main.js'), cwd: app },
-          user: IMAGE_USER,
-          bareEnv: true,
-          env: { POD_NAME: 'nlc-image-0', POD_NAMESPACE: NS, NODE_ENV: 'production' },
-        },
-      );
+      const c = await startController(fastTestFlags(path.join(work, 'kubeconfig'), GRACE_MS), {
+        name: 'image-user',
+        install: { node: path.join(work, 'node'), main: path.join(app, 'dist', 'main.js'), cwd: app },
+        user: IMAGE_USER,
+        bareEnv: true,
+        env: { POD_NAME: 'nlc-image-0', POD_NAMESPACE: NS, NODE_ENV: 'production' },
+      });
       controller = c;
       onTestFailed(() => console.log(`--- controller log summary:\n${c.summary()}`));
 

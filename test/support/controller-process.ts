@@ -48,6 +48,22 @@ export function sampleValue(text: string, name: string, labels: Record<string, s
   return found ? sum : 0;
 }
 
+/**
+ * Flags for a controller in a short e2e test: a 4 s lock lease (renew deadline 3 s, retry 0.5 s),
+ * the given node-monitor grace, a 10 s startup grace and a 3 s watch-silence threshold.
+ */
+export function fastTestFlags(kubeconfigPath: string, graceMs: number): string[] {
+  return [
+    `--kubeconfig=${kubeconfigPath}`,
+    '--leader-elect-lease-duration=4s',
+    '--leader-elect-renew-deadline=3s',
+    '--leader-elect-retry-period=500ms',
+    `--node-monitor-grace-period=${graceMs / 1000}s`,
+    '--node-startup-grace-period=10s',
+    '--watch-silence-threshold=3s',
+  ];
+}
+
 /** Runs the BUILT controller binary (dist/main.js) as a child process. */
 export async function startController(
   flags: string[],
