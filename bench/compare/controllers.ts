@@ -3,7 +3,7 @@
  * (the same ServiceAccount identity), the same grace periods and a 5 s monitor period where the flag
  * exists:
  *  - "kcm":  upstream kube-controller-manager v1.37.2, node-lifecycle-controller + taint-eviction-controller;
- *  - "ours": node /work/main/dist/main.js (this repo, built with `npx tsc -p tsconfig.build.json`).
+ *  - "ours": node dist/main.js (of this repo, built with `npx tsc -p tsconfig.build.json`).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createWriteStream, existsSync } from 'node:fs';
