@@ -12,24 +12,17 @@ import {
 import { LeaderElector } from '../election/elector.js';
 import { LeaderHealthzAdaptor } from '../election/healthz.js';
 import { IdentityLeases } from '../election/identity.js';
+import { lockUpdates, watchLock } from '../election/lock-watch.js';
 import { createLeaderElectionMetrics } from '../election/metrics.js';
 import { NodeHealthTracker } from '../health/index.js';
 import { type Check, startHttpServers } from '../http/server.js';
-import { KubeClient, paths } from '../kube/client.js';
+import { KubeClient } from '../kube/client.js';
 import { homeDirectory, type KubeconfigEnv, resolveKubeconfig } from '../kube/kubeconfig.js';
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import { createApiRequestMetrics, createRegistry } from '../metrics/registry.js';
-import { filter, map } from '../rx/index.js';
-import {
-  createWatchMetrics,
-  kubeTransport,
-  Reflector,
-  type ResourceWatchDeps,
-  stripLease,
-  watchNodeLeases,
-  watchNodes,
-} from '../watch/index.js';
+import { filter } from '../rx/index.js';
+import { createWatchMetrics, type Reflector, watchNodeLeases, watchNodes } from '../watch/index.js';
 
 export const COMPONENT = 'node-lifecycle-controller';
 /** Source component on Events, as upstream's node lifecycle controller records them. */
@@ -53,21 +46,6 @@ export interface RunningController {
   probesPort: number | undefined;
   /** Graceful shutdown: stop watches and workers, finish in-flight writes, release the lease. */
   shutdown(reason: string): Promise<void>;
-}
-
-/** A watch on the leader-election lock Lease alone (resource label "lock"). Not started. */
-export function watchLock(deps: ResourceWatchDeps, namespace: string, name: string): Reflector<Lease> {
-  return new Reflector<Lease>({
-    resource: 'lock',
-    transport: kubeTransport(deps.client, {
-      path: paths.leases(namespace),
-      fieldSelector: `metadata.name=${name}`,
-    }),
-    scheduler: deps.clock.scheduler,
-    strip: stripLease,
-    logger: deps.logger,
-    metrics: deps.metrics,
-  });
 }
 
 /** Wires config -> clients -> watches -> election -> reconciler -> HTTP -> signals. */
@@ -157,21 +135,13 @@ export async function runController(o: RunOptions): Promise<RunningController> {
   const healthz = new LeaderHealthzAdaptor(20_000);
   if (le.enabled) {
     lock = watchLock({ client, clock, logger: log, metrics: watchMetrics }, le.namespace, le.name);
-    const lockUpdates$ = lock.events$.pipe(
-      filter(
-        (ev) =>
-          (ev.type === 'Apply' || ev.type === 'InitApply' || ev.type === 'Delete') &&
-          ev.object.metadata.name === le.name,
-      ),
-      map((ev) => (ev.type === 'Delete' ? undefined : (ev as { object: Lease }).object)),
-    );
     elector = new LeaderElector({
       config: le,
       client,
       clock,
       logger: log,
       metrics: electionMetrics,
-      lockUpdates$,
+      lockUpdates$: lockUpdates(lock, le.name),
     });
     healthz.setLeaderElection(elector);
     identity = new IdentityLeases({

@@ -33,5 +33,5 @@ export {
   LEADER_LABEL,
 } from './identity.js';
 export { type KubeRequester, LeaseApi } from './lease-api.js';
-export { type LockWatchOptions, watchLease } from './lock-watch.js';
+export { lockUpdates, watchLock } from './lock-watch.js';
 export { createLeaderElectionMetrics, type LeaderElectionMetrics } from './metrics.js';

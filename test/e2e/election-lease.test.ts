@@ -9,11 +9,12 @@ import {
   identityLeaseName,
   LEADER_LABEL,
 } from '../../src/election/identity.js';
-import { watchLease } from '../../src/election/lock-watch.js';
+import { lockUpdates, watchLock } from '../../src/election/lock-watch.js';
 import { createLeaderElectionMetrics } from '../../src/election/metrics.js';
 import { type KubeClient, paths } from '../../src/kube/client.js';
 import type { Lease, List } from '../../src/kube/types.js';
 import { silentLogger } from '../../src/log/logger.js';
+import type { Reflector } from '../../src/watch/reflector.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import { rawWatch } from '../support/raw-watch.js';
 import { sleep, waitUntil } from '../support/wait.js';
@@ -25,6 +26,7 @@ const TIMING = { leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 
 interface Replica {
   host: string;
   client: KubeClient;
+  lockWatch: Reflector<Lease>;
   elector: LeaderElector;
   identity?: IdentityLeases;
   events: ElectionEvent[];
@@ -45,6 +47,7 @@ afterEach(() => {
   for (const r of replicas.splice(0)) {
     r.elector.stop();
     r.identity?.stop();
+    r.lockWatch.dispose();
     r.client.close();
   }
 });
@@ -58,19 +61,22 @@ async function replica(lock: string, host: string, withIdentity?: { gcAgeMs: num
     ...TIMING,
   });
   const metrics = createLeaderElectionMetrics(new Registry());
+  const lockWatch = watchLock({ client, clock: systemClock, logger: silentLogger }, NS, lock);
   const elector = new LeaderElector({
     config,
     client,
     clock: systemClock,
     logger: silentLogger,
     metrics,
-    lockUpdates$: watchLease(client, NS, lock, { logger: silentLogger, reconnectDelayMs: 200 }),
+    lockUpdates$: lockUpdates(lockWatch, lock),
   });
   const events: ElectionEvent[] = [];
   elector.events$.subscribe((e) => events.push(e));
+  lockWatch.start();
   const r: Replica = {
     host,
     client,
+    lockWatch,
     elector,
     events,
     startedAt: () => events.find((e) => e.type === 'started-leading')?.at,
