@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Builds etcd, kube-apiserver (and, on request, kube-controller-manager) from the Go module proxy
+# Builds etcd, kube-apiserver (and, on request, other Kubernetes commands) from the Go module proxy
 # into a per-user cache folder keyed by version. Nothing is written inside the repository.
 #
 #   scripts/build-control-plane.sh            # etcd + kube-apiserver
 #   scripts/build-control-plane.sh --with-kcm # also kube-controller-manager (benchmarks)
+#   scripts/build-control-plane.sh --kind     # every Kubernetes command a kind node image holds
+#                                             # (test/kind/offline builds one without a registry)
 #
 # Prints the directory holding the binaries on its last line. Reruns are instant when cached.
 set -euo pipefail
@@ -11,11 +13,15 @@ set -euo pipefail
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 CACHE_ROOT="${NLC_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/node-lifecycle-controller}"
-want_kcm=0
+# Every command the wrapper module can build; tools.go imports them all so that one `go mod tidy`
+# serves every build and the shared build cache hits across them.
+ALL_CMDS="kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubeadm kubectl"
+want="kube-apiserver"
 for arg in "$@"; do
   case "$arg" in
-    --with-kcm) want_kcm=1 ;;
-    *) echo "build-control-plane: unknown argument '$arg' (accepted: --with-kcm)" >&2; exit 2 ;;
+    --with-kcm) want="$want kube-controller-manager" ;;
+    --kind) want="$ALL_CMDS" ;;
+    *) echo "build-control-plane: unknown argument '$arg' (accepted: --with-kcm, --kind)" >&2; exit 2 ;;
   esac
 done
 
@@ -55,9 +61,19 @@ GO
   log "etcd built in $((SECONDS - start))s"
 }
 
+tools_go() {
+  echo "// Package tools keeps the commands we build in the module graph."
+  echo "package tools"
+  echo
+  echo "import ("
+  for c in $ALL_CMDS; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$c"; done
+  echo ")"
+}
+
 k8s_module() {
   local d="$work/k8s-$K8S_VERSION"
-  [ -f "$d/.ready" ] && { echo "$d"; return 0; }
+  # Ready when prepared for exactly today's command list (an older wrapper is regenerated).
+  if [ -f "$d/.ready" ] && tools_go | cmp -s - "$d/tools/tools.go"; then echo "$d"; return 0; fi
   rm -rf "$d" && mkdir -p "$d"
   local minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
   local staging_version="v0.${K8S_VERSION#v1.}"
@@ -79,38 +95,36 @@ k8s_module() {
     echo ")"
   } >"$d/go.mod"
   mkdir -p "$d/tools"
-  cat >"$d/tools/tools.go" <<'GO'
-// Package tools keeps the commands we build in the module graph.
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-)
-GO
+  tools_go >"$d/tools/tools.go"
   (cd "$d" && go mod tidy >&2)
   touch "$d/.ready"
   echo "$d"
 }
 
-build_k8s_cmd() {
-  local cmd="$1"
-  [ -x "$bin_dir/$cmd" ] && return 0
+# Builds the given commands that are not in the cache yet, in one `go build` (they share most
+# packages; the links run in parallel).
+build_k8s_cmds() {
+  local missing=() c
+  for c in "$@"; do [ -x "$bin_dir/$c" ] || missing+=("$c"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
   local d; d="$(k8s_module)"
   local minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
-  local pkgs="k8s.io/component-base/version k8s.io/client-go/pkg/version"
-  local ldflags="-s -w"
-  for p in $pkgs; do
+  local ldflags="-s -w" p
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags="$ldflags -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
   done
-  log "building $cmd $K8S_VERSION (first time only; the link is the slow part)"
-  local start=$SECONDS
-  (cd "$d" && go build -trimpath -tags=selinux,notest -ldflags "$ldflags" -o "$bin_dir/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd" >&2)
-  mv "$bin_dir/$cmd.tmp" "$bin_dir/$cmd"
-  log "$cmd built in $((SECONDS - start))s"
+  log "building ${missing[*]} $K8S_VERSION (first time only; the links are the slow part)"
+  local start=$SECONDS tmp="$bin_dir/.tmp-$$"
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  local pkgs=()
+  for c in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  (cd "$d" && go build -trimpath -tags=selinux,notest -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}" >&2)
+  for c in "${missing[@]}"; do mv "$tmp/$c" "$bin_dir/$c"; done
+  rm -rf "$tmp"
+  log "${missing[*]} built in $((SECONDS - start))s"
 }
 
 build_etcd
-build_k8s_cmd kube-apiserver
-if [ "$want_kcm" = 1 ]; then build_k8s_cmd kube-controller-manager; fi
+# shellcheck disable=SC2086 # a list of command names
+build_k8s_cmds $want
 echo "$bin_dir"
