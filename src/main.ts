@@ -34,7 +34,17 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   if (sub === 'demo') {
-    const { runDemo } = await import('./cli/demo.js');
+    const demo = await import('./cli/demo.js').catch((err: unknown) => {
+      // The container image leaves the demo out (it needs the repository and Go-built binaries).
+      if ((err as { code?: unknown }).code !== 'ERR_MODULE_NOT_FOUND') throw err;
+      return undefined;
+    });
+    if (!demo) {
+      console.error('error: the demo is not part of this build; run it from the repository: ./dev demo');
+      process.exitCode = 2;
+      return;
+    }
+    const { runDemo } = demo;
     process.exitCode = await runDemo(argv.slice(1), process.env);
     return;
   }

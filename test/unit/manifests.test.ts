@@ -215,18 +215,37 @@ describe('Deployment', () => {
     expect(get(dep, 'spec', 'replicas')).toBe(2);
     expect(pod.priorityClassName).toBe('system-cluster-critical');
     expect(get(dep, 'spec', 'strategy', 'rollingUpdate', 'maxSurge')).toBe(0);
-    const term = get(
-      pod,
-      'affinity',
-      'podAntiAffinity',
-      'preferredDuringSchedulingIgnoredDuringExecution',
-      0,
+    // Required: a replica sharing a node with its only standby cannot mark that node when it dies.
+    expect(get(pod, 'affinity', 'podAntiAffinity', 'preferredDuringSchedulingIgnoredDuringExecution')).toBe(
+      undefined,
     );
-    expect(get(term, 'podAffinityTerm', 'topologyKey')).toBe('kubernetes.io/hostname');
-    expect(get(term, 'podAffinityTerm', 'labelSelector', 'matchLabels')).toEqual(
+    const terms = arr(
+      get(pod, 'affinity', 'podAntiAffinity', 'requiredDuringSchedulingIgnoredDuringExecution'),
+    );
+    expect(terms).toHaveLength(1);
+    expect(get(terms[0], 'topologyKey')).toBe('kubernetes.io/hostname');
+    expect(get(terms[0], 'labelSelector', 'matchLabels')).toEqual(
       get(dep, 'spec', 'selector', 'matchLabels'),
     );
     expect(pod.serviceAccountName).toBe(get(findDoc(BASE, 'ServiceAccount'), 'metadata', 'name'));
+  });
+
+  it('starts on a fresh cluster and leaves a dead node quickly: tolerations chosen on purpose', () => {
+    const tolerations = arr(pod.tolerations) as Obj[];
+    const find = (key: string, effect: string) =>
+      tolerations.filter((t) => t.key === key && t.effect === effect && t.operator === 'Exists');
+    // A new Node registers with not-ready:NoSchedule and only a node-lifecycle controller removes it.
+    for (const key of ['node.kubernetes.io/not-ready', 'node.kubernetes.io/unreachable']) {
+      expect(find(key, 'NoSchedule'), `${key}:NoSchedule`).toHaveLength(1);
+      expect(find(key, 'NoSchedule')[0]?.tolerationSeconds).toBeUndefined();
+      // Replaced well before the default 300s, but not at the first blip.
+      const noExecute = find(key, 'NoExecute');
+      expect(noExecute, `${key}:NoExecute`).toHaveLength(1);
+      expect(noExecute[0]?.tolerationSeconds).toBeGreaterThanOrEqual(10);
+      expect(noExecute[0]?.tolerationSeconds).toBeLessThanOrEqual(60);
+    }
+    // Nothing tolerates every taint: a node tainted for another reason keeps the controller off.
+    expect(tolerations.filter((t) => t.key === undefined)).toEqual([]);
   });
 
   it('has a PodDisruptionBudget keeping one replica, selecting the pods', () => {
@@ -268,12 +287,31 @@ describe('Dockerfile', () => {
     expect(user?.split(/\s+/)[1]).toBe(`${pod.runAsUser}:${pod.runAsGroup}`);
     expect(pod.runAsUser).not.toBe(0);
     const entry = lines.filter((l) => /^ENTRYPOINT\s/.test(l)).at(-1) ?? '';
-    expect(JSON.parse(entry.replace(/^ENTRYPOINT\s+/, ''))).toEqual(['node', 'dist/main.js']);
+    // The distroless Node.js image keeps node at /nodejs/bin/node and has no shell to find it.
+    expect(JSON.parse(entry.replace(/^ENTRYPOINT\s+/, ''))).toEqual(['/nodejs/bin/node', 'dist/main.js']);
+  });
+
+  it('runs on a distroless Node.js 24 base; needs nothing pulled to parse the Dockerfile', () => {
+    const from = lines.filter((l) => /^FROM\s/.test(l));
+    expect(from.at(-1)).toMatch(/^FROM gcr\.io\/distroless\/nodejs24-debian12:nonroot\s*$/);
+    expect(from[0]).toMatch(/^FROM node:24-/);
+    // A `# syntax=` line makes BuildKit pull a frontend image: none, so offline builds work.
+    expect(text).not.toMatch(/^#\s*syntax=/m);
+  });
+
+  it('takes a CA for npm only as a build secret, never into a layer', () => {
+    expect(text).toMatch(/RUN --mount=type=secret,id=npm-ca\b/);
+    expect(lines.filter((l) => /^(ARG|ENV|COPY)\b.*\b(ca|cert)/i.test(l))).toEqual([]);
+  });
+
+  it('leaves the demo, its local control plane and simulated kubelets out of dist/', () => {
+    const removed = /rm -rf ([^\n&]*)/.exec(text)?.[1]?.split(/\s+/) ?? [];
+    expect(removed).toEqual(expect.arrayContaining(['dist/cli/demo.js', 'dist/localcluster', 'dist/fleet']));
   });
 
   it('is multi-stage and keeps dev dependencies, tests and manifests out of the image', () => {
     expect(lines.filter((l) => /^FROM\s/.test(l)).length).toBeGreaterThanOrEqual(2);
-    expect(text).toMatch(/npm prune --omit=dev/);
+    expect(text).toMatch(/npm ci --omit=dev/);
     const ignored = readFileSync(join(REPO, '.dockerignore'), 'utf8')
       .split('\n')
       .map((l) => l.trim());
@@ -310,20 +348,35 @@ describe('overlays', () => {
     expect(() => configOf(dep)).toThrow(/watch-silence-threshold/);
   });
 
-  it('kind: local image, short grace below which the silence threshold stays, runs on the control plane', () => {
+  it('kind: local image, short grace, a silence threshold above the renew interval, replicas on workers', () => {
     const dep = deploymentOf(join(OVERLAYS, 'kind'));
     const c = get(dep, 'spec', 'template', 'spec', 'containers', 0) as Obj;
     expect(c.image).toBe('node-lifecycle-controller:dev');
     expect(c.imagePullPolicy).toBe('IfNotPresent');
     const cfg = configOf(dep);
     expect(cfg.health.monitorGraceMs).toBe(20_000);
-    expect(cfg.health.watchSilenceThresholdMs).toBe(10_000);
+    // Kubelets renew every 10s: a threshold at or below that re-opens quiet watches continuously.
+    expect(cfg.health.watchSilenceThresholdMs).toBeGreaterThan(10_000);
+    expect(cfg.health.watchSilenceThresholdMs).toBeLessThan(cfg.health.monitorGraceMs);
     expect(cfg.dryRun).toBe(false);
     const pod = get(dep, 'spec', 'template', 'spec') as Obj;
-    expect(get(pod, 'nodeSelector', 'node-role.kubernetes.io/control-plane')).toBe('');
-    expect(arr(pod.tolerations)).toContainEqual(
-      expect.objectContaining({ key: 'node-role.kubernetes.io/control-plane', effect: 'NoSchedule' }),
+    // The suite stops the leader's own node: never the control-plane node.
+    const terms = arr(
+      get(
+        pod,
+        'affinity',
+        'nodeAffinity',
+        'requiredDuringSchedulingIgnoredDuringExecution',
+        'nodeSelectorTerms',
+      ),
     );
+    expect(terms).toEqual([
+      { matchExpressions: [{ key: 'node-role.kubernetes.io/control-plane', operator: 'DoesNotExist' }] },
+    ]);
+    // Otherwise as shipped: the base's scheduling rules are all still there.
+    const base = get(findDoc(BASE, 'Deployment'), 'spec', 'template', 'spec') as Obj;
+    expect(pod.tolerations).toEqual(base.tolerations);
+    expect(get(pod, 'affinity', 'podAntiAffinity')).toEqual(get(base, 'affinity', 'podAntiAffinity'));
   });
 
   it('dry-run: --dry-run, and a ClusterRole that can only read', () => {
