@@ -1,10 +1,12 @@
 #!/usr/bin/env node
-// The whole test suite, in order: lint, typecheck, build, unit, e2e. Prints one closing summary line
-// with the test counts. Usage: node scripts/test-all.mjs [--skip-e2e]
+// The whole test suite, in order: lint, typecheck, build, unit, e2e (loopback API server), kind (a real
+// cluster; skipped with its reason where Docker, kind and kubectl are missing). Prints one closing
+// summary line with the test counts. Usage: node scripts/test-all.mjs [--skip-e2e] [--skip-kind]
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 
 const skipE2e = process.argv.includes('--skip-e2e');
+const skipKind = process.argv.includes('--skip-kind');
 const started = Date.now();
 mkdirSync('.tmp', { recursive: true });
 
@@ -57,4 +59,5 @@ if (!skipE2e) {
   step('control-plane binaries', 'bash', ['scripts/build-control-plane.sh']);
   vitest('e2e');
 }
+if (!skipKind) vitest('kind');
 summary('PASSED');

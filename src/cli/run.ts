@@ -256,7 +256,6 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     elector.events$.subscribe((ev) => {
       if (ev.type === 'started-leading') controller.setLeading(true);
       else if (ev.type === 'stopped-leading') controller.setLeading(false);
-      else if (ev.type === 'new-leader') log.info('New leader observed', { leader: ev.identity || '<none>' });
     });
     elector.lost$.subscribe((lost) => {
       // Fenced already; exit non-zero so Kubernetes restarts us clean (controller-runtime does the same).

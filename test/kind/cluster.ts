@@ -1,0 +1,237 @@
+/**
+ * The kind cluster under test: created with kube-controller-manager's own node-lifecycle
+ * controller turned off, the controller image built from the Dockerfile (or a prebuilt one) and
+ * loaded, manifests/overlays/kind applied. Deleted at the end unless NLC_KIND_KEEP=1.
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { dump as dumpYaml, load as loadYaml } from 'js-yaml';
+import {
+  DEPLOYMENT,
+  type DeploymentObj,
+  IMAGE,
+  type KindSettings,
+  type LeaseObj,
+  LOCK,
+  NS,
+  type PodObj,
+  REPO,
+  Tools,
+  writeDiagnostics,
+} from './support.js';
+
+/** Polls until `check` returns a truthy value; returns it and the milliseconds it took. */
+export async function waitFor<T>(
+  what: string,
+  timeoutMs: number,
+  check: () => Promise<T | undefined | false | null>,
+  intervalMs = 500,
+): Promise<{ value: T; ms: number }> {
+  const start = performance.now();
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await check();
+      if (v) return { value: v, ms: performance.now() - start };
+    } catch (err) {
+      last = err;
+    }
+    if (performance.now() - start > timeoutMs) {
+      throw new Error(
+        `FAIL: ${what}: not within ${Math.round(timeoutMs / 1000)}s${last ? ` (last error: ${String(last)})` : ''}`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+export function pass(line: string): void {
+  console.log(`PASS: ${line}`);
+}
+
+/** The kind config: the given file or test/kind/kind-config.yaml, plus what a cgroup v1 host needs. */
+export function kindConfig(s: KindSettings): string {
+  const file = s.configFile ?? path.join(REPO, 'test', 'kind', 'kind-config.yaml');
+  const config = loadYaml(readFileSync(file, 'utf8')) as { kubeadmConfigPatches?: string[] };
+  if (s.cgroupVersion === '1') {
+    // kubelet >= 1.35 refuses to start on cgroup v1 unless told (a host fact, not a test choice).
+    config.kubeadmConfigPatches = [
+      ...(config.kubeadmConfigPatches ?? []),
+      'kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nfailCgroupV1: false\n',
+    ];
+  }
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'nlc-kind-'));
+  const out = path.join(dir, 'kind-config.yaml');
+  writeFileSync(out, dumpYaml(config));
+  return out;
+}
+
+export class KindCluster {
+  readonly t: Tools;
+  /** Nodes by name, and the worker names. */
+  workers: string[] = [];
+  controlPlane = '';
+
+  constructor(readonly s: KindSettings) {
+    this.t = new Tools(s);
+  }
+
+  async exists(): Promise<boolean> {
+    const out = await this.t.sh('kind', ['get', 'clusters']);
+    return out.split('\n').includes(this.s.cluster);
+  }
+
+  /** Builds the image from the Dockerfile (BuildKit; the CA as a secret when there is one). */
+  async buildImage(): Promise<{ ms: number; bytes: number }> {
+    const start = performance.now();
+    if (this.s.prebuiltImage) {
+      await this.t.docker(['tag', this.s.prebuiltImage, IMAGE]);
+    } else {
+      const secret = this.s.buildCaFile ? ['--secret', `id=npm-ca,src=${this.s.buildCaFile}`] : [];
+      await this.t.stream('docker', ['build', ...secret, '-t', IMAGE, REPO], { DOCKER_BUILDKIT: '1' });
+    }
+    const bytes = Number((await this.t.docker(['image', 'inspect', IMAGE, '--format', '{{.Size}}'])).trim());
+    return { ms: performance.now() - start, bytes };
+  }
+
+  async create(): Promise<void> {
+    if (await this.exists()) {
+      console.log(`deleting the leftover cluster ${this.s.cluster}`);
+      await this.t.sh('kind', ['delete', 'cluster', '--name', this.s.cluster], { timeoutMs: 180_000 });
+    }
+    const config = kindConfig(this.s);
+    await this.t.stream('kind', [
+      'create',
+      'cluster',
+      '--name',
+      this.s.cluster,
+      '--config',
+      config,
+      '--kubeconfig',
+      this.s.kubeconfig,
+      '--wait',
+      '180s',
+      ...(this.s.nodeImage ? ['--image', this.s.nodeImage] : []),
+    ]);
+    rmSync(path.dirname(config), { recursive: true, force: true });
+    const nodes = await this.t.getJson<{
+      items: { metadata: { name: string; labels?: Record<string, string> } }[];
+    }>(['nodes']);
+    for (const n of nodes.items) {
+      if (n.metadata.labels?.['node-role.kubernetes.io/control-plane'] !== undefined)
+        this.controlPlane = n.metadata.name;
+      else this.workers.push(n.metadata.name);
+    }
+    this.workers.sort();
+  }
+
+  async loadImage(image: string): Promise<void> {
+    await this.t.stream('kind', ['load', 'docker-image', image, '--name', this.s.cluster]);
+  }
+
+  async install(): Promise<void> {
+    await this.t.kubectl(['apply', '-k', path.join(REPO, 'manifests', 'overlays', 'kind')], {
+      timeoutMs: 120_000,
+    });
+  }
+
+  async rolloutStatus(timeoutS: number): Promise<void> {
+    try {
+      await this.t.kubectl(
+        ['-n', NS, 'rollout', 'status', `deploy/${DEPLOYMENT}`, `--timeout=${timeoutS}s`],
+        {
+          timeoutMs: (timeoutS + 30) * 1000,
+        },
+      );
+    } catch (err) {
+      throw new Error(
+        `FAIL: the rollout of deploy/${DEPLOYMENT} did not complete in ${timeoutS}s: ${String(err)}`,
+      );
+    }
+  }
+
+  async deployment(): Promise<DeploymentObj> {
+    return this.t.getJson<DeploymentObj>(['-n', NS, `deploy/${DEPLOYMENT}`]);
+  }
+
+  async controllerPods(): Promise<PodObj[]> {
+    const list = await this.t.getJson<{ items: PodObj[] }>([
+      '-n',
+      NS,
+      'pods',
+      '-l',
+      'app.kubernetes.io/name=node-lifecycle-controller',
+    ]);
+    return list.items;
+  }
+
+  async lease(): Promise<LeaseObj> {
+    return this.t.getJson<LeaseObj>(['-n', NS, `lease/${LOCK}`]);
+  }
+
+  /** The leading pod and its node, when the lock's holder is a running pod. */
+  async leader(): Promise<{ pod: string; node: string } | undefined> {
+    const holder = (await this.lease()).spec.holderIdentity;
+    if (!holder) return undefined;
+    const pod = (await this.controllerPods()).find((p) => p.metadata.name === holder);
+    return pod?.spec.nodeName ? { pod: holder, node: pod.spec.nodeName } : undefined;
+  }
+
+  /** Both replicas Ready, on different nodes, one of them leading. */
+  async steady(timeoutMs: number): Promise<{ leader: { pod: string; node: string }; standby: PodObj }> {
+    const { value } = await waitFor('two Ready replicas on two nodes, one leading', timeoutMs, async () => {
+      const pods = (await this.controllerPods()).filter(
+        (p) =>
+          !p.metadata.deletionTimestamp &&
+          p.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+      );
+      const leader = await this.leader();
+      if (pods.length !== 2 || !leader || pods[0]?.spec.nodeName === pods[1]?.spec.nodeName) return undefined;
+      const standby = pods.find((p) => p.metadata.name !== leader.pod);
+      return standby ? { leader, standby } : undefined;
+    });
+    return value;
+  }
+
+  /** Pod logs, /metrics of every replica, nodes, pods, events: into .tmp/kind-diagnostics/<name>/. */
+  async diagnostics(name: string): Promise<string> {
+    const dir = path.join(this.s.diagnosticsDir, name.replace(/[^a-zA-Z0-9-]+/g, '-').slice(0, 80));
+    const safe = async (what: string, f: () => Promise<string>) => {
+      try {
+        return await f();
+      } catch (err) {
+        return `(${what} failed: ${String(err)})`;
+      }
+    };
+    const k = (args: string[]) => safe(args.join(' '), () => this.t.kubectl(args, { timeoutMs: 30_000 }));
+    writeDiagnostics(dir, 'nodes.txt', await k(['get', 'nodes', '-o', 'wide']));
+    writeDiagnostics(dir, 'nodes.yaml', await k(['get', 'nodes', '-o', 'yaml']));
+    writeDiagnostics(dir, 'pods.txt', await k(['get', 'pods', '-A', '-o', 'wide']));
+    writeDiagnostics(dir, 'lease.yaml', await k(['-n', NS, 'get', 'lease', LOCK, '-o', 'yaml']));
+    writeDiagnostics(dir, 'events.txt', await k(['get', 'events', '-A', '--sort-by=.lastTimestamp']));
+    const pods = await safe('pods', async () =>
+      (await this.controllerPods()).map((p) => p.metadata.name).join('\n'),
+    );
+    let summary = '';
+    for (const pod of pods.split('\n').filter((p) => p && !p.startsWith('('))) {
+      const logs = await k(['-n', NS, 'logs', pod, '--tail=400']);
+      const previous = await k(['-n', NS, 'logs', pod, '--previous', '--tail=200']);
+      const metrics = await k(['get', '--raw', `/api/v1/namespaces/${NS}/pods/${pod}:8080/proxy/metrics`]);
+      writeDiagnostics(dir, `${pod}.log`, `${logs}\n--- previous container ---\n${previous}`);
+      writeDiagnostics(dir, `${pod}.metrics`, metrics);
+      summary += `--- ${pod}: last log lines\n${logs.split('\n').slice(-25).join('\n')}\n`;
+    }
+    console.log(`diagnostics written to ${dir}\n${summary}`);
+    return dir;
+  }
+
+  async delete(): Promise<void> {
+    if (this.s.keep) {
+      console.log(`keeping cluster ${this.s.cluster} (kind delete cluster --name ${this.s.cluster})`);
+      return;
+    }
+    await this.t.sh('kind', ['delete', 'cluster', '--name', this.s.cluster], { timeoutMs: 180_000 });
+    rmSync(this.s.kubeconfig, { force: true });
+  }
+}
