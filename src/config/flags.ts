@@ -38,7 +38,8 @@ export const FLAGS: readonly FlagSpec[] = [
     name: 'node-monitor-grace-period',
     kind: DUR,
     default: '50s',
-    greaterThan: 0,
+    // Above the smallest --watch-silence-threshold (1s), which must be below it.
+    greaterThan: 1000,
     max: 24 * 3600_000,
     help: 'How long a node may go without a heartbeat (lease renewal or status update) before it is marked Unknown. Keep it above 45s: the HTTP/2 health check needs 30s+15s to notice a dead connection.',
   },
