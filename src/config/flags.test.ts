@@ -103,6 +103,23 @@ describe('flags', () => {
     }
   }
 
+  it("accepts kube-controller-manager's --logging-format as the same flag as --log-format", () => {
+    expect(load(['--logging-format=text']).log.format).toBe('text');
+    expect(load(['--logging-format', 'json']).log.format).toBe('json');
+    const args = parseArgs(['--logging-format=text']);
+    expect(args.values['log-format']).toBe('text');
+    expect(args.values['logging-format']).toBeUndefined();
+    expect([...args.explicit]).toEqual(['log-format']);
+    // Like a repeated flag, the last one wins.
+    expect(load(['--log-format=text', '--logging-format=json']).log.format).toBe('json');
+    // A bad value is reported under the name the user typed, with what is accepted.
+    expect(() => parseArgs(['--logging-format=xml'])).toThrow(
+      'invalid value "xml" for flag --logging-format: accepted: one of json, text',
+    );
+    expect(() => parseArgs(['--logging-format'])).toThrow(/flag needs an argument: --logging-format/);
+    expect(helpText('usage')).toContain('--logging-format');
+  });
+
   it('rejects unknown flags and missing arguments', () => {
     expect(() => parseArgs(['--node-grace=5s'])).toThrow(/unknown flag: --node-grace/);
     expect(() => parseArgs(['--kubeconfig'])).toThrow(/flag needs an argument: --kubeconfig/);
