@@ -7,6 +7,7 @@ import { NodeLifecycleController } from '../controller/node-lifecycle.js';
 import {
   createDisruptionMetrics,
   DisruptionController,
+  formatDuration,
   GraceResolver,
   PoolConfigError,
   PoolConfigLoader,
@@ -91,9 +92,9 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     identity: config.leaderElection.identity,
     dryRun: config.dryRun,
     leaderElect: config.leaderElection.enabled,
-    nodeMonitorGracePeriod: `${config.health.monitorGraceMs}ms`,
-    watchSilenceThreshold: `${config.health.watchSilenceThresholdMs}ms`,
-    nodeStartupGracePeriod: `${config.health.startupGraceMs}ms`,
+    nodeMonitorGracePeriod: formatDuration(config.health.monitorGraceMs),
+    watchSilenceThreshold: formatDuration(config.health.watchSilenceThresholdMs),
+    nodeStartupGracePeriod: formatDuration(config.health.startupGraceMs),
   });
 
   const registry = createRegistry();
@@ -268,7 +269,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
       nodeDeletes.unsubscribe();
       await http.close();
       client.close();
-      log.info('Stopped', { seconds: Math.round(performance.now() - started) / 1000 });
+      log.info('Stopped', { took: formatDuration(Math.round(performance.now() - started)) });
     })();
     return shuttingDown;
   };

@@ -3,6 +3,7 @@ import type { Clock } from '../clock/clock.js';
 import {
   type DisruptionController,
   type DisruptionUpdate,
+  formatDuration,
   isExcludedFromDisruption,
   type ReadyStatus,
   zoneDisplay,
@@ -304,7 +305,7 @@ export class NodeLifecycleController {
     if (fresh) this.o.tracker.resetAll(now);
     this.log.info('Acting: watches healthy and leading', {
       after: was,
-      blindSeconds: Math.round(blindMs / 100) / 10,
+      blindFor: formatDuration(Math.round(blindMs)),
       freshGrace: fresh,
     });
     for (const name of this.o.nodes.store.keys()) this.queue.add(name);
@@ -441,7 +442,7 @@ export class NodeLifecycleController {
       } catch (err) {
         const delay = this.queue.addRateLimited(name);
         this.o.metrics.reconciles.inc({ result: 'error' });
-        this.log.error('Reconcile failed, will retry', { node: name, retryInMs: delay, err });
+        this.log.error('Reconcile failed, will retry', { node: name, retryIn: formatDuration(delay), err });
       } finally {
         this.queue.done(name);
         this.o.metrics.reconcileDuration.observe((this.now() - started) / 1000);
@@ -510,7 +511,7 @@ export class NodeLifecycleController {
           this.log.info(out.kind === 'dry-run' ? 'Dry run: would mark node Unknown' : 'Marked node Unknown', {
             node: name,
             readyBefore: decision.readyBefore,
-            detectionMs: deadline === undefined ? undefined : Math.round(now - deadline),
+            afterDeadline: deadline === undefined ? undefined : formatDuration(Math.round(now - deadline)),
           });
           for (const e of decision.events) void this.emit(e);
           if (out.kind === 'dry-run') this.dryRunMarked.add(name);
