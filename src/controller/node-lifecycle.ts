@@ -31,6 +31,7 @@ import type { Subscription } from '../rx/index.js';
 import type { Reflector } from '../watch/reflector.js';
 import { watchBlindness } from '../watch/status.js';
 import type { WatchEvent, WatchHealth } from '../watch/types.js';
+import { AnomalyReporter } from './anomalies.js';
 import type { ControllerMetrics } from './metrics.js';
 import { WorkQueue } from './queue.js';
 
@@ -92,6 +93,7 @@ export class NodeLifecycleController {
     Pick<NodeLifecycleOptions, 'onObservation'>;
   private readonly log: Logger;
   private readonly queue: WorkQueue<string>;
+  private readonly anomalies: AnomalyReporter;
   private readonly subs: Subscription[] = [];
   private leading = false;
   private blindReason: BlindReason | undefined = 'not_leader';
@@ -114,6 +116,7 @@ export class NodeLifecycleController {
       ...opts,
     };
     this.log = opts.logger.with({ component: 'node-lifecycle' });
+    this.anomalies = new AnomalyReporter(this.log, opts.metrics.anomalies);
     this.queue = new WorkQueue(opts.clock.scheduler, { baseDelayMs: 50, maxDelayMs: 60_000 });
     this.blindSince = this.now();
   }
@@ -176,20 +179,11 @@ export class NodeLifecycleController {
   // Observations
 
   private noteAnomalies(anomalies: readonly Anomaly[]): void {
-    for (const a of anomalies) {
-      this.o.metrics.anomalies.inc({ kind: a.kind });
-      if (a.first) {
-        this.log.warn('Skipping bad data', {
-          kind: a.kind,
-          object: a.object,
-          name: a.namespace ? `${a.namespace}/${a.name}` : a.name,
-          detail: a.detail,
-        });
-      }
-    }
+    this.anomalies.note(anomalies);
   }
 
   private onLeaseEvent(ev: WatchEvent<Lease>): void {
+    if (ev.type === 'InitDone') this.anomalies.leasesSynced();
     if (ev.type === 'Init' || ev.type === 'InitDone') return;
     const now = this.now();
     const lease = ev.object;
