@@ -98,6 +98,11 @@ async function main(argv: string[]): Promise<void> {
       logger.error('No usable kubeconfig', { err: err.message });
       process.exit(2);
     }
+    if (err instanceof FlagError) {
+      // A flag whose value is only checked at start-up (the --node-pool-config file).
+      logger.error('Invalid flag', { err: err.message });
+      process.exit(2);
+    }
     logger.error('Failed to start', { err });
     process.exit(1);
   }

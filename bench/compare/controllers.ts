@@ -10,10 +10,10 @@ import { createWriteStream, existsSync } from 'node:fs';
 import https from 'node:https';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { formatDuration } from '../../src/disruption/duration.js';
 import { ensureBinaries, K8S_VERSION } from '../../src/localcluster/binaries.js';
 import { freePort } from '../../src/localcluster/control-plane.js';
 import { trackChild } from './children.js';
-import { goDuration } from './stats.js';
 
 export type ControllerName = 'kcm' | 'ours';
 
@@ -76,8 +76,8 @@ export async function startKcm(l: ControllerLaunch): Promise<RunningController> 
     '--leader-elect=false',
     '--controllers=node-lifecycle-controller,taint-eviction-controller',
     '--node-monitor-period=5s',
-    `--node-monitor-grace-period=${goDuration(l.graceMs)}`,
-    `--node-startup-grace-period=${goDuration(l.startupGraceMs)}`,
+    `--node-monitor-grace-period=${formatDuration(l.graceMs)}`,
+    `--node-startup-grace-period=${formatDuration(l.startupGraceMs)}`,
     '--bind-address=127.0.0.1',
     `--secure-port=${port}`,
     '--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics',
@@ -122,15 +122,16 @@ export async function startOurs(l: ControllerLaunch): Promise<RunningController>
     OURS_ENTRY,
     `--kubeconfig=${l.kubeconfigPath}`,
     '--leader-elect=false',
-    `--node-monitor-grace-period=${goDuration(l.graceMs)}`,
-    `--node-startup-grace-period=${goDuration(l.startupGraceMs)}`,
+    `--node-monitor-grace-period=${formatDuration(l.graceMs)}`,
+    `--node-startup-grace-period=${formatDuration(l.startupGraceMs)}`,
     `--metrics-bind-address=127.0.0.1:${metricsPort}`,
     `--health-probe-bind-address=127.0.0.1:${probePort}`,
     '--log-format=json',
   ];
   // Ours refuses a lease-watch silence threshold (default 45 s) that is not below the grace period;
   // upstream has no such flag. For short benchmark graces use 3/4 of the grace.
-  if (l.graceMs <= 45_000) args.push(`--watch-silence-threshold=${goDuration(Math.floor(l.graceMs * 0.75))}`);
+  if (l.graceMs <= 45_000)
+    args.push(`--watch-silence-threshold=${formatDuration(Math.floor(l.graceMs * 0.75))}`);
   const { child, logPath } = launch('ours', process.execPath, args, l.logDir);
   return {
     name: 'ours',

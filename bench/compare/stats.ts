@@ -63,8 +63,3 @@ export function parseDurationMs(text: string): number {
   }
   return total;
 }
-
-/** Go duration text for a whole number of ms ("20s", "1m0s" style is not needed: "60s" is valid Go). */
-export function goDuration(ms: number): string {
-  return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`;
-}

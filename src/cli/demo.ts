@@ -4,6 +4,7 @@ import path from 'node:path';
 import { systemClock } from '../clock/clock.js';
 import { loadConfig } from '../config/config.js';
 import { type FlagSpec, helpText, parseArgs } from '../config/flags.js';
+import { formatDuration } from '../disruption/duration.js';
 import { SimulatedFleet } from '../fleet/fleet.js';
 import { LocalControlPlane } from '../localcluster/control-plane.js';
 import { createLogger } from '../log/logger.js';
@@ -98,9 +99,9 @@ export async function runDemo(argv: string[], _env: NodeJS.ProcessEnv): Promise<
   const startReplica = async (name: string, port: number) => {
     const flags = [
       `--kubeconfig=${cp.kubeconfigPath}`,
-      `--node-monitor-grace-period=${graceMs}ms`,
-      `--node-startup-grace-period=${graceMs * 2}ms`,
-      `--watch-silence-threshold=${Math.floor((graceMs * 2) / 3)}ms`,
+      `--node-monitor-grace-period=${formatDuration(graceMs)}`,
+      `--node-startup-grace-period=${formatDuration(graceMs * 2)}`,
+      `--watch-silence-threshold=${formatDuration(Math.floor((graceMs * 2) / 3))}`,
       '--leader-elect-resource-namespace=nlc-system',
       '--leader-elect-lease-duration=6s',
       '--leader-elect-renew-deadline=4s',

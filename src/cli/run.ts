@@ -1,12 +1,15 @@
 import { ApiWriter, createWriterMetrics } from '../apply/writer.js';
 import { systemClock } from '../clock/clock.js';
 import type { Config } from '../config/config.js';
+import { FlagError } from '../config/flags.js';
 import { createControllerMetrics } from '../controller/metrics.js';
 import { NodeLifecycleController } from '../controller/node-lifecycle.js';
 import {
   createDisruptionMetrics,
   DisruptionController,
+  formatDuration,
   GraceResolver,
+  PoolConfigError,
   PoolConfigLoader,
 } from '../disruption/index.js';
 import { LeaderElector } from '../election/elector.js';
@@ -48,6 +51,26 @@ export interface RunningController {
   shutdown(reason: string): Promise<void>;
 }
 
+/**
+ * Opens the --node-pool-config file. A missing, unreadable or invalid file at start is a usage
+ * error like a bad flag value (FlagError: exit 2), naming the flag, the file and every problem.
+ */
+async function openPoolConfig(
+  path: string,
+  opts: Omit<Parameters<typeof PoolConfigLoader.open>[0], 'path'>,
+): Promise<PoolConfigLoader> {
+  try {
+    return await PoolConfigLoader.open({ path, ...opts });
+  } catch (err) {
+    if (!(err instanceof PoolConfigError)) throw err;
+    throw new FlagError(
+      `invalid value ${JSON.stringify(path)} for flag --node-pool-config (accepted: a readable JSON ` +
+        'file of node pools, {"pools": [{"name", "selector", "nodeMonitorGracePeriod", ' +
+        `"nodeStartupGracePeriod"}]}): ${err.errors.map((e) => e.text).join('; ')}`,
+    );
+  }
+}
+
 /** Wires config -> clients -> watches -> election -> reconciler -> HTTP -> signals. */
 export async function runController(o: RunOptions): Promise<RunningController> {
   const { config, logger: log } = o;
@@ -69,9 +92,9 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     identity: config.leaderElection.identity,
     dryRun: config.dryRun,
     leaderElect: config.leaderElection.enabled,
-    nodeMonitorGracePeriod: `${config.health.monitorGraceMs}ms`,
-    watchSilenceThreshold: `${config.health.watchSilenceThresholdMs}ms`,
-    nodeStartupGracePeriod: `${config.health.startupGraceMs}ms`,
+    nodeMonitorGracePeriod: formatDuration(config.health.monitorGraceMs),
+    watchSilenceThreshold: formatDuration(config.health.watchSilenceThresholdMs),
+    nodeStartupGracePeriod: formatDuration(config.health.startupGraceMs),
   });
 
   const registry = createRegistry();
@@ -90,8 +113,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     metrics: disruptionMetrics,
   });
   const pools = config.nodePoolConfigPath
-    ? await PoolConfigLoader.open({
-        path: config.nodePoolConfigPath,
+    ? await openPoolConfig(config.nodePoolConfigPath, {
         scheduler: clock.scheduler,
         logger: log,
         metrics: disruptionMetrics,
@@ -247,7 +269,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
       nodeDeletes.unsubscribe();
       await http.close();
       client.close();
-      log.info('Stopped', { seconds: Math.round(performance.now() - started) / 1000 });
+      log.info('Stopped', { took: formatDuration(Math.round(performance.now() - started)) });
     })();
     return shuttingDown;
   };

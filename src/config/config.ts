@@ -1,3 +1,4 @@
+import { formatDuration } from '../disruption/duration.js';
 import {
   defaultIdentity,
   type LeaderElectionConfig,
@@ -92,9 +93,14 @@ export function buildConfig(args: ParsedArgs, env: ConfigEnv, hostname: string):
     silence = Math.max(1000, Math.floor((unschedulableMonitor * 3) / 4));
   }
   if (silence >= unschedulableMonitor) {
-    // A blind watch must be noticed before a node's grace period could run out on stale data.
+    // A blind watch must be noticed before a node's grace period could run out on stale data. Only
+    // an explicit threshold can get here (a derived one is below any grace the flag accepts); the
+    // message names both flags, with the values as Go durations, like the flags take them.
     throw new FlagError(
-      `--watch-silence-threshold (${silence}ms) must be less than --node-monitor-grace-period (${unschedulableMonitor}ms)`,
+      `invalid value ${JSON.stringify(formatDuration(silence))} for flag --watch-silence-threshold: ` +
+        `it must be less than --node-monitor-grace-period (${formatDuration(unschedulableMonitor)}); ` +
+        `accepted: >= 1s and < ${formatDuration(unschedulableMonitor)}, or leave it unset (45s, or 3/4 ` +
+        `of the grace period when that is 45s or less)`,
     );
   }
   const metricsAddress = address(str('metrics-bind-address'));

@@ -103,6 +103,23 @@ describe('flags', () => {
     }
   }
 
+  it("accepts kube-controller-manager's --logging-format as the same flag as --log-format", () => {
+    expect(load(['--logging-format=text']).log.format).toBe('text');
+    expect(load(['--logging-format', 'json']).log.format).toBe('json');
+    const args = parseArgs(['--logging-format=text']);
+    expect(args.values['log-format']).toBe('text');
+    expect(args.values['logging-format']).toBeUndefined();
+    expect([...args.explicit]).toEqual(['log-format']);
+    // Like a repeated flag, the last one wins.
+    expect(load(['--log-format=text', '--logging-format=json']).log.format).toBe('json');
+    // A bad value is reported under the name the user typed, with what is accepted.
+    expect(() => parseArgs(['--logging-format=xml'])).toThrow(
+      'invalid value "xml" for flag --logging-format: accepted: one of json, text',
+    );
+    expect(() => parseArgs(['--logging-format'])).toThrow(/flag needs an argument: --logging-format/);
+    expect(helpText('usage')).toContain('--logging-format');
+  });
+
   it('rejects unknown flags and missing arguments', () => {
     expect(() => parseArgs(['--node-grace=5s'])).toThrow(/unknown flag: --node-grace/);
     expect(() => parseArgs(['--kubeconfig'])).toThrow(/flag needs an argument: --kubeconfig/);
@@ -117,13 +134,33 @@ describe('flags', () => {
     );
   });
 
-  it('requires a blind watch to be noticed before a grace period can run out', () => {
+  it('requires a blind watch to be noticed before a grace period can run out (values as Go durations)', () => {
     expect(() => load(['--node-monitor-grace-period=30s', '--watch-silence-threshold=45s'])).toThrow(
-      /--watch-silence-threshold .* must be less than --node-monitor-grace-period/,
+      /invalid value "45s" for flag --watch-silence-threshold: it must be less than --node-monitor-grace-period \(30s\)/,
     );
-    expect(() => load(['--node-monitor-grace-period=30s', '--watch-silence-threshold=30s'])).toThrow(
-      /--watch-silence-threshold \(30000ms\) must be less than --node-monitor-grace-period \(30000ms\)/,
+    expect(() => load(['--node-monitor-grace-period=1m30s', '--watch-silence-threshold=90000ms'])).toThrow(
+      'invalid value "1m30s" for flag --watch-silence-threshold: it must be less than ' +
+        '--node-monitor-grace-period (1m30s); accepted: >= 1s and < 1m30s, or leave it unset',
     );
+  });
+
+  it('a grace period too short for any silence threshold blames --node-monitor-grace-period, not the unset threshold', () => {
+    for (const grace of ['50ms', '1s']) {
+      let err: unknown;
+      try {
+        load([`--node-monitor-grace-period=${grace}`]);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(FlagError);
+      const msg = (err as Error).message;
+      expect(msg).toContain(`invalid value "${grace}" for flag --node-monitor-grace-period`);
+      expect(msg).toContain('> 1s and <= 24h0m0s');
+      expect(msg).not.toContain('--watch-silence-threshold');
+      expect(msg).not.toMatch(/\d{4,}ms/);
+    }
+    // Just above it, the derived threshold (at least 1s) fits below the grace period.
+    expect(load(['--node-monitor-grace-period=1001ms']).health.watchSilenceThresholdMs).toBe(1000);
   });
 
   it('derives the silence threshold from a short grace period when the flag is not set (upstream flags carry over)', () => {

@@ -26,6 +26,8 @@ export interface FlagSpec {
   /** Exclusive lower bound. */
   greaterThan?: number;
   values?: readonly string[];
+  /** Other names accepted for the same flag (kube-controller-manager's spelling, ...). */
+  aliases?: readonly string[];
   group: string;
 }
 
@@ -38,7 +40,8 @@ export const FLAGS: readonly FlagSpec[] = [
     name: 'node-monitor-grace-period',
     kind: DUR,
     default: '50s',
-    greaterThan: 0,
+    // Above the smallest --watch-silence-threshold (1s), which must be below it.
+    greaterThan: 1000,
     max: 24 * 3600_000,
     help: 'How long a node may go without a heartbeat (lease renewal or status update) before it is marked Unknown. Keep it above 45s: the HTTP/2 health check needs 30s+15s to notice a dead connection.',
   },
@@ -271,7 +274,8 @@ export const FLAGS: readonly FlagSpec[] = [
     kind: 'enum',
     default: 'json',
     values: ['json', 'text'],
-    help: 'Log format: one JSON object a line, or text for humans.',
+    aliases: ['logging-format'],
+    help: "Log format: one JSON object a line, or text for humans. --logging-format (kube-controller-manager's name) is the same flag.",
   },
   {
     group: 'Operation',
@@ -284,7 +288,12 @@ export const FLAGS: readonly FlagSpec[] = [
   },
 ];
 
-const BY_NAME = new Map(FLAGS.map((f) => [f.name, f]));
+/** Every name a flag answers to (its name and aliases) -> the flag. */
+function byNameOf(flags: readonly FlagSpec[]): Map<string, FlagSpec> {
+  return new Map(flags.flatMap((f) => [f.name, ...(f.aliases ?? [])].map((n) => [n, f] as const)));
+}
+
+const BY_NAME = byNameOf(FLAGS);
 
 export type FlagValues = Record<string, string | number | boolean>;
 
@@ -313,47 +322,49 @@ function describeAccepted(f: FlagSpec): string {
   }
 }
 
-function bad(f: FlagSpec, raw: string, why?: string): FlagError {
+function bad(f: FlagSpec, raw: string, why?: string, as = f.name): FlagError {
   return new FlagError(
-    `invalid value ${JSON.stringify(raw)} for flag --${f.name}${why ? ` (${why})` : ''}: accepted: ${describeAccepted(f)}`,
+    `invalid value ${JSON.stringify(raw)} for flag --${as}${why ? ` (${why})` : ''}: accepted: ${describeAccepted(f)}`,
   );
 }
 
-function checkRange(f: FlagSpec, raw: string, v: number): number {
-  if (f.greaterThan !== undefined && !(v > f.greaterThan)) throw bad(f, raw);
-  if (f.min !== undefined && v < f.min) throw bad(f, raw);
-  if (f.max !== undefined && v > f.max) throw bad(f, raw);
-  return v;
-}
-
-/** Parses one flag value by its declared kind; throws FlagError naming the flag and the accepted values. */
-export function parseFlagValue(f: FlagSpec, raw: string): string | number | boolean {
+/**
+ * Parses one flag value by its declared kind; throws FlagError naming the flag (as the user spelled
+ * it: `as`, when an alias was used) and the accepted values.
+ */
+export function parseFlagValue(f: FlagSpec, raw: string, as = f.name): string | number | boolean {
+  const checkRange = (v: number): number => {
+    if (f.greaterThan !== undefined && !(v > f.greaterThan)) throw bad(f, raw, undefined, as);
+    if (f.min !== undefined && v < f.min) throw bad(f, raw, undefined, as);
+    if (f.max !== undefined && v > f.max) throw bad(f, raw, undefined, as);
+    return v;
+  };
   switch (f.kind) {
     case 'duration': {
       const r = tryParseDuration(raw);
-      if (!r.ok) throw bad(f, raw, r.error);
-      return checkRange(f, raw, r.ms);
+      if (!r.ok) throw bad(f, raw, r.error, as);
+      return checkRange(r.ms);
     }
     case 'number': {
       const v = raw.trim() === '' ? Number.NaN : Number(raw);
-      if (!Number.isFinite(v)) throw bad(f, raw);
-      return checkRange(f, raw, v);
+      if (!Number.isFinite(v)) throw bad(f, raw, undefined, as);
+      return checkRange(v);
     }
     case 'int': {
-      if (!/^[+-]?\d+$/.test(raw.trim())) throw bad(f, raw);
-      return checkRange(f, raw, Number(raw));
+      if (!/^[+-]?\d+$/.test(raw.trim())) throw bad(f, raw, undefined, as);
+      return checkRange(Number(raw));
     }
     case 'bool': {
       const v = raw.toLowerCase();
       if (['true', '1', 't'].includes(v)) return true;
       if (['false', '0', 'f'].includes(v)) return false;
-      throw bad(f, raw);
+      throw bad(f, raw, undefined, as);
     }
     case 'enum':
-      if (!f.values?.includes(raw)) throw bad(f, raw);
+      if (!f.values?.includes(raw)) throw bad(f, raw, undefined, as);
       return raw;
     case 'address':
-      if (raw !== '0' && parseAddress(raw) === undefined) throw bad(f, raw);
+      if (raw !== '0' && parseAddress(raw) === undefined) throw bad(f, raw, undefined, as);
       return raw;
     default:
       return raw;
@@ -382,7 +393,7 @@ export interface ParsedArgs {
 
 /** Parses argv (without node and script) against FLAGS. Unknown flags are errors. */
 export function parseArgs(argv: readonly string[], flags: readonly FlagSpec[] = FLAGS): ParsedArgs {
-  const byName = flags === FLAGS ? BY_NAME : new Map(flags.map((f) => [f.name, f]));
+  const byName = flags === FLAGS ? BY_NAME : byNameOf(flags);
   const values: FlagValues = {};
   for (const f of flags) values[f.name] = parseFlagValue(f, f.default);
   const explicit = new Set<string>();
@@ -422,8 +433,8 @@ export function parseArgs(argv: readonly string[], flags: readonly FlagSpec[] = 
       raw = next;
       i++;
     }
-    values[name] = parseFlagValue(f, raw);
-    explicit.add(name);
+    values[f.name] = parseFlagValue(f, raw, name);
+    explicit.add(f.name);
   }
   return { values, explicit, positionals, help, version };
 }

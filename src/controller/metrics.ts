@@ -48,7 +48,7 @@ export function createControllerMetrics(registry: Registry): ControllerMetrics {
     }),
     anomalies: new Counter({
       name: 'nlc_bad_objects_total',
-      help: 'Malformed or inconsistent Leases and Nodes seen (logged once, counted every time, skipped), by kind.',
+      help: 'Malformed or inconsistent Leases and Nodes seen, by kind: counted every time, logged once per object; some are skipped, others still used (holder_mismatch, holder_missing: renewals still count).',
       labelNames: ['kind'] as const,
       registers: [registry],
     }),

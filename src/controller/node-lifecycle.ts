@@ -3,6 +3,7 @@ import type { Clock } from '../clock/clock.js';
 import {
   type DisruptionController,
   type DisruptionUpdate,
+  formatDuration,
   isExcludedFromDisruption,
   type ReadyStatus,
   zoneDisplay,
@@ -30,6 +31,7 @@ import type { Subscription } from '../rx/index.js';
 import type { Reflector } from '../watch/reflector.js';
 import { watchBlindness } from '../watch/status.js';
 import type { WatchEvent, WatchHealth } from '../watch/types.js';
+import { AnomalyReporter } from './anomalies.js';
 import type { ControllerMetrics } from './metrics.js';
 import { WorkQueue } from './queue.js';
 
@@ -91,6 +93,7 @@ export class NodeLifecycleController {
     Pick<NodeLifecycleOptions, 'onObservation'>;
   private readonly log: Logger;
   private readonly queue: WorkQueue<string>;
+  private readonly anomalies: AnomalyReporter;
   private readonly subs: Subscription[] = [];
   private leading = false;
   private blindReason: BlindReason | undefined = 'not_leader';
@@ -113,6 +116,7 @@ export class NodeLifecycleController {
       ...opts,
     };
     this.log = opts.logger.with({ component: 'node-lifecycle' });
+    this.anomalies = new AnomalyReporter(this.log, opts.metrics.anomalies);
     this.queue = new WorkQueue(opts.clock.scheduler, { baseDelayMs: 50, maxDelayMs: 60_000 });
     this.blindSince = this.now();
   }
@@ -175,20 +179,11 @@ export class NodeLifecycleController {
   // Observations
 
   private noteAnomalies(anomalies: readonly Anomaly[]): void {
-    for (const a of anomalies) {
-      this.o.metrics.anomalies.inc({ kind: a.kind });
-      if (a.first) {
-        this.log.warn('Skipping bad data', {
-          kind: a.kind,
-          object: a.object,
-          name: a.namespace ? `${a.namespace}/${a.name}` : a.name,
-          detail: a.detail,
-        });
-      }
-    }
+    this.anomalies.note(anomalies);
   }
 
   private onLeaseEvent(ev: WatchEvent<Lease>): void {
+    if (ev.type === 'InitDone') this.anomalies.leasesSynced();
     if (ev.type === 'Init' || ev.type === 'InitDone') return;
     const now = this.now();
     const lease = ev.object;
@@ -304,7 +299,7 @@ export class NodeLifecycleController {
     if (fresh) this.o.tracker.resetAll(now);
     this.log.info('Acting: watches healthy and leading', {
       after: was,
-      blindSeconds: Math.round(blindMs / 100) / 10,
+      blindFor: formatDuration(Math.round(blindMs)),
       freshGrace: fresh,
     });
     for (const name of this.o.nodes.store.keys()) this.queue.add(name);
@@ -441,7 +436,7 @@ export class NodeLifecycleController {
       } catch (err) {
         const delay = this.queue.addRateLimited(name);
         this.o.metrics.reconciles.inc({ result: 'error' });
-        this.log.error('Reconcile failed, will retry', { node: name, retryInMs: delay, err });
+        this.log.error('Reconcile failed, will retry', { node: name, retryIn: formatDuration(delay), err });
       } finally {
         this.queue.done(name);
         this.o.metrics.reconcileDuration.observe((this.now() - started) / 1000);
@@ -510,7 +505,7 @@ export class NodeLifecycleController {
           this.log.info(out.kind === 'dry-run' ? 'Dry run: would mark node Unknown' : 'Marked node Unknown', {
             node: name,
             readyBefore: decision.readyBefore,
-            detectionMs: deadline === undefined ? undefined : Math.round(now - deadline),
+            afterDeadline: deadline === undefined ? undefined : formatDuration(Math.round(now - deadline)),
           });
           for (const e of decision.events) void this.emit(e);
           if (out.kind === 'dry-run') this.dryRunMarked.add(name);

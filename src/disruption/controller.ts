@@ -542,7 +542,7 @@ export class DisruptionController {
       this.log.debug(2, 'Admitted NoExecute taint', {
         node: bestHead.name,
         zone: zoneDisplay(best.key),
-        waitedMs: now - bestHead.requestedAt,
+        waited: formatDuration(now - bestHead.requestedAt),
       });
     }
 
@@ -565,7 +565,7 @@ export class DisruptionController {
         node: item.name,
         zone: zoneDisplay(item.zone),
         limit,
-        windowMs: this.cap.windowMs,
+        window: formatDuration(this.cap.windowMs),
       });
     }
     this.updateHeldBackMetric(now);

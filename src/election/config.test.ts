@@ -33,7 +33,7 @@ describe('leader election config', () => {
   it('requires renewDeadline > 1.2 x retryPeriod, naming both flags', () => {
     expect(validateTiming({ leaseDurationMs: 15_000, renewDeadlineMs: 2_400, retryPeriodMs: 2_000 })).toEqual(
       [
-        '--leader-elect-renew-deadline (2400ms) must be greater than 1.2 x --leader-elect-retry-period (1.2 x 2s = 2400ms)',
+        '--leader-elect-renew-deadline (2.4s) must be greater than 1.2 x --leader-elect-retry-period (1.2 x 2s = 2.4s)',
       ],
     );
     expect(validateTiming({ leaseDurationMs: 15_000, renewDeadlineMs: 2_401, retryPeriodMs: 2_000 })).toEqual(

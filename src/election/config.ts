@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { formatDuration } from '../disruption/duration.js';
 
 /** client-go's JitterFactor: candidates wait retryPeriod x [1, 1 + 1.2) between polls. */
 export const JITTER_FACTOR = 1.2;
@@ -57,9 +58,7 @@ export class LeaderElectionConfigError extends Error {
   }
 }
 
-function fmt(ms: number): string {
-  return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`;
-}
+const fmt = formatDuration;
 
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -126,7 +125,7 @@ export function resolveLeaderElectionConfig(input: LeaderElectionConfigInput): L
   const margin = input.fenceSafetyMarginMs ?? timing.leaseDurationMs - timing.renewDeadlineMs;
   if (!Number.isFinite(margin) || margin < 0 || margin >= timing.leaseDurationMs) {
     problems.push(
-      `fence safety margin must be >= 0 and less than ${F.leaseDuration} (got ${String(margin)}ms)`,
+      `fence safety margin must be >= 0 and less than ${F.leaseDuration} (got ${Number.isFinite(margin) ? fmt(margin) : String(margin)})`,
     );
   }
   if (problems.length > 0) throw new LeaderElectionConfigError(problems);

@@ -1,4 +1,5 @@
 import type { Clock } from '../clock/clock.js';
+import { formatDuration } from '../disruption/duration.js';
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import { BehaviorSubject, type Observable, ReplaySubject, Subject, type Subscription } from '../rx/index.js';
@@ -374,7 +375,7 @@ export class LeaderElector {
         if (plan.kind === 'held') {
           this.log.debug(4, 'Lease is held and has not yet expired', {
             holder: plan.holder,
-            expiresInMs: Math.round(plan.until - this.now()),
+            expiresIn: formatDuration(Math.round(plan.until - this.now())),
           });
           this.apply(attemptFinished(this.cfg, this.s, this.now(), this.random()));
           return;
@@ -456,7 +457,7 @@ export class LeaderElector {
       if (r.holderIdentity !== '' && r.holderIdentity !== this.identity && next.lock !== prev.lock) {
         this.log.debug(6, 'Observed lease', {
           holder: r.holderIdentity,
-          expiresInMs: Math.round(next.lock.since + recordLeaseMs(this.cfg, r) - at),
+          expiresIn: formatDuration(Math.round(next.lock.since + recordLeaseMs(this.cfg, r) - at)),
         });
       }
     }

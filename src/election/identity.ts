@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Clock } from '../clock/clock.js';
+import { formatDuration } from '../disruption/duration.js';
 import { KubeApiError } from '../kube/client.js';
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
@@ -332,7 +333,7 @@ export class IdentityLeases {
           this.log.info('Deleted stale identity lease', {
             stale: name,
             holder: fresh.spec?.holderIdentity ?? '',
-            unchangedForMs: Math.round(this.o.clock.scheduler.now() - t.since),
+            unchangedFor: formatDuration(Math.round(this.o.clock.scheduler.now() - t.since)),
           });
         }
       } catch (err) {

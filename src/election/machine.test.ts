@@ -274,6 +274,10 @@ describe('healthCheck (client-go Check)', () => {
     const s = win(observe(cfg, initialState(0), undefined, 0, 'get'), 0);
     expect(healthCheck(cfg, s, 35_000, 20_000)).toBeUndefined();
     expect(healthCheck(cfg, s, 35_001, 20_000)).toMatch(/failed election to renew leadership/);
+    // Durations as Go prints them, like the flags take them.
+    expect(healthCheck(cfg, s, 95_000, 20_000)).toBe(
+      'failed election to renew leadership: last renewal 1m35s ago, more than lease duration 15s + 20s',
+    );
     expect(healthCheck(cfg, initialState(0), 99 * HOUR, 20_000)).toBeUndefined();
     // A leader that lost but has not exited is unhealthy too (the watchdog case).
     const lost = observe(cfg, s, undefined, 1, 'get');

@@ -19,6 +19,8 @@
  * - A leader that sees (through the watch) the lock deleted or held by someone else closes its
  *   fence at once and verifies with a GET; a GET that confirms it ends leadership.
  */
+
+import { formatDuration } from '../disruption/duration.js';
 import type { Lease, LeaseSpec } from '../kube/types.js';
 import { JITTER_FACTOR } from './config.js';
 import { type LeaderRecord, microTime, recordKey, recordOf, specOf } from './record.js';
@@ -332,5 +334,8 @@ export function healthCheck(
   if ((s.phase !== 'leader' && s.phase !== 'lost') || s.renewedAt === undefined) return undefined;
   const age = now - s.renewedAt;
   if (age <= cfg.leaseDurationMs + toleranceMs) return undefined;
-  return `failed election to renew leadership: last renewal ${Math.round(age)}ms ago, more than lease duration ${cfg.leaseDurationMs}ms + ${toleranceMs}ms`;
+  return (
+    `failed election to renew leadership: last renewal ${formatDuration(Math.round(age))} ago, more than ` +
+    `lease duration ${formatDuration(cfg.leaseDurationMs)} + ${formatDuration(toleranceMs)}`
+  );
 }

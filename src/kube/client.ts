@@ -1,6 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { formatDuration } from '../disruption/duration.js';
 import { type Credentials, credentialsFromKubeConfig } from './credentials.js';
 
 /** Content types the API server accepts for PATCH. */
@@ -327,7 +328,10 @@ export class KubeClient {
       };
       const timer = setTimeout(() => {
         r.destroy(
-          new KubeTransportError(`${req.method} ${req.path}: timed out after ${timeoutMs}ms`, 'TIMEOUT'),
+          new KubeTransportError(
+            `${req.method} ${req.path}: timed out after ${formatDuration(timeoutMs)}`,
+            'TIMEOUT',
+          ),
         );
       }, timeoutMs);
       const cleanup = () => {

@@ -13,6 +13,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
+import { formatDuration } from '../disruption/duration.js';
 import { KubeClient, type KubeClientOptions } from '../kube/client.js';
 import { type ControlPlaneBinaries, ensureBinaries, K8S_VERSION } from './binaries.js';
 
@@ -235,7 +236,7 @@ export class LocalControlPlane {
       await new Promise((r) => setTimeout(r, 100));
     }
     throw new Error(
-      `timed out after ${timeoutMs}ms waiting for ${what} (${String(last ?? 'not ready')}); logs in ${this.dir}`,
+      `timed out after ${formatDuration(timeoutMs)} waiting for ${what} (${String(last ?? 'not ready')}); logs in ${this.dir}`,
     );
   }
 

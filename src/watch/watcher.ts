@@ -1,3 +1,4 @@
+import { formatDuration } from '../disruption/duration.js';
 import { KubeApiError, type KubeStatus, KubeTransportError } from '../kube/client.js';
 import type { KubeObject, List } from '../kube/types.js';
 import { type Logger, silentLogger } from '../log/logger.js';
@@ -216,7 +217,10 @@ class WatchRun<T extends KubeObject> {
     this.timer = this.after(this.t.listTimeoutMs, () => {
       if (epoch !== this.epoch) return;
       this.timer = undefined;
-      this.fail(new WatchError('timeout', `list page timed out after ${this.t.listTimeoutMs}ms`), 'list');
+      this.fail(
+        new WatchError('timeout', `list page timed out after ${formatDuration(this.t.listTimeoutMs)}`),
+        'list',
+      );
     });
     let pending: Promise<List<unknown>>;
     try {
@@ -371,7 +375,11 @@ class WatchRun<T extends KubeObject> {
       if (idle >= idleMs) {
         run.timer = undefined;
         if (run.answeredEpoch === epoch) run.resumeIdle(epoch, idle);
-        else run.fail(new WatchError('idle_timeout', `watch silent for ${Math.round(idle)}ms`), 'watch');
+        else
+          run.fail(
+            new WatchError('idle_timeout', `watch silent for ${formatDuration(Math.round(idle))}`),
+            'watch',
+          );
       } else {
         this.schedule(undefined, idleMs - idle);
       }
@@ -546,7 +554,10 @@ class WatchRun<T extends KubeObject> {
   private resumeIdle(epoch: number, idleMs: number): void {
     if (epoch !== this.epoch) return;
     this.status.countError('idle_timeout');
-    this.log.debug(2, 'watch quiet, re-opening it', { idleMs: Math.round(idleMs), resourceVersion: this.rv });
+    this.log.debug(2, 'watch quiet, re-opening it', {
+      idle: formatDuration(Math.round(idleMs)),
+      resourceVersion: this.rv,
+    });
     this.epoch++;
     this.release();
     this.startWatch(false);
@@ -583,7 +594,7 @@ class WatchRun<T extends KubeObject> {
       phase,
       err,
       next: relist ? 'list' : 'watch',
-      retryInMs: delay,
+      retryIn: formatDuration(Math.round(delay)),
       attempt: this.attempts,
     });
     this.timer = this.after(delay, () => {

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
@@ -88,6 +88,49 @@ describe('CLI errors (no API server needed)', () => {
     expect(r.stderr).toContain('"abc"');
     expect(r.stderr).toContain('accepted:');
     expect(r.stdout).toBe('');
+  });
+
+  it('a grace period too short for any silence threshold: exit 2, naming --node-monitor-grace-period in Go durations', async () => {
+    const r = await runCli(['--node-monitor-grace-period=50ms']);
+    console.log(`short grace -> exit ${r.code}: ${r.stderr.trim()}`);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('invalid value "50ms" for flag --node-monitor-grace-period');
+    expect(r.stderr).toContain('> 1s');
+    expect(r.stderr).not.toContain('--watch-silence-threshold');
+  });
+
+  it('a bad --node-pool-config file (invalid, or missing): exit 2, naming the flag, the file and the problem', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'nlc-pools-'));
+    try {
+      const invalid = path.join(dir, 'pools.json');
+      writeFileSync(
+        invalid,
+        JSON.stringify({ pools: [{ name: 'gpu', selector: {}, nodeMonitorGracePeriod: '5 minutes' }] }),
+      );
+      const missing = path.join(dir, 'absent.json');
+      for (const [file, problem] of [
+        [invalid, '"5 minutes"'],
+        [missing, 'cannot read'],
+      ] as const) {
+        // The kubeconfig resolves (the file exists); the pool file is checked before any request.
+        const r = await runCli([
+          `--kubeconfig=${cluster.cp.kubeconfigPath}`,
+          `--node-pool-config=${file}`,
+          '--leader-elect=false',
+          '--metrics-bind-address=0',
+          '--health-probe-bind-address=0',
+        ]);
+        const line = (r.stdout + r.stderr).split('\n').find((l) => l.includes('"msg":"Invalid flag"'));
+        console.log(`bad pool file -> exit ${r.code}: ${line}`);
+        expect(r.code).toBe(2);
+        const msg = String((JSON.parse(line ?? '{}') as { err?: unknown }).err);
+        expect(msg).toContain(`invalid value ${JSON.stringify(file)} for flag --node-pool-config`);
+        expect(msg).toContain('accepted: a readable JSON file of node pools');
+        expect(msg).toContain(problem);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('--help: exit 0, every flag listed with its default', async () => {

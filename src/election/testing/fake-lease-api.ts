@@ -4,6 +4,7 @@
  * timeouts and aborts, fault injection and a change stream that can stand in for a watch.
  */
 
+import { formatDuration } from '../../disruption/duration.js';
 import { KubeApiError, type KubeRequest, KubeTransportError } from '../../kube/client.js';
 import type { Lease, List } from '../../kube/types.js';
 import { Observable, Subject } from '../../rx/index.js';
@@ -119,17 +120,18 @@ export class FakeLeaseServer {
       const onAbort = () => finish(new KubeTransportError(`${req.method} ${req.path}: aborted`, 'ABORTED'));
       if (req.signal?.aborted) return onAbort();
       req.signal?.addEventListener('abort', onAbort, { once: true });
-      if (req.timeoutMs !== undefined) {
+      const timeoutMs = req.timeoutMs;
+      if (timeoutMs !== undefined) {
         timers.push(
           setTimeout(
             () =>
               finish(
                 new KubeTransportError(
-                  `${req.method} ${req.path}: timed out after ${req.timeoutMs}ms`,
+                  `${req.method} ${req.path}: timed out after ${formatDuration(timeoutMs)}`,
                   'TIMEOUT',
                 ),
               ),
-            req.timeoutMs,
+            timeoutMs,
           ),
         );
       }
