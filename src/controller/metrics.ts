@@ -7,6 +7,7 @@ export interface ControllerMetrics {
   transitions: Counter<'kind'>;
   blind: Gauge<'reason'>;
   blindSkipped: Counter;
+  blindSeconds: Counter;
   anomalies: Counter<'kind'>;
   watchLagDetected: Counter;
   reconciles: Counter<'result'>;
@@ -44,6 +45,11 @@ export function createControllerMetrics(registry: Registry): ControllerMetrics {
     blindSkipped: new Counter({
       name: 'nlc_blind_skipped_total',
       help: 'Node deadlines that passed while the controller was blind or not leading, so nothing was marked.',
+      registers: [registry],
+    }),
+    blindSeconds: new Counter({
+      name: 'nlc_blind_seconds_total',
+      help: 'Seconds of blind spells the leader came back from (watch disconnected or silent); every node deadline was moved later by the spell.',
       registers: [registry],
     }),
     anomalies: new Counter({

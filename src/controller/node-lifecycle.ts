@@ -52,8 +52,6 @@ export interface NodeLifecycleOptions {
   /** Safety-net full re-check period (--node-monitor-period). */
   monitorPeriodMs: number;
   markPodsNotReady: 'always' | 'upstream';
-  /** A blind spell at least this long gives every node a fresh grace period when sight returns. */
-  outageResetMs?: number;
   /** While a node is not Ready its pods are re-listed this often (newly bound pods get marked). */
   podRecheckMs?: number;
   workers?: number;
@@ -94,7 +92,10 @@ export class NodeLifecycleController {
   private readonly subs: Subscription[] = [];
   private leading = false;
   private blindReason: BlindReason | undefined = 'not_leader';
+  /** Start of the current blind spell: when sight was lost (a silent watch: its last contact). */
   private blindSince: number;
+  /** The spell began or passed through not leading / not synced: fresh grace when it ends. */
+  private spellFresh = true;
   private deadlineTimer: { at: number; sub: Subscription } | undefined;
   private disruptionTimer: { at: number; sub: Subscription } | undefined;
   private disruptionTickPending = false;
@@ -107,7 +108,6 @@ export class NodeLifecycleController {
 
   constructor(opts: NodeLifecycleOptions) {
     this.o = {
-      outageResetMs: 5_000,
       podRecheckMs: 30_000,
       workers: 8,
       ...opts,
@@ -290,22 +290,37 @@ export class NodeLifecycleController {
     this.blindReason = reason;
     for (const r of BLIND_REASONS) this.o.metrics.blind.set({ reason: r }, r === reason ? 1 : 0);
     if (reason !== undefined) {
-      this.blindSince = now;
+      if (was === undefined) {
+        // A spell begins. A silent lease watch has been unseen since its last contact, not just
+        // since the threshold passed.
+        const contact = this.o.leases.health().lastContactAt;
+        this.blindSince = reason === 'silent' && contact !== undefined ? Math.min(now, contact) : now;
+        this.spellFresh = false;
+      }
+      if (reason === 'not_leader' || reason === 'unsynced') this.spellFresh = true;
       if (reason === 'not_leader') this.log.info('Not leading: marking nothing');
       else this.log.warn('Blind: the lease watch is not healthy, marking nothing', { reason, was });
       this.deadlineTimer?.sub.unsubscribe();
       this.deadlineTimer = undefined;
       return;
     }
-    const blindMs = now - this.blindSince;
-    // Fresh grace for every node when we start, become leader, or regain sight after an outage
-    // long enough that kubelets may not have been able to renew either.
-    const fresh = was === 'not_leader' || was === 'unsynced' || blindMs >= this.o.outageResetMs;
-    if (fresh) this.o.tracker.resetAll(now);
+    const blindMs = Math.max(0, now - this.blindSince);
+    if (this.spellFresh) {
+      // We start, became leader, or synced for the first time: we know nothing about how long the
+      // nodes have been silent, so every node gets a fresh grace period.
+      this.o.tracker.resetAll(now);
+    } else {
+      // Back from a blind spell while leading: the time nobody could see does not count against
+      // any node (kubelets may not have been able to renew through the same outage), but the grace
+      // that had already run out stays run out. A flapping watch delays marking by its blind
+      // time, never for ever.
+      this.o.tracker.extendAll(blindMs, now);
+      this.o.metrics.blindSeconds.inc(blindMs / 1000);
+    }
     this.log.info('Acting: watches healthy and leading', {
       after: was,
       blindSeconds: Math.round(blindMs / 100) / 10,
-      freshGrace: fresh,
+      freshGrace: this.spellFresh,
     });
     for (const name of this.o.nodes.store.keys()) this.queue.add(name);
     this.armDeadlineTimer();
