@@ -23,6 +23,7 @@ import type { Logger } from '../log/logger.js';
 import { createApiRequestMetrics, createRegistry } from '../metrics/registry.js';
 import { filter } from '../rx/index.js';
 import { createWatchMetrics, type Reflector, watchNodeLeases, watchNodes } from '../watch/index.js';
+import { runShutdown, shutdownBudget } from './shutdown.js';
 
 export const COMPONENT = 'node-lifecycle-controller';
 /** Source component on Events, as upstream's node lifecycle controller records them. */
@@ -156,18 +157,23 @@ export async function runController(o: RunOptions): Promise<RunningController> {
       elector,
     });
   }
+  // Set at SIGTERM: no write starts after that (writes on the wire are left to finish).
+  let stopping = false;
   const fence = elector
     ? () =>
-        elector.canWrite()
-          ? undefined
-          : elector.isLeader()
-            ? 'leader lease not fresh enough'
-            : 'not the leader'
-    : () => undefined;
+        stopping
+          ? 'shutting down'
+          : elector.canWrite()
+            ? undefined
+            : elector.isLeader()
+              ? 'leader lease not fresh enough'
+              : 'not the leader'
+    : () => (stopping ? 'shutting down' : undefined);
 
   const writer = new ApiWriter({
     client,
     fence,
+    fenceDeadline: elector ? () => elector.fenceDeadline() : undefined,
     dryRun: config.dryRun,
     logger: log,
     metrics: createWriterMetrics(registry),
@@ -224,30 +230,54 @@ export async function runController(o: RunOptions): Promise<RunningController> {
   const shutdown = (reason: string): Promise<void> => {
     shuttingDown ??= (async () => {
       const started = performance.now();
-      log.info('Shutting down', { reason });
-      // Stop acting, stop the watches, let in-flight writes finish (bounded).
-      controller.setLeading(false);
-      nodes.stop();
-      leases.stop();
-      const drained = await Promise.race([
-        controller.stop().then(() => true),
-        new Promise<boolean>((r) => setTimeout(() => r(false), config.shutdownGracePeriodMs)),
-      ]);
-      if (!drained) log.warn('In-flight writes did not finish within the shutdown grace period');
-      // Only after all guarded work has stopped: release the lock so another replica leads at once.
-      if (elector) {
-        const released = await elector.release();
-        log.info('Leader lease release', { result: released });
-        elector.stop();
-      }
-      lock?.stop();
-      await identity?.shutdown(2_000).catch(() => undefined);
-      poolSub?.unsubscribe();
-      pools?.close();
-      nodeDeletes.unsubscribe();
-      await http.close();
-      client.close();
-      log.info('Stopped', { seconds: Math.round(performance.now() - started) / 1000 });
+      const budget = shutdownBudget(config.shutdownGracePeriodMs);
+      log.info('Shutting down', { reason, budgetSeconds: budget.totalMs / 1000 });
+      const result = await runShutdown(
+        {
+          stopActing: () => {
+            stopping = true;
+            controller.setLeading(false);
+            nodes.stop();
+            leases.stop();
+          },
+          drain: async () => {
+            await controller.stop();
+            await writer.idle();
+          },
+          inFlight: () => writer.inFlight,
+          release: elector
+            ? async (ms) => {
+                // Only after all guarded work has stopped: another replica leads at once.
+                const released = await elector.release(ms);
+                log.info('Leader lease release', { result: released });
+                elector.stop();
+                return released;
+              }
+            : undefined,
+          abandon: elector ? () => elector.stop() : undefined,
+          tail: async (ms) => {
+            await identity?.shutdown(Math.floor(ms / 2)).catch(() => undefined);
+          },
+          close: async () => {
+            elector?.stop();
+            lock?.stop();
+            identity?.stop();
+            poolSub?.unsubscribe();
+            pools?.close();
+            nodeDeletes.unsubscribe();
+            await http.close();
+            client.close();
+          },
+        },
+        budget,
+        clock.scheduler,
+        log,
+      );
+      log.info('Stopped', {
+        seconds: Math.round(performance.now() - started) / 1000,
+        drained: result.drained,
+        lease: result.released ?? 'none',
+      });
     })();
     return shuttingDown;
   };

@@ -242,10 +242,10 @@ export const FLAGS: readonly FlagSpec[] = [
     group: 'Operation',
     name: 'shutdown-grace-period',
     kind: DUR,
-    default: '8s',
+    default: '10s',
     min: 0,
     max: 600_000,
-    help: 'On SIGTERM, time allowed for in-flight writes before the lease is released and the process exits.',
+    help: "On SIGTERM, the whole shutdown takes at most this: writes in flight may take all of it but the last 3s (or half, if shorter), then the lease is released (only if they all finished; otherwise it is left to expire) and the identity lease deleted. Keep it below the pod's terminationGracePeriodSeconds.",
   },
   {
     group: 'Operation',

@@ -177,13 +177,14 @@ export class LeaderElector {
   /**
    * Graceful shutdown, to be called only after all guarded work has stopped: stops campaigning,
    * closes the fence, and if we hold the lease writes it with no holder and leaseDurationSeconds 1
-   * (client-go's ReleaseOnCancel) so another replica takes it at once.
+   * (client-go's ReleaseOnCancel) so another replica takes it at once. Gives up after `budgetMs`
+   * (default: the renew deadline).
    */
-  async release(): Promise<ReleaseResult> {
+  async release(budgetMs: number = this.cfg.renewDeadlineMs): Promise<ReleaseResult> {
     const held = this.s.phase === 'leader' ? this.s.lock : undefined;
     this.halt('released', 'released');
     if (held?.kind !== 'present' || held.record.holderIdentity !== this.identity) return 'not-holder';
-    const deadline = this.now() + this.cfg.renewDeadlineMs;
+    const deadline = this.now() + budgetMs;
     let base: Lease | undefined = held.lease;
     for (;;) {
       const timeoutMs = Math.min(this.requestTimeoutMs, deadline - this.now());
@@ -220,7 +221,7 @@ export class LeaderElector {
         });
       }
     }
-    this.log.error('Giving up releasing lease: renew deadline passed');
+    this.log.error('Giving up releasing lease: out of time');
     return 'failed';
   }
 
