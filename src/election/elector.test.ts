@@ -331,15 +331,37 @@ describe('LeaderElector', () => {
     expect(a.e.getLeader()).toBe('intruder_9');
   });
 
-  it('a leader that sees the lock deleted stops at once (anyone could create it)', async () => {
+  it('a leader whose lock is deleted closes the fence, creates it again at once and keeps leading', async () => {
     const a = replica('a_1');
+    const b = replica('b_2');
     a.e.start();
     await advance(20);
+    b.e.start();
+    await advance(3_000);
+    const from = server.calls.length;
     server.remove(NS, LOCK);
-    await advance(1);
+    await advance(1); // the watch delivers
     expect(a.e.canWrite()).toBe(false);
-    await advance(10);
-    expect(a.lost[0]?.reason).toBe('lock deleted');
+    await advance(20);
+    expect(a.e.canWrite()).toBe(true);
+    expect(a.e.isLeader()).toBe(true);
+    expect(a.lost).toEqual([]);
+    expect(lock()?.spec).toMatchObject({ holderIdentity: 'a_1', leaseTransitions: 0 });
+    expect(
+      server.calls
+        .slice(from)
+        .filter((c) => c.who === 'a_1')
+        .map((c) => `${c.method} ${c.status}`),
+    ).toEqual(['GET 404', 'POST 200']);
+    // The standby did not jump on the deleted lock (it waits for a_1's lease to run out first),
+    // and nobody saw a new leader.
+    expect(server.calls.slice(from).filter((c) => c.who === 'b_2' && c.method === 'POST')).toEqual([]);
+    await advance(30_000);
+    expect(leaders()).toEqual(['a_1']);
+    expect(
+      a.events.filter((e) => e.type === 'new-leader').map((e) => e.type === 'new-leader' && e.identity),
+    ).toEqual(['a_1']);
+    expect(await metric(a, 'nlc_leader_election_transitions_total')).toBe(0);
   });
 
   it('the fence is judged from the monotonic clock, not from timers (a frozen loop cannot write)', async () => {

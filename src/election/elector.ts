@@ -398,9 +398,14 @@ export class LeaderElector {
           return;
         } catch (err) {
           if (this.ended()) return;
-          // Our copy was stale (409), or the leader's optimistic update failed in any way: read
-          // the lock and decide again, once (client-go's slow path).
-          if (!readFirst && (isConflict(err) || this.s.phase === 'leader')) {
+          // Our copy was stale (409), the leader's optimistic update failed in any way, or someone
+          // created the lock first: read the lock and decide again, once (client-go's slow path).
+          if (
+            round === 0 &&
+            (plan.kind === 'create'
+              ? isConflict(err)
+              : !readFirst && (isConflict(err) || this.s.phase === 'leader'))
+          ) {
             this.log.debug(2, 'Failed to update lease optimistically, falling back to slow path', { err });
             readFirst = true;
             continue;
@@ -429,7 +434,9 @@ export class LeaderElector {
     this.s = next;
     const at = this.now();
     const holder = observedHolder(next);
-    if (holder !== undefined) this.setLeader(holder);
+    // A leader about to create its deleted lock again has not handed anything over.
+    const recreating = next.phase === 'leader' && next.lock.kind === 'absent';
+    if (holder !== undefined && !recreating) this.setLeader(holder);
     if (prev.phase !== 'leader' && next.phase === 'leader') {
       this.metrics.masterStatus.set({ name: this.name }, 1);
       this.log.info('Successfully acquired lease', {

@@ -17,7 +17,11 @@
  * - A candidate acts the moment a change makes the lock free (released, deleted, or owned by our
  *   identity) and at the exact instant the lease expires, not at its next 2 s poll.
  * - A leader that sees (through the watch) the lock deleted or held by someone else closes its
- *   fence at once and verifies with a GET; a GET that confirms it ends leadership.
+ *   fence at once and verifies with a GET; a GET that confirms another holder ends leadership.
+ * - A lock confirmed deleted while our fence would still be open is created again and we keep
+ *   leading, as client-go does on its next renewal; but a candidate does not treat a lock deleted
+ *   under a live holder as free before that holder's lease would have expired (client-go creates
+ *   it at once, while the holder, whose watch may lag, can still be writing).
  */
 import type { Lease, LeaseSpec } from '../kube/types.js';
 import { JITTER_FACTOR } from './config.js';
@@ -34,7 +38,12 @@ export interface MachineConfig {
 /** What we know about the lock Lease. `since` is our monotonic time of the last observed change. */
 export type LockView =
   | { readonly kind: 'unknown' }
-  | { readonly kind: 'absent'; readonly since: number }
+  | {
+      readonly kind: 'absent';
+      readonly since: number;
+      /** Deleted while another holder's lease was live: that lease still runs until then. */
+      readonly heldUntil?: number;
+    }
   | {
       readonly kind: 'present';
       /** The newest object seen with this record (its resourceVersion is our update precondition). */
@@ -130,7 +139,21 @@ export function observe(
   let lock: LockView;
   let seq = s.seq;
   if (lease === undefined) {
-    lock = s.lock.kind === 'absent' ? s.lock : { kind: 'absent', since: now };
+    if (s.lock.kind === 'absent') lock = s.lock;
+    else {
+      // A deletion does not shorten another holder's lease: it may write until the lease would
+      // have expired, from our observation of it (it may not have seen the deletion yet).
+      const prev = s.lock;
+      const holder = prev.kind === 'present' ? prev.record.holderIdentity : '';
+      const heldUntil =
+        prev.kind === 'present' && holder !== '' && holder !== cfg.identity
+          ? prev.since + recordLeaseMs(cfg, prev.record)
+          : undefined;
+      lock =
+        heldUntil !== undefined && heldUntil > now
+          ? { kind: 'absent', since: now, heldUntil }
+          : { kind: 'absent', since: now };
+    }
   } else {
     const record = recordOf(lease);
     const key = recordKey(record);
@@ -151,6 +174,13 @@ export function observe(
   const holder = lock.kind === 'present' ? lock.record.holderIdentity : undefined;
   // A read that shows us as holder settles a suspicion raised by the watch.
   if (holder === cfg.identity) return source === 'get' ? { ...next, suspect: false } : next;
+  if (holder === undefined && s.renewedAt !== undefined && now < s.renewedAt + fenceWindowMs(cfg)) {
+    // The lock was deleted. Nobody else may take it before our lease would have expired (see
+    // freeAt), so while our fence would still be open we create it again at once and keep
+    // leading; the fence stays closed until that create succeeds. Someone faster wins by the
+    // normal rules (our create fails, a read shows their record).
+    return { ...next, suspect: true, nextAttemptAt: now };
+  }
   const reason =
     holder === undefined
       ? 'lock deleted'
@@ -166,7 +196,7 @@ export function observe(
 /** The monotonic moment the lock became (or becomes) free for us; undefined while unknown. */
 export function freeAt(cfg: MachineConfig, lock: LockView): number | undefined {
   if (lock.kind === 'unknown') return undefined;
-  if (lock.kind === 'absent') return lock.since;
+  if (lock.kind === 'absent') return Math.max(lock.since, lock.heldUntil ?? lock.since);
   const h = lock.record.holderIdentity;
   if (h === '' || h === cfg.identity) return lock.since;
   return lock.since + recordLeaseMs(cfg, lock.record);
