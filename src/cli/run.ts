@@ -3,6 +3,7 @@ import { systemClock } from '../clock/clock.js';
 import type { Config } from '../config/config.js';
 import { createControllerMetrics } from '../controller/metrics.js';
 import { NodeLifecycleController } from '../controller/node-lifecycle.js';
+import { livenessChecks, readinessChecks } from '../controller/probes.js';
 import {
   createDisruptionMetrics,
   DisruptionController,
@@ -197,6 +198,19 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     watchSilenceThresholdMs: config.health.watchSilenceThresholdMs,
     monitorPeriodMs: config.health.monitorPeriodMs,
     markPodsNotReady: config.health.markPodsNotReady,
+    // A replica that cannot see does not acquire the lease; a leader blind for too long releases
+    // it (once its writes on the wire are over) so that one that can see leads.
+    election: elector
+      ? {
+          setEligible: (eligible) => elector.setEligible(eligible),
+          stepDown: (reason) => {
+            void elector
+              .stepDown(reason, () => writer.idle())
+              .then((result) => log.info('Leader lease release after stepping down', { result }));
+          },
+        }
+      : undefined,
+    blindStepDownMs: elector ? le.blindStepDownMs : 0,
   });
   controller.start();
   const nodeDeletes = nodes.events$
@@ -209,12 +223,23 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     controller.refreshGrace();
   });
 
-  const healthChecks: Check[] = [{ name: 'ping', check: () => undefined }];
-  if (elector) healthChecks.push({ name: 'leaderElection', check: () => healthz.check()?.message });
-  const readyChecks: Check[] = [
-    { name: 'nodes-synced', check: () => (nodes.store.isSynced ? undefined : 'node watch not synced') },
-    { name: 'leases-synced', check: () => (leases.store.isSynced ? undefined : 'lease watch not synced') },
+  const probeSources = {
+    now: () => clock.scheduler.now(),
+    nodes: () => nodes.health(),
+    leases: () => leases.health(),
+    access: elector ? () => elector.apiAccess() : undefined,
+    startedAt: clock.scheduler.now(),
+  };
+  const probeOptions = {
+    watchSilenceThresholdMs: config.health.watchSilenceThresholdMs,
+    lockAccessMs: le.leaseDurationMs,
+  };
+  const healthChecks: Check[] = [
+    { name: 'ping', check: () => undefined },
+    ...livenessChecks(probeSources, probeOptions),
   ];
+  if (elector) healthChecks.push({ name: 'leaderElection', check: () => healthz.check()?.message });
+  const readyChecks: Check[] = readinessChecks(probeSources, probeOptions);
   const http = await startHttpServers({
     metrics: { address: config.metricsAddress, registry },
     probes: { address: config.probeAddress, healthz: () => healthChecks, readyz: () => readyChecks },

@@ -201,6 +201,15 @@ export const FLAGS: readonly FlagSpec[] = [
   },
   {
     group: 'Leader election',
+    name: 'blind-step-down-after',
+    kind: DUR,
+    default: '2m30s',
+    min: 0,
+    max: 24 * 3600_000,
+    help: 'A leader whose watches have been blind (disconnected, unsynced or silent) this long steps down: it releases the lease so that a replica that can see leads, and leads again only once it sees. 0 never steps down; otherwise at least --node-monitor-grace-period. When not set, 3 x --node-monitor-grace-period.',
+  },
+  {
+    group: 'Leader election',
     name: 'identity-lease-gc-age',
     kind: DUR,
     default: '1h',

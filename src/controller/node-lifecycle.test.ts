@@ -32,6 +32,8 @@ afterEach(() => {
 
 interface Harness {
   sim: SimApiServer;
+  /** What the controller told leader election: setEligible values and step-down requests, timed. */
+  election: Array<{ at: number; call: string }>;
   controller: NodeLifecycleController;
   registry: Registry;
   leases: Reflector<Lease>;
@@ -45,7 +47,7 @@ interface Harness {
  * The controller as run.ts wires it (real watch layer, tracker, disruption controller and writer),
  * against the in-memory server, in virtual time. Leading from the start (no election).
  */
-function harness(o: { nodes: number }): Harness {
+function harness(o: { nodes: number; blindStepDownMs?: number }): Harness {
   const sim = new SimApiServer(now);
   for (let i = 0; i < o.nodes; i++) sim.addNode(`node-${i}`);
   const clock: Clock = { scheduler: asyncScheduler, wall: () => Date.now() };
@@ -93,7 +95,17 @@ function harness(o: { nodes: number }): Harness {
     watchSilenceThresholdMs: SILENCE_MS,
     monitorPeriodMs: 5_000,
     markPodsNotReady: 'always',
+    blindStepDownMs: o.blindStepDownMs,
+    election: {
+      setEligible: (e) => election.push({ at: now(), call: `eligible=${e}` }),
+      stepDown: (reason) => {
+        election.push({ at: now(), call: `stepDown: ${reason}` });
+        // As run.ts does on the elector's stopped-leading event.
+        controller.setLeading(false);
+      },
+    },
   });
+  const election: Harness['election'] = [];
   const blindIntervals: Array<[number, number]> = [];
   let blindFrom: number | undefined;
   const latest = new Map<string, WatchHealth>();
@@ -116,6 +128,7 @@ function harness(o: { nodes: number }): Harness {
   controller.setLeading(true);
   return {
     sim,
+    election,
     controller,
     registry,
     leases,
@@ -217,6 +230,81 @@ describe('NodeLifecycleController: blind spells (virtual time)', () => {
       expect(h.controller.sight.blind).toBeUndefined();
       for (let i = 0; i < 10; i++) expect(h.sim.readyOf(`node-${i}`)).toBe('True');
       expect(h.sim.patches).toEqual([]);
+    } finally {
+      await h.stop();
+    }
+  });
+});
+
+describe('NodeLifecycleController: leadership follows sight (virtual time)', () => {
+  it('eligible to lead only while both watches are healthy', async () => {
+    const h = harness({ nodes: 3 });
+    try {
+      await advance(5_000);
+      expect(h.election.map((e) => e.call)).toEqual(['eligible=false', 'eligible=true']);
+      h.sim.setPath('refuse');
+      h.sim.cut();
+      await advance(1);
+      h.sim.setPath('up');
+      await advance(10_000);
+      expect(h.election.map((e) => e.call)).toEqual([
+        'eligible=false',
+        'eligible=true',
+        'eligible=false',
+        'eligible=true',
+      ]);
+      expect(h.controller.sight.watch).toBeUndefined();
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a leader blind for --blind-step-down-after steps down once; shorter spells do not', async () => {
+    const LIMIT = 150_000;
+    const h = harness({ nodes: 3, blindStepDownMs: LIMIT });
+    try {
+      await advance(5_000);
+      // A 100 s outage: the watches back off and come back; no step-down.
+      h.sim.setPath('refuse');
+      h.sim.cut();
+      await advance(100_000);
+      h.sim.setPath('up');
+      await advance(40_000);
+      expect(h.controller.sight.watch).toBeUndefined();
+      expect(h.election.filter((e) => e.call.startsWith('stepDown'))).toEqual([]);
+      expect(h.controller.sight.leading).toBe(true);
+      // A long one: the leader steps down LIMIT after it began (within the 1 s sight tick).
+      h.sim.setPath('refuse');
+      h.sim.cut();
+      const began = now();
+      await advance(LIMIT + 60_000);
+      const downs = h.election.filter((e) => e.call.startsWith('stepDown'));
+      expect(downs).toHaveLength(1);
+      expect(downs[0]!.call).toMatch(/^stepDown: blind \(disconnected\) for 2m30s while leading$/);
+      expect(downs[0]!.at - began).toBeGreaterThanOrEqual(LIMIT);
+      expect(downs[0]!.at - began).toBeLessThanOrEqual(LIMIT + 1_000);
+      expect(h.controller.sight.leading).toBe(false);
+      expect(h.election.at(-1)?.call).toBe('stepDown: blind (disconnected) for 2m30s while leading');
+      expect(await metric(h.registry, 'nlc_blind_step_downs_total')).toBe(1);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a silent watch counts as blind from its last contact for the step-down too', async () => {
+    const LIMIT = 120_000;
+    const h = harness({ nodes: 3, blindStepDownMs: LIMIT });
+    try {
+      await advance(5_000);
+      h.sim.setServerHung(true);
+      const hungAt = now();
+      await advance(LIMIT + 5_000);
+      const down = h.election.find((e) => e.call.startsWith('stepDown'));
+      expect(down?.call).toMatch(/^stepDown: blind \((silent|disconnected)\)/);
+      // The last contact was at most one renewal interval (10 s) before the hang.
+      expect(down!.at - hungAt).toBeLessThanOrEqual(LIMIT);
+      expect(down!.at - hungAt).toBeGreaterThanOrEqual(LIMIT - 10_000);
+      h.sim.setServerHung(false);
     } finally {
       await h.stop();
     }

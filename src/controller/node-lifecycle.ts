@@ -1,5 +1,6 @@
 import type { ApiWriter, WriteOutcome } from '../apply/writer.js';
 import type { Clock } from '../clock/clock.js';
+import { formatDuration } from '../disruption/duration.js';
 import {
   type DisruptionController,
   type DisruptionUpdate,
@@ -35,6 +36,16 @@ import { WorkQueue } from './queue.js';
 
 /** Why the controller is not acting right now (undefined: it sees and leads). */
 export type BlindReason = 'not_leader' | 'disconnected' | 'unsynced' | 'silent';
+/** Why the watches cannot be trusted right now, leadership aside. */
+export type WatchBlindReason = Exclude<BlindReason, 'not_leader'>;
+
+/** What the controller asks of leader election (LeaderElector implements it). */
+export interface LeadershipControl {
+  /** A replica that cannot see should not acquire the lease (it may keep it: see stepDown). */
+  setEligible(eligible: boolean): void;
+  /** Give leadership up (release the lease) without exiting. */
+  stepDown(reason: string): void;
+}
 const BLIND_REASONS: readonly BlindReason[] = ['not_leader', 'disconnected', 'unsynced', 'silent'];
 
 export interface NodeLifecycleOptions {
@@ -54,6 +65,13 @@ export interface NodeLifecycleOptions {
   markPodsNotReady: 'always' | 'upstream';
   /** While a node is not Ready its pods are re-listed this often (newly bound pods get marked). */
   podRecheckMs?: number;
+  /**
+   * Leader election, told when this replica can see (eligible to lead) and asked to step down when
+   * it has led blind for `blindStepDownMs`. Absent without leader election.
+   */
+  election?: LeadershipControl;
+  /** A leader whose watches have been blind this long steps down (0 or absent: never). */
+  blindStepDownMs?: number;
   workers?: number;
   /** Called for each lease or node event before it is processed (benchmarks, tests). */
   onObservation?: (kind: 'lease' | 'node', result: ObservationResult) => void;
@@ -85,8 +103,8 @@ function asReady(node: Node): ReadyStatus {
  * watch that is disconnected, unsynced or silent makes it blind, and blind it marks nothing.
  */
 export class NodeLifecycleController {
-  private readonly o: Required<Omit<NodeLifecycleOptions, 'onObservation'>> &
-    Pick<NodeLifecycleOptions, 'onObservation'>;
+  private readonly o: Required<Omit<NodeLifecycleOptions, 'onObservation' | 'election'>> &
+    Pick<NodeLifecycleOptions, 'onObservation' | 'election'>;
   private readonly log: Logger;
   private readonly queue: WorkQueue<string>;
   private readonly subs: Subscription[] = [];
@@ -96,6 +114,13 @@ export class NodeLifecycleController {
   private blindSince: number;
   /** The spell began or passed through not leading / not synced: fresh grace when it ends. */
   private spellFresh = true;
+  /** Whether the watches can be trusted, leadership aside, and since when they cannot. */
+  private watchBlind: { reason: WatchBlindReason; since: number } | undefined = {
+    reason: 'unsynced',
+    since: 0,
+  };
+  private eligible: boolean | undefined;
+  private steppingDown = false;
   private deadlineTimer: { at: number; sub: Subscription } | undefined;
   private disruptionTimer: { at: number; sub: Subscription } | undefined;
   private disruptionTickPending = false;
@@ -110,11 +135,13 @@ export class NodeLifecycleController {
     this.o = {
       podRecheckMs: 30_000,
       workers: 8,
+      blindStepDownMs: 0,
       ...opts,
     };
     this.log = opts.logger.with({ component: 'node-lifecycle' });
     this.queue = new WorkQueue(opts.clock.scheduler, { baseDelayMs: 50, maxDelayMs: 60_000 });
     this.blindSince = this.now();
+    this.watchBlind = { reason: 'unsynced', since: this.blindSince };
   }
 
   private now(): number {
@@ -150,6 +177,7 @@ export class NodeLifecycleController {
   setLeading(leading: boolean): void {
     if (this.leading === leading) return;
     this.leading = leading;
+    if (!leading) this.steppingDown = false;
     this.o.metrics.leading.set(leading ? 1 : 0);
     this.log.info(leading ? 'Started leading: reconciling nodes' : 'Stopped leading: no more writes');
     this.evaluateSight();
@@ -166,9 +194,20 @@ export class NodeLifecycleController {
     await Promise.all(this.workerLoops);
   }
 
-  /** What the controller would say about itself (status view, tests). */
-  get sight(): { blind: BlindReason | undefined; leading: boolean; queued: number } {
-    return { blind: this.blindReason, leading: this.leading, queued: this.queue.length };
+  /** What the controller would say about itself (status view, probes, tests). */
+  get sight(): {
+    blind: BlindReason | undefined;
+    leading: boolean;
+    queued: number;
+    /** The watches' own state, leadership aside: why they cannot be trusted, and since when. */
+    watch: { reason: WatchBlindReason; since: number } | undefined;
+  } {
+    return {
+      blind: this.blindReason,
+      leading: this.leading,
+      queued: this.queue.length,
+      watch: this.watchBlind,
+    };
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -270,11 +309,55 @@ export class NodeLifecycleController {
     this.evaluateSight();
   }
 
-  private computeBlindness(now: number): BlindReason | undefined {
-    if (!this.leading) return 'not_leader';
+  private computeWatchBlindness(now: number): WatchBlindReason | undefined {
     const nodes = watchBlindness(this.o.nodes.health(), now, Number.POSITIVE_INFINITY);
     if (nodes) return nodes;
     return watchBlindness(this.o.leases.health(), now, this.o.watchSilenceThresholdMs);
+  }
+
+  /** When a spell that begins now began: a silent lease watch has been unseen since its last contact. */
+  private spellStart(reason: BlindReason, now: number): number {
+    const contact = this.o.leases.health().lastContactAt;
+    return reason === 'silent' && contact !== undefined ? Math.min(now, contact) : now;
+  }
+
+  /**
+   * The watches' sight, leadership aside: tells leader election whether we may lead, and makes a
+   * leader that has been blind for blindStepDownMs step down so that a replica that sees can lead.
+   */
+  private evaluateWatchSight(now: number, watch: WatchBlindReason | undefined): void {
+    if (watch === undefined) this.watchBlind = undefined;
+    else if (this.watchBlind === undefined)
+      this.watchBlind = { reason: watch, since: this.spellStart(watch, now) };
+    else if (this.watchBlind.reason !== watch) this.watchBlind = { ...this.watchBlind, reason: watch };
+    const eligible = watch === undefined;
+    if (eligible !== this.eligible) {
+      this.eligible = eligible;
+      this.o.election?.setEligible(eligible);
+    }
+    const limit = this.o.blindStepDownMs;
+    if (
+      this.leading &&
+      this.watchBlind !== undefined &&
+      limit > 0 &&
+      !this.steppingDown &&
+      this.o.election &&
+      now - this.watchBlind.since >= limit
+    ) {
+      this.steppingDown = true;
+      const blindFor = formatDuration(now - this.watchBlind.since);
+      this.log.warn('Blind for too long while leading: stepping down so that a replica that can see leads', {
+        reason: this.watchBlind.reason,
+        blindFor,
+        blindStepDownAfter: formatDuration(limit),
+      });
+      this.o.metrics.stepDowns.inc({ reason: this.watchBlind.reason });
+      this.o.election.stepDown(`blind (${this.watchBlind.reason}) for ${blindFor} while leading`);
+    }
+  }
+
+  private computeBlindness(watch: WatchBlindReason | undefined): BlindReason | undefined {
+    return this.leading ? watch : 'not_leader';
   }
 
   private acting(): boolean {
@@ -284,7 +367,9 @@ export class NodeLifecycleController {
   private evaluateSight(): void {
     if (this.stopped) return;
     const now = this.now();
-    const reason = this.computeBlindness(now);
+    const watch = this.computeWatchBlindness(now);
+    this.evaluateWatchSight(now, watch);
+    const reason = this.computeBlindness(watch);
     if (reason === this.blindReason) return;
     const was = this.blindReason;
     this.blindReason = reason;
@@ -293,8 +378,7 @@ export class NodeLifecycleController {
       if (was === undefined) {
         // A spell begins. A silent lease watch has been unseen since its last contact, not just
         // since the threshold passed.
-        const contact = this.o.leases.health().lastContactAt;
-        this.blindSince = reason === 'silent' && contact !== undefined ? Math.min(now, contact) : now;
+        this.blindSince = this.spellStart(reason, now);
         this.spellFresh = false;
       }
       if (reason === 'not_leader' || reason === 'unsynced') this.spellFresh = true;

@@ -13,6 +13,8 @@ import {
   observe,
   planWrite,
   releaseSpec,
+  setEligible,
+  stepDown,
   writeSucceeded,
 } from './machine.js';
 import { microTime, recordOf } from './record.js';
@@ -284,6 +286,25 @@ describe('leader', () => {
     // Once the fence would have closed, a deleted lock ends leadership (anyone may have it by now).
     const late = observe(cfg, lead(), undefined, 10_010, 'get');
     expect(late).toMatchObject({ phase: 'lost', endReason: 'lock deleted' });
+  });
+
+  it('stepDown: a candidate that may not acquire, fence closed; a late renewal answer does not make it leader', () => {
+    const s = lead();
+    const down = stepDown(cfg, s, 500);
+    expect(down).toMatchObject({ phase: 'candidate', eligible: false, renewedAt: undefined });
+    expect(canWrite(cfg, down, 500)).toBe(false);
+    expect(decide(cfg, down, 2_500)).toMatchObject({ kind: 'attempt', read: true, why: 'poll' });
+    expect(planWrite(cfg, down, 2_500, WALL)).toEqual({ kind: 'ineligible' });
+    const renewed = held('me_1', WALL + 600);
+    const late = writeSucceeded(cfg, down, renewed, 400, 600);
+    expect(late).toMatchObject({
+      phase: 'candidate',
+      eligible: false,
+      lock: { kind: 'present', lease: renewed },
+    });
+    // Eligible again, it takes its own (free to it) lock at once.
+    const back = setEligible(late, true);
+    expect(decide(cfg, back, 700)).toMatchObject({ kind: 'attempt', read: false, why: 'free' });
   });
 
   it('a lost state ignores everything after', () => {

@@ -22,6 +22,9 @@
  *   leading, as client-go does on its next renewal; but a candidate does not treat a lock deleted
  *   under a live holder as free before that holder's lease would have expired (client-go creates
  *   it at once, while the holder, whose watch may lag, can still be writing).
+ * - A replica that cannot see (its watches are not healthy) is not eligible: it keeps reading the
+ *   lock but does not acquire it. A leader told to step down (blind for too long) becomes such a
+ *   candidate: its fence closes at once, and it releases the lock (elector.ts).
  */
 import type { Lease, LeaseSpec } from '../kube/types.js';
 import { JITTER_FACTOR } from './config.js';
@@ -71,6 +74,8 @@ export interface ElectionState {
   readonly suspect: boolean;
   /** Why the phase became lost/stopped. */
   readonly endReason: string | undefined;
+  /** A candidate that is not eligible reads the lock but never acquires it. */
+  readonly eligible: boolean;
 }
 
 export type Decision =
@@ -88,6 +93,8 @@ export type WritePlan =
   | { readonly kind: 'read' }
   /** Someone else holds a live lease; it expires at `until` unless it changes. */
   | { readonly kind: 'held'; readonly holder: string; readonly until: number }
+  /** We are a candidate that may not acquire now (see ElectionState.eligible). */
+  | { readonly kind: 'ineligible' }
   | { readonly kind: 'create'; readonly spec: LeaseSpec }
   | { readonly kind: 'update'; readonly body: Lease; readonly takeover: boolean };
 
@@ -101,6 +108,7 @@ export function initialState(now: number): ElectionState {
     renewedAt: undefined,
     suspect: false,
     endReason: undefined,
+    eligible: true,
   };
 }
 
@@ -211,6 +219,11 @@ export function decide(cfg: MachineConfig, s: ElectionState, now: number): Decis
       return { kind: 'attempt', read: s.suspect, why: s.suspect ? 'verify' : 'renew' };
     return { kind: 'wait', until: Math.min(s.nextAttemptAt, lostAt) };
   }
+  if (!s.eligible) {
+    // Keep reading the lock (who leads, and proof that we reach the API server), never take it.
+    if (now >= s.nextAttemptAt) return { kind: 'attempt', read: true, why: 'poll' };
+    return { kind: 'wait', until: s.nextAttemptAt };
+  }
   const at = freeAt(cfg, s.lock);
   if (at === undefined) return { kind: 'attempt', read: true, why: 'initial' };
   const tried = s.lastAttempt !== undefined && s.lastAttempt.seq === s.seq && s.lastAttempt.at >= at;
@@ -227,6 +240,7 @@ export function attemptStarted(s: ElectionState, now: number): ElectionState {
 export function planWrite(cfg: MachineConfig, s: ElectionState, now: number, wallMs: number): WritePlan {
   const lock = s.lock;
   if (lock.kind === 'unknown') return { kind: 'read' };
+  if (s.phase !== 'leader' && !s.eligible) return { kind: 'ineligible' };
   const stamp = microTime(wallMs);
   const durationSeconds = writtenLeaseDurationSeconds(cfg);
   if (lock.kind === 'absent') {
@@ -273,6 +287,21 @@ export function writeSucceeded(
   if (record.holderIdentity !== cfg.identity) return attemptFinished(cfg, s, now, 0);
   const key = recordKey(record);
   const same = s.lock.kind === 'present' && s.lock.key === key;
+  if (s.phase !== 'leader' && !s.eligible) {
+    // A renewal that was already on its way when we stepped down: we hold the lock again on the
+    // server, but we do not lead. Keep the fresh copy for the release.
+    return {
+      ...s,
+      lock: {
+        kind: 'present',
+        lease: response,
+        record,
+        key,
+        since: same && s.lock.kind === 'present' ? s.lock.since : now,
+      },
+      seq: same ? s.seq : s.seq + 1,
+    };
+  }
   return {
     ...s,
     phase: 'leader',
@@ -306,6 +335,29 @@ export function attemptFinished(
       ? cfg.retryPeriodMs
       : cfg.retryPeriodMs * (1 + JITTER_FACTOR * Math.min(Math.max(jitter01, 0), 1));
   return { ...s, nextAttemptAt: now + wait };
+}
+
+/** Whether a candidate may acquire the lock (a leader is not affected: see stepDown). */
+export function setEligible(s: ElectionState, eligible: boolean): ElectionState {
+  if (s.eligible === eligible) return s;
+  // Polls made while not eligible did not try to take a free lock: try at once.
+  return eligible ? { ...s, eligible, lastAttempt: undefined } : { ...s, eligible };
+}
+
+/**
+ * A leader gives leadership up without ending: it becomes a candidate that is not eligible, its
+ * fence closed at once. Releasing the lock is the elector's job (after writes in flight ended).
+ */
+export function stepDown(cfg: MachineConfig, s: ElectionState, now: number): ElectionState {
+  if (s.phase !== 'leader') return s;
+  return {
+    ...s,
+    phase: 'candidate',
+    eligible: false,
+    renewedAt: undefined,
+    suspect: false,
+    nextAttemptAt: now + cfg.retryPeriodMs,
+  };
 }
 
 export function lose(s: ElectionState, reason: string): ElectionState {
