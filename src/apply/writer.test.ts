@@ -40,13 +40,22 @@ beforeEach(() => {
   requests.length = 0;
 });
 
-function writer(opts: { dryRun?: boolean; fence?: () => string | undefined } = {}) {
+function writer(
+  opts: {
+    dryRun?: boolean;
+    fence?: (now: number) => string | undefined;
+    fenceDeadline?: () => number | undefined;
+    qps?: number;
+    burst?: number;
+  } = {},
+) {
   const sleeps: number[] = [];
   const registry = createRegistry({ defaultMetrics: false });
   let now = 0;
   const w = new ApiWriter({
     client,
-    fence: opts.fence ?? (() => undefined),
+    fence: () => opts.fence?.(now),
+    fenceDeadline: opts.fenceDeadline,
     dryRun: opts.dryRun ?? false,
     logger: memoryLogger(),
     metrics: createWriterMetrics(registry),
@@ -54,8 +63,8 @@ function writer(opts: { dryRun?: boolean; fence?: () => string | undefined } = {
       scheduler: { now: () => now, schedule: () => ({ unsubscribe() {}, closed: false }) } as never,
       wall: () => 0,
     },
-    qps: 1000,
-    burst: 1000,
+    qps: opts.qps ?? 1000,
+    burst: opts.burst ?? 1000,
     component: 'node-controller',
     instance: 'test',
     sleep: async (ms) => {
@@ -63,8 +72,11 @@ function writer(opts: { dryRun?: boolean; fence?: () => string | undefined } = {
       now += ms;
     },
   });
-  return { w, sleeps, registry };
+  return { w, sleeps, registry, now: () => now };
 }
+
+const pathOf = (url: string) => new URL(url, 'http://x').pathname;
+const timeoutOf = (url: string) => new URL(url, 'http://x').searchParams.get('timeout');
 
 const node = (rv: string, taints: { key: string; effect: string }[] = []): Node => ({
   metadata: { name: 'n1', resourceVersion: rv },
@@ -187,7 +199,7 @@ describe('ApiWriter', () => {
       involvedObject: { kind: 'Node', name: 'n1' },
     });
     expect(requests[1]!.body).toMatchObject({ count: 2 });
-    expect(requests[0]!.url).toBe('/api/v1/namespaces/default/events');
+    expect(pathOf(requests[0]!.url)).toBe('/api/v1/namespaces/default/events');
   });
 
   it('puts Events about cluster-scoped objects (an empty namespace) in default', async () => {
@@ -199,9 +211,97 @@ describe('ApiWriter', () => {
       reason: 'NodeNotReady',
       message: 'm',
     });
-    expect(requests[0]!.url).toBe('/api/v1/namespaces/default/events');
+    expect(pathOf(requests[0]!.url)).toBe('/api/v1/namespaces/default/events');
     expect(
       (requests[0]!.body as { involvedObject: Record<string, unknown> }).involvedObject,
     ).not.toHaveProperty('namespace');
+  });
+
+  describe('inside the leadership fence', () => {
+    const spec = {
+      involved: { kind: 'Node' as const, name: 'n1', apiVersion: 'v1' },
+      type: 'Normal' as const,
+      reason: 'NodeNotReady',
+      message: 'm',
+    };
+
+    it("a write may take only until the fence deadline, on our side and the API server's", async () => {
+      let deadline: number | undefined = 3_500;
+      const { w } = writer({ fenceDeadline: () => deadline });
+      script = [
+        { status: 200, body: node('2') },
+        { status: 201, body: {} },
+        { status: 200, body: node('3') },
+      ];
+      expect((await w.patchNode('n1', node('1'), addOurTaint)).kind).toBe('applied');
+      await w.event(spec);
+      deadline = 60_000; // renewed: the default 10 s cap applies again
+      expect((await w.patchNodeStatus('n1', node('2'), () => ({ status: {} }))).kind).toBe('applied');
+      expect(requests.map((r) => timeoutOf(r.url))).toEqual(['3.5s', '3.5s', '10s']);
+    });
+
+    it('sends nothing once the fence is closed or about to close', async () => {
+      let deadline: number | undefined = 50; // less than MIN_WRITE_BUDGET_MS left
+      const { w, registry } = writer({ fenceDeadline: () => deadline });
+      expect(await w.patchNode('n1', node('1'), addOurTaint)).toEqual({
+        kind: 'fenced',
+        reason: 'leadership fence closes in 50ms',
+      });
+      deadline = undefined;
+      expect((await w.patchNode('n1', node('1'), addOurTaint)).kind).toBe('fenced');
+      await w.event(spec);
+      expect(requests).toHaveLength(0);
+      expect(await registry.getSingleMetricAsString('nlc_writes_total')).toContain(
+        'resource="events",outcome="fenced"} 1',
+      );
+    });
+
+    it('an Event that waited for a rate-limit token is fenced if leadership ended meanwhile', async () => {
+      // One token, one more per second; the fence closes at 500 ms.
+      const { w, sleeps, now } = writer({
+        qps: 1,
+        burst: 1,
+        fence: (t) => (t >= 500 ? 'not the leader' : undefined),
+      });
+      script = [{ status: 201, body: {} }];
+      await w.event(spec);
+      await w.event({ ...spec, reason: 'Other' });
+      expect(sleeps.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(900);
+      expect(now()).toBeGreaterThanOrEqual(500);
+      expect(requests.map((r) => (r.body as { reason: string }).reason)).toEqual(['NodeNotReady']);
+    });
+
+    it('a patch retried after a backoff is fenced if leadership ended during the backoff', async () => {
+      const { w, sleeps } = writer({ fence: (t) => (t > 0 ? 'not the leader' : undefined) });
+      script = [
+        { status: 503, body: { reason: 'ServiceUnavailable' } },
+        { status: 200, body: node('2') },
+      ];
+      expect(await w.patchNode('n1', node('1'), addOurTaint)).toEqual({
+        kind: 'fenced',
+        reason: 'not the leader',
+      });
+      expect(sleeps).toHaveLength(1);
+      // The re-read after the backoff is a read; the write itself was not sent again.
+      expect(requests.map((r) => r.method)).toEqual(['PATCH', 'GET']);
+    });
+
+    it('idle() resolves when no write is on the wire', async () => {
+      const { w } = writer();
+      script = [{ status: 200, body: node('2') }];
+      expect(w.inFlight).toBe(0);
+      const write = w.patchNode('n1', node('1'), addOurTaint);
+      await new Promise((r) => setImmediate(r));
+      expect(w.inFlight).toBe(1);
+      let idle = false;
+      const waiting = w.idle().then(() => {
+        idle = true;
+      });
+      expect(idle).toBe(false);
+      await write;
+      await waiting;
+      expect(idle).toBe(true);
+      expect(w.inFlight).toBe(0);
+    });
   });
 });

@@ -1,14 +1,24 @@
 import { randomBytes } from 'node:crypto';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { Clock } from '../clock/clock.js';
+import { formatDuration } from '../disruption/duration.js';
 import { TokenBucket } from '../disruption/token-bucket.js';
-import { KubeApiError, type KubeClient, KubeTransportError, PatchType, paths } from '../kube/client.js';
+import {
+  KubeApiError,
+  type KubeClient,
+  type KubeRequest,
+  KubeTransportError,
+  PatchType,
+  paths,
+} from '../kube/client.js';
 import type { KubeObject, Node, Pod } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 
 /**
  * The only place that writes Nodes, Pods and Events. Every write:
- * - passes the leadership fence right before it leaves the process;
+ * - passes the leadership fence right before it leaves the process, after any wait (rate limiter,
+ *   retry backoff), and must finish before the fence would close: its timeout, on our side and
+ *   the API server's (`?timeout=`), ends at the fence deadline;
  * - is a patch with a resourceVersion precondition (optimistic concurrency), recomputed from a
  *   fresh read on 409 Conflict;
  * - waits out 429 Retry-After and backs off on 5xx / transport errors;
@@ -65,6 +75,13 @@ export function createWriterMetrics(registry: Registry): WriterMetrics {
 export interface WriterDeps {
   client: KubeClient;
   fence: Fence;
+  /**
+   * The monotonic instant the fence closes unless leadership is renewed (the elector's
+   * fenceDeadline()); undefined when it is closed. Every write must be over by then, so its
+   * timeout ends there (at most {@link WRITE_TIMEOUT_MS}). Without it (no leader election) writes
+   * get WRITE_TIMEOUT_MS.
+   */
+  fenceDeadline?: () => number | undefined;
   dryRun: boolean;
   logger: Logger;
   metrics: WriterMetrics;
@@ -88,12 +105,18 @@ export interface EventSpec {
 
 const realSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const EVENT_DEDUPE_MS = 10 * 60_000;
+/** Longest a write may take (client- and server-side) when the fence allows more. */
+export const WRITE_TIMEOUT_MS = 10_000;
+/** A write that would have less than this before the fence closes is not sent. */
+export const MIN_WRITE_BUDGET_MS = 100;
 
 export class ApiWriter {
   private readonly bucket: TokenBucket;
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly events = new Map<string, { name: string; namespace: string; count: number; at: number }>();
   private waiting = 0;
+  private sending = 0;
+  private idleWaiters: Array<() => void> = [];
 
   constructor(private readonly d: WriterDeps) {
     this.bucket = TokenBucket.full(d.qps, d.burst);
@@ -102,6 +125,49 @@ export class ApiWriter {
 
   get dryRun(): boolean {
     return this.d.dryRun;
+  }
+
+  /** Writes on the wire right now (sent, not yet answered or timed out). */
+  get inFlight(): number {
+    return this.sending;
+  }
+
+  /** Resolves once no write is on the wire (at once when none is). */
+  idle(): Promise<void> {
+    if (this.sending === 0) return Promise.resolve();
+    return new Promise((r) => this.idleWaiters.push(r));
+  }
+
+  /**
+   * How long the write about to be sent may take: until the fence deadline, at most
+   * WRITE_TIMEOUT_MS. A string (why not) when the fence is closed or about to close.
+   */
+  private budget(): number | string {
+    const why = this.d.fence();
+    if (why) return why;
+    if (!this.d.fenceDeadline) return WRITE_TIMEOUT_MS;
+    const deadline = this.d.fenceDeadline();
+    if (deadline === undefined) return 'leadership fence closed';
+    const left = Math.floor(deadline - this.d.clock.scheduler.now());
+    if (left < MIN_WRITE_BUDGET_MS) return `leadership fence closes in ${formatDuration(Math.max(0, left))}`;
+    return Math.min(WRITE_TIMEOUT_MS, left);
+  }
+
+  /** Sends one write with a timeout of `ms` on both sides, counted in inFlight. */
+  private async send<T>(req: Omit<KubeRequest, 'timeoutMs'>, ms: number): Promise<T> {
+    this.sending++;
+    try {
+      return await this.d.client.request<T>({
+        ...req,
+        // The API server abandons the request at the same moment (Go duration syntax).
+        // A Go duration, as the API server parses it.
+        query: { ...req.query, timeout: formatDuration(ms) },
+        timeoutMs: ms,
+      });
+    } finally {
+      this.sending--;
+      if (this.sending === 0) for (const w of this.idleWaiters.splice(0)) w();
+    }
   }
 
   /** Waits for a token of the client-side limiter. */
@@ -185,16 +251,15 @@ export class ApiWriter {
       const meta = (body.metadata as Record<string, unknown> | undefined) ?? {};
       const withPrecondition = rv ? { ...body, metadata: { ...meta, resourceVersion: rv } } : body;
       await this.throttle();
-      const fenced = this.d.fence();
-      if (fenced) return { kind: 'fenced', reason: fenced };
+      // After every wait (the limiter above, a backoff before this attempt): may we still write,
+      // and for how long?
+      const budget = this.budget();
+      if (typeof budget === 'string') return { kind: 'fenced', reason: budget };
       try {
-        const object = await this.d.client.request<KubeObject>({
-          method: 'PATCH',
-          path: opts.path,
-          contentType: PatchType.strategic,
-          body: withPrecondition,
-          timeoutMs: 10_000,
-        });
+        const object = await this.send<KubeObject>(
+          { method: 'PATCH', path: opts.path, contentType: PatchType.strategic, body: withPrecondition },
+          budget,
+        );
         return { kind: 'applied', object, attempts: attempt };
       } catch (err) {
         if (err instanceof KubeApiError && err.isConflict) {
@@ -298,46 +363,51 @@ export class ApiWriter {
       this.d.metrics.writes.inc({ resource: 'events', outcome: 'dry-run' });
       return;
     }
-    const fenced = this.d.fence();
-    if (fenced) {
-      this.d.metrics.writes.inc({ resource: 'events', outcome: 'fenced' });
-      return;
-    }
     const prev = this.events.get(key);
     try {
       await this.throttle();
+      // Fenced after waiting for the token: leadership may have ended meanwhile.
+      const budget = this.budget();
+      if (typeof budget === 'string') {
+        this.d.metrics.writes.inc({ resource: 'events', outcome: 'fenced' });
+        return;
+      }
       if (prev && nowMono - prev.at < EVENT_DEDUPE_MS) {
         prev.count++;
         prev.at = nowMono;
-        await this.d.client.request({
-          method: 'PATCH',
-          path: `${paths.coreEvents(prev.namespace)}/${prev.name}`,
-          contentType: PatchType.merge,
-          body: { count: prev.count, lastTimestamp: nowWall },
-          timeoutMs: 10_000,
-        });
+        await this.send(
+          {
+            method: 'PATCH',
+            path: `${paths.coreEvents(prev.namespace)}/${prev.name}`,
+            contentType: PatchType.merge,
+            body: { count: prev.count, lastTimestamp: nowWall },
+          },
+          budget,
+        );
       } else {
         const name = `${spec.involved.name}.${randomBytes(8).toString('hex')}`;
-        await this.d.client.request({
-          method: 'POST',
-          path: paths.coreEvents(namespace),
-          body: {
-            apiVersion: 'v1',
-            kind: 'Event',
-            metadata: { name, namespace },
-            involvedObject: involved,
-            reason: spec.reason,
-            message: spec.message,
-            type: spec.type,
-            source: { component: this.d.component },
-            reportingComponent: this.d.component,
-            reportingInstance: this.d.instance,
-            firstTimestamp: nowWall,
-            lastTimestamp: nowWall,
-            count: 1,
+        await this.send(
+          {
+            method: 'POST',
+            path: paths.coreEvents(namespace),
+            body: {
+              apiVersion: 'v1',
+              kind: 'Event',
+              metadata: { name, namespace },
+              involvedObject: involved,
+              reason: spec.reason,
+              message: spec.message,
+              type: spec.type,
+              source: { component: this.d.component },
+              reportingComponent: this.d.component,
+              reportingInstance: this.d.instance,
+              firstTimestamp: nowWall,
+              lastTimestamp: nowWall,
+              count: 1,
+            },
           },
-          timeoutMs: 10_000,
-        });
+          budget,
+        );
         this.events.set(key, { name, namespace, count: 1, at: nowMono });
         if (this.events.size > 10_000) this.pruneEvents(nowMono);
       }

@@ -4,6 +4,7 @@ import type { Config } from '../config/config.js';
 import { FlagError } from '../config/flags.js';
 import { createControllerMetrics } from '../controller/metrics.js';
 import { NodeLifecycleController } from '../controller/node-lifecycle.js';
+import { livenessChecks, readinessChecks } from '../controller/probes.js';
 import {
   createDisruptionMetrics,
   DisruptionController,
@@ -26,6 +27,7 @@ import type { Logger } from '../log/logger.js';
 import { createApiRequestMetrics, createRegistry } from '../metrics/registry.js';
 import { filter } from '../rx/index.js';
 import { createWatchMetrics, type Reflector, watchNodeLeases, watchNodes } from '../watch/index.js';
+import { runShutdown, shutdownBudget } from './shutdown.js';
 
 export const COMPONENT = 'node-lifecycle-controller';
 /** Source component on Events, as upstream's node lifecycle controller records them. */
@@ -178,18 +180,23 @@ export async function runController(o: RunOptions): Promise<RunningController> {
       elector,
     });
   }
+  // Set at SIGTERM: no write starts after that (writes on the wire are left to finish).
+  let stopping = false;
   const fence = elector
     ? () =>
-        elector.canWrite()
-          ? undefined
-          : elector.isLeader()
-            ? 'leader lease not fresh enough'
-            : 'not the leader'
-    : () => undefined;
+        stopping
+          ? 'shutting down'
+          : elector.canWrite()
+            ? undefined
+            : elector.isLeader()
+              ? 'leader lease not fresh enough'
+              : 'not the leader'
+    : () => (stopping ? 'shutting down' : undefined);
 
   const writer = new ApiWriter({
     client,
     fence,
+    fenceDeadline: elector ? () => elector.fenceDeadline() : undefined,
     dryRun: config.dryRun,
     logger: log,
     metrics: createWriterMetrics(registry),
@@ -213,6 +220,19 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     watchSilenceThresholdMs: config.health.watchSilenceThresholdMs,
     monitorPeriodMs: config.health.monitorPeriodMs,
     markPodsNotReady: config.health.markPodsNotReady,
+    // A replica that cannot see does not acquire the lease; a leader blind for too long releases
+    // it (once its writes on the wire are over) so that one that can see leads.
+    election: elector
+      ? {
+          setEligible: (eligible) => elector.setEligible(eligible),
+          stepDown: (reason) => {
+            void elector
+              .stepDown(reason, () => writer.idle())
+              .then((result) => log.info('Leader lease release after stepping down', { result }));
+          },
+        }
+      : undefined,
+    blindStepDownMs: elector ? le.blindStepDownMs : 0,
   });
   controller.start();
   const nodeDeletes = nodes.events$
@@ -225,12 +245,23 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     controller.refreshGrace();
   });
 
-  const healthChecks: Check[] = [{ name: 'ping', check: () => undefined }];
-  if (elector) healthChecks.push({ name: 'leaderElection', check: () => healthz.check()?.message });
-  const readyChecks: Check[] = [
-    { name: 'nodes-synced', check: () => (nodes.store.isSynced ? undefined : 'node watch not synced') },
-    { name: 'leases-synced', check: () => (leases.store.isSynced ? undefined : 'lease watch not synced') },
+  const probeSources = {
+    now: () => clock.scheduler.now(),
+    nodes: () => nodes.health(),
+    leases: () => leases.health(),
+    access: elector ? () => elector.apiAccess() : undefined,
+    startedAt: clock.scheduler.now(),
+  };
+  const probeOptions = {
+    watchSilenceThresholdMs: config.health.watchSilenceThresholdMs,
+    lockAccessMs: le.leaseDurationMs,
+  };
+  const healthChecks: Check[] = [
+    { name: 'ping', check: () => undefined },
+    ...livenessChecks(probeSources, probeOptions),
   ];
+  if (elector) healthChecks.push({ name: 'leaderElection', check: () => healthz.check()?.message });
+  const readyChecks: Check[] = readinessChecks(probeSources, probeOptions);
   const http = await startHttpServers({
     metrics: { address: config.metricsAddress, registry },
     probes: { address: config.probeAddress, healthz: () => healthChecks, readyz: () => readyChecks },
@@ -246,30 +277,54 @@ export async function runController(o: RunOptions): Promise<RunningController> {
   const shutdown = (reason: string): Promise<void> => {
     shuttingDown ??= (async () => {
       const started = performance.now();
-      log.info('Shutting down', { reason });
-      // Stop acting, stop the watches, let in-flight writes finish (bounded).
-      controller.setLeading(false);
-      nodes.stop();
-      leases.stop();
-      const drained = await Promise.race([
-        controller.stop().then(() => true),
-        new Promise<boolean>((r) => setTimeout(() => r(false), config.shutdownGracePeriodMs)),
-      ]);
-      if (!drained) log.warn('In-flight writes did not finish within the shutdown grace period');
-      // Only after all guarded work has stopped: release the lock so another replica leads at once.
-      if (elector) {
-        const released = await elector.release();
-        log.info('Leader lease release', { result: released });
-        elector.stop();
-      }
-      lock?.stop();
-      await identity?.shutdown(2_000).catch(() => undefined);
-      poolSub?.unsubscribe();
-      pools?.close();
-      nodeDeletes.unsubscribe();
-      await http.close();
-      client.close();
-      log.info('Stopped', { took: formatDuration(Math.round(performance.now() - started)) });
+      const budget = shutdownBudget(config.shutdownGracePeriodMs);
+      log.info('Shutting down', { reason, budget: formatDuration(budget.totalMs) });
+      const result = await runShutdown(
+        {
+          stopActing: () => {
+            stopping = true;
+            controller.setLeading(false);
+            nodes.stop();
+            leases.stop();
+          },
+          drain: async () => {
+            await controller.stop();
+            await writer.idle();
+          },
+          inFlight: () => writer.inFlight,
+          release: elector
+            ? async (ms) => {
+                // Only after all guarded work has stopped: another replica leads at once.
+                const released = await elector.release(ms);
+                log.info('Leader lease release', { result: released });
+                elector.stop();
+                return released;
+              }
+            : undefined,
+          abandon: elector ? () => elector.stop() : undefined,
+          tail: async (ms) => {
+            await identity?.shutdown(Math.floor(ms / 2)).catch(() => undefined);
+          },
+          close: async () => {
+            elector?.stop();
+            lock?.stop();
+            identity?.stop();
+            poolSub?.unsubscribe();
+            pools?.close();
+            nodeDeletes.unsubscribe();
+            await http.close();
+            client.close();
+          },
+        },
+        budget,
+        clock.scheduler,
+        log,
+      );
+      log.info('Stopped', {
+        took: formatDuration(Math.round(performance.now() - started)),
+        drained: result.drained,
+        lease: result.released ?? 'none',
+      });
     })();
     return shuttingDown;
   };

@@ -35,6 +35,8 @@ export interface Config {
   };
   leaderElection: LeaderElectionConfig & {
     enabled: boolean;
+    /** --blind-step-down-after: a leader blind this long steps down (0: never). */
+    blindStepDownMs: number;
     identityLeaseGcAgeMs: number;
     /** Names this replica's identity lease: the pod name in a cluster, else the host name. */
     hostname: string;
@@ -103,6 +105,7 @@ export function buildConfig(args: ParsedArgs, env: ConfigEnv, hostname: string):
         `of the grace period when that is 45s or less)`,
     );
   }
+  const blindStepDownMs = blindStepDown(args, unschedulableMonitor);
   const metricsAddress = address(str('metrics-bind-address'));
   const probeAddress = address(str('health-probe-bind-address'));
   if (
@@ -138,6 +141,7 @@ export function buildConfig(args: ParsedArgs, env: ConfigEnv, hostname: string):
     leaderElection: {
       ...election,
       enabled: bool('leader-elect'),
+      blindStepDownMs,
       identityLeaseGcAgeMs: num('identity-lease-gc-age'),
       hostname: env.POD_NAME || hostname,
     },
@@ -147,6 +151,25 @@ export function buildConfig(args: ParsedArgs, env: ConfigEnv, hostname: string):
     kubeApi: { qps: num('kube-api-qps'), burst: num('kube-api-burst') },
     log: { format: str('log-format') as 'json' | 'text', verbosity: num('v') },
   };
+}
+
+/**
+ * --blind-step-down-after: when not set, 3 x the grace period; when set, 0 (never) or at least the
+ * grace period. A new leader starts every node with a fresh grace period, so a handover costs up
+ * to one grace period of detection: stepping down after a shorter blind spell can cost more than
+ * the spell itself.
+ */
+function blindStepDown(args: ParsedArgs, graceMs: number): number {
+  if (!args.explicit.has('blind-step-down-after')) return 3 * graceMs;
+  const v = args.values['blind-step-down-after'] as number;
+  if (v > 0 && v < graceMs) {
+    throw new FlagError(
+      `--blind-step-down-after (${formatDuration(v)}) must be 0 (never step down) or at least ` +
+        `--node-monitor-grace-period (${formatDuration(graceMs)}): a new leader gives every node a fresh ` +
+        'grace period, so stepping down after a shorter blind spell can delay detection more than the spell',
+    );
+  }
+  return v;
 }
 
 /** argv + environment -> Config (or FlagError). */

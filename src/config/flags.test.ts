@@ -176,6 +176,23 @@ describe('flags', () => {
     ).toBe(39_000);
   });
 
+  it('--blind-step-down-after: 3 x the grace period when not set; when set, 0 or at least the grace period', () => {
+    expect(load([]).leaderElection.blindStepDownMs).toBe(150_000);
+    expect(load(['--node-monitor-grace-period=2m']).leaderElection.blindStepDownMs).toBe(360_000);
+    expect(load(['--blind-step-down-after=10m']).leaderElection.blindStepDownMs).toBe(600_000);
+    expect(load(['--blind-step-down-after=0']).leaderElection.blindStepDownMs).toBe(0);
+    expect(load(['--blind-step-down-after=50s']).leaderElection.blindStepDownMs).toBe(50_000);
+    expect(() => load(['--blind-step-down-after=30s'])).toThrow(
+      /^--blind-step-down-after \(30s\) must be 0 \(never step down\) or at least --node-monitor-grace-period \(50s\): /,
+    );
+    expect(() => load(['--node-monitor-grace-period=2m', '--blind-step-down-after=1m30s'])).toThrow(
+      /\(1m30s\) must be 0 .* --node-monitor-grace-period \(2m0s\)/,
+    );
+    expect(() => load(['--blind-step-down-after=1x'])).toThrow(
+      /invalid value "1x" for flag --blind-step-down-after/,
+    );
+  });
+
   it('rejects a bad lock name and clashing ports', () => {
     expect(() => load(['--leader-elect-resource-name=Bad_Name'])).toThrow(
       /--leader-elect-resource-name must be a DNS subdomain/,

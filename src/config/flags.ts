@@ -204,6 +204,15 @@ export const FLAGS: readonly FlagSpec[] = [
   },
   {
     group: 'Leader election',
+    name: 'blind-step-down-after',
+    kind: DUR,
+    default: '2m30s',
+    min: 0,
+    max: 24 * 3600_000,
+    help: 'A leader whose watches have been blind (disconnected, unsynced or silent) this long steps down: it releases the lease so that a replica that can see leads, and leads again only once it sees. 0 never steps down; otherwise at least --node-monitor-grace-period. When not set, 3 x --node-monitor-grace-period.',
+  },
+  {
+    group: 'Leader election',
     name: 'identity-lease-gc-age',
     kind: DUR,
     default: '1h',
@@ -245,10 +254,10 @@ export const FLAGS: readonly FlagSpec[] = [
     group: 'Operation',
     name: 'shutdown-grace-period',
     kind: DUR,
-    default: '8s',
+    default: '10s',
     min: 0,
     max: 600_000,
-    help: 'On SIGTERM, time allowed for in-flight writes before the lease is released and the process exits.',
+    help: "On SIGTERM, the whole shutdown takes at most this: writes in flight may take all of it but the last 3s (or half, if shorter), then the lease is released (only if they all finished; otherwise it is left to expire) and the identity lease deleted. Keep it below the pod's terminationGracePeriodSeconds.",
   },
   {
     group: 'Operation',

@@ -7,6 +7,8 @@ export interface ControllerMetrics {
   transitions: Counter<'kind'>;
   blind: Gauge<'reason'>;
   blindSkipped: Counter;
+  blindSeconds: Counter;
+  stepDowns: Counter<'reason'>;
   anomalies: Counter<'kind'>;
   watchLagDetected: Counter;
   reconciles: Counter<'result'>;
@@ -44,6 +46,17 @@ export function createControllerMetrics(registry: Registry): ControllerMetrics {
     blindSkipped: new Counter({
       name: 'nlc_blind_skipped_total',
       help: 'Node deadlines that passed while the controller was blind or not leading, so nothing was marked.',
+      registers: [registry],
+    }),
+    blindSeconds: new Counter({
+      name: 'nlc_blind_seconds_total',
+      help: 'Seconds of blind spells the leader came back from (watch disconnected or silent); every node deadline was moved later by the spell.',
+      registers: [registry],
+    }),
+    stepDowns: new Counter({
+      name: 'nlc_blind_step_downs_total',
+      help: 'Times this replica gave up leadership because its watches had been blind for --blind-step-down-after (reason: disconnected, unsynced, silent).',
+      labelNames: ['reason'] as const,
       registers: [registry],
     }),
     anomalies: new Counter({

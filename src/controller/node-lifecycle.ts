@@ -37,6 +37,16 @@ import { WorkQueue } from './queue.js';
 
 /** Why the controller is not acting right now (undefined: it sees and leads). */
 export type BlindReason = 'not_leader' | 'disconnected' | 'unsynced' | 'silent';
+/** Why the watches cannot be trusted right now, leadership aside. */
+export type WatchBlindReason = Exclude<BlindReason, 'not_leader'>;
+
+/** What the controller asks of leader election (LeaderElector implements it). */
+export interface LeadershipControl {
+  /** A replica that cannot see should not acquire the lease (it may keep it: see stepDown). */
+  setEligible(eligible: boolean): void;
+  /** Give leadership up (release the lease) without exiting. */
+  stepDown(reason: string): void;
+}
 const BLIND_REASONS: readonly BlindReason[] = ['not_leader', 'disconnected', 'unsynced', 'silent'];
 
 export interface NodeLifecycleOptions {
@@ -54,10 +64,15 @@ export interface NodeLifecycleOptions {
   /** Safety-net full re-check period (--node-monitor-period). */
   monitorPeriodMs: number;
   markPodsNotReady: 'always' | 'upstream';
-  /** A blind spell at least this long gives every node a fresh grace period when sight returns. */
-  outageResetMs?: number;
   /** While a node is not Ready its pods are re-listed this often (newly bound pods get marked). */
   podRecheckMs?: number;
+  /**
+   * Leader election, told when this replica can see (eligible to lead) and asked to step down when
+   * it has led blind for `blindStepDownMs`. Absent without leader election.
+   */
+  election?: LeadershipControl;
+  /** A leader whose watches have been blind this long steps down (0 or absent: never). */
+  blindStepDownMs?: number;
   workers?: number;
   /** Called for each lease or node event before it is processed (benchmarks, tests). */
   onObservation?: (kind: 'lease' | 'node', result: ObservationResult) => void;
@@ -89,15 +104,25 @@ function asReady(node: Node): ReadyStatus {
  * watch that is disconnected, unsynced or silent makes it blind, and blind it marks nothing.
  */
 export class NodeLifecycleController {
-  private readonly o: Required<Omit<NodeLifecycleOptions, 'onObservation'>> &
-    Pick<NodeLifecycleOptions, 'onObservation'>;
+  private readonly o: Required<Omit<NodeLifecycleOptions, 'onObservation' | 'election'>> &
+    Pick<NodeLifecycleOptions, 'onObservation' | 'election'>;
   private readonly log: Logger;
   private readonly queue: WorkQueue<string>;
   private readonly anomalies: AnomalyReporter;
   private readonly subs: Subscription[] = [];
   private leading = false;
   private blindReason: BlindReason | undefined = 'not_leader';
+  /** Start of the current blind spell: when sight was lost (a silent watch: its last contact). */
   private blindSince: number;
+  /** The spell began or passed through not leading / not synced: fresh grace when it ends. */
+  private spellFresh = true;
+  /** Whether the watches can be trusted, leadership aside, and since when they cannot. */
+  private watchBlind: { reason: WatchBlindReason; since: number } | undefined = {
+    reason: 'unsynced',
+    since: 0,
+  };
+  private eligible: boolean | undefined;
+  private steppingDown = false;
   private deadlineTimer: { at: number; sub: Subscription } | undefined;
   private disruptionTimer: { at: number; sub: Subscription } | undefined;
   private disruptionTickPending = false;
@@ -110,15 +135,16 @@ export class NodeLifecycleController {
 
   constructor(opts: NodeLifecycleOptions) {
     this.o = {
-      outageResetMs: 5_000,
       podRecheckMs: 30_000,
       workers: 8,
+      blindStepDownMs: 0,
       ...opts,
     };
     this.log = opts.logger.with({ component: 'node-lifecycle' });
     this.anomalies = new AnomalyReporter(this.log, opts.metrics.anomalies);
     this.queue = new WorkQueue(opts.clock.scheduler, { baseDelayMs: 50, maxDelayMs: 60_000 });
     this.blindSince = this.now();
+    this.watchBlind = { reason: 'unsynced', since: this.blindSince };
   }
 
   private now(): number {
@@ -154,6 +180,7 @@ export class NodeLifecycleController {
   setLeading(leading: boolean): void {
     if (this.leading === leading) return;
     this.leading = leading;
+    if (!leading) this.steppingDown = false;
     this.o.metrics.leading.set(leading ? 1 : 0);
     this.log.info(leading ? 'Started leading: reconciling nodes' : 'Stopped leading: no more writes');
     this.evaluateSight();
@@ -170,9 +197,20 @@ export class NodeLifecycleController {
     await Promise.all(this.workerLoops);
   }
 
-  /** What the controller would say about itself (status view, tests). */
-  get sight(): { blind: BlindReason | undefined; leading: boolean; queued: number } {
-    return { blind: this.blindReason, leading: this.leading, queued: this.queue.length };
+  /** What the controller would say about itself (status view, probes, tests). */
+  get sight(): {
+    blind: BlindReason | undefined;
+    leading: boolean;
+    queued: number;
+    /** The watches' own state, leadership aside: why they cannot be trusted, and since when. */
+    watch: { reason: WatchBlindReason; since: number } | undefined;
+  } {
+    return {
+      blind: this.blindReason,
+      leading: this.leading,
+      queued: this.queue.length,
+      watch: this.watchBlind,
+    };
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -265,11 +303,55 @@ export class NodeLifecycleController {
     this.evaluateSight();
   }
 
-  private computeBlindness(now: number): BlindReason | undefined {
-    if (!this.leading) return 'not_leader';
+  private computeWatchBlindness(now: number): WatchBlindReason | undefined {
     const nodes = watchBlindness(this.o.nodes.health(), now, Number.POSITIVE_INFINITY);
     if (nodes) return nodes;
     return watchBlindness(this.o.leases.health(), now, this.o.watchSilenceThresholdMs);
+  }
+
+  /** When a spell that begins now began: a silent lease watch has been unseen since its last contact. */
+  private spellStart(reason: BlindReason, now: number): number {
+    const contact = this.o.leases.health().lastContactAt;
+    return reason === 'silent' && contact !== undefined ? Math.min(now, contact) : now;
+  }
+
+  /**
+   * The watches' sight, leadership aside: tells leader election whether we may lead, and makes a
+   * leader that has been blind for blindStepDownMs step down so that a replica that sees can lead.
+   */
+  private evaluateWatchSight(now: number, watch: WatchBlindReason | undefined): void {
+    if (watch === undefined) this.watchBlind = undefined;
+    else if (this.watchBlind === undefined)
+      this.watchBlind = { reason: watch, since: this.spellStart(watch, now) };
+    else if (this.watchBlind.reason !== watch) this.watchBlind = { ...this.watchBlind, reason: watch };
+    const eligible = watch === undefined;
+    if (eligible !== this.eligible) {
+      this.eligible = eligible;
+      this.o.election?.setEligible(eligible);
+    }
+    const limit = this.o.blindStepDownMs;
+    if (
+      this.leading &&
+      this.watchBlind !== undefined &&
+      limit > 0 &&
+      !this.steppingDown &&
+      this.o.election &&
+      now - this.watchBlind.since >= limit
+    ) {
+      this.steppingDown = true;
+      const blindFor = formatDuration(now - this.watchBlind.since);
+      this.log.warn('Blind for too long while leading: stepping down so that a replica that can see leads', {
+        reason: this.watchBlind.reason,
+        blindFor,
+        blindStepDownAfter: formatDuration(limit),
+      });
+      this.o.metrics.stepDowns.inc({ reason: this.watchBlind.reason });
+      this.o.election.stepDown(`blind (${this.watchBlind.reason}) for ${blindFor} while leading`);
+    }
+  }
+
+  private computeBlindness(watch: WatchBlindReason | undefined): BlindReason | undefined {
+    return this.leading ? watch : 'not_leader';
   }
 
   private acting(): boolean {
@@ -279,28 +361,44 @@ export class NodeLifecycleController {
   private evaluateSight(): void {
     if (this.stopped) return;
     const now = this.now();
-    const reason = this.computeBlindness(now);
+    const watch = this.computeWatchBlindness(now);
+    this.evaluateWatchSight(now, watch);
+    const reason = this.computeBlindness(watch);
     if (reason === this.blindReason) return;
     const was = this.blindReason;
     this.blindReason = reason;
     for (const r of BLIND_REASONS) this.o.metrics.blind.set({ reason: r }, r === reason ? 1 : 0);
     if (reason !== undefined) {
-      this.blindSince = now;
+      if (was === undefined) {
+        // A spell begins. A silent lease watch has been unseen since its last contact, not just
+        // since the threshold passed.
+        this.blindSince = this.spellStart(reason, now);
+        this.spellFresh = false;
+      }
+      if (reason === 'not_leader' || reason === 'unsynced') this.spellFresh = true;
       if (reason === 'not_leader') this.log.info('Not leading: marking nothing');
       else this.log.warn('Blind: the lease watch is not healthy, marking nothing', { reason, was });
       this.deadlineTimer?.sub.unsubscribe();
       this.deadlineTimer = undefined;
       return;
     }
-    const blindMs = now - this.blindSince;
-    // Fresh grace for every node when we start, become leader, or regain sight after an outage
-    // long enough that kubelets may not have been able to renew either.
-    const fresh = was === 'not_leader' || was === 'unsynced' || blindMs >= this.o.outageResetMs;
-    if (fresh) this.o.tracker.resetAll(now);
+    const blindMs = Math.max(0, now - this.blindSince);
+    if (this.spellFresh) {
+      // We start, became leader, or synced for the first time: we know nothing about how long the
+      // nodes have been silent, so every node gets a fresh grace period.
+      this.o.tracker.resetAll(now);
+    } else {
+      // Back from a blind spell while leading: the time nobody could see does not count against
+      // any node (kubelets may not have been able to renew through the same outage), but the grace
+      // that had already run out stays run out. A flapping watch delays marking by its blind
+      // time, never for ever.
+      this.o.tracker.extendAll(blindMs, now);
+      this.o.metrics.blindSeconds.inc(blindMs / 1000);
+    }
     this.log.info('Acting: watches healthy and leading', {
       after: was,
       blindFor: formatDuration(Math.round(blindMs)),
-      freshGrace: fresh,
+      freshGrace: this.spellFresh,
     });
     for (const name of this.o.nodes.store.keys()) this.queue.add(name);
     this.armDeadlineTimer();

@@ -331,15 +331,37 @@ describe('LeaderElector', () => {
     expect(a.e.getLeader()).toBe('intruder_9');
   });
 
-  it('a leader that sees the lock deleted stops at once (anyone could create it)', async () => {
+  it('a leader whose lock is deleted closes the fence, creates it again at once and keeps leading', async () => {
     const a = replica('a_1');
+    const b = replica('b_2');
     a.e.start();
     await advance(20);
+    b.e.start();
+    await advance(3_000);
+    const from = server.calls.length;
     server.remove(NS, LOCK);
-    await advance(1);
+    await advance(1); // the watch delivers
     expect(a.e.canWrite()).toBe(false);
-    await advance(10);
-    expect(a.lost[0]?.reason).toBe('lock deleted');
+    await advance(20);
+    expect(a.e.canWrite()).toBe(true);
+    expect(a.e.isLeader()).toBe(true);
+    expect(a.lost).toEqual([]);
+    expect(lock()?.spec).toMatchObject({ holderIdentity: 'a_1', leaseTransitions: 0 });
+    expect(
+      server.calls
+        .slice(from)
+        .filter((c) => c.who === 'a_1')
+        .map((c) => `${c.method} ${c.status}`),
+    ).toEqual(['GET 404', 'POST 200']);
+    // The standby did not jump on the deleted lock (it waits for a_1's lease to run out first),
+    // and nobody saw a new leader.
+    expect(server.calls.slice(from).filter((c) => c.who === 'b_2' && c.method === 'POST')).toEqual([]);
+    await advance(30_000);
+    expect(leaders()).toEqual(['a_1']);
+    expect(
+      a.events.filter((e) => e.type === 'new-leader').map((e) => e.type === 'new-leader' && e.identity),
+    ).toEqual(['a_1']);
+    expect(await metric(a, 'nlc_leader_election_transitions_total')).toBe(0);
   });
 
   it('the fence is judged from the monotonic clock, not from timers (a frozen loop cannot write)', async () => {
@@ -407,5 +429,119 @@ describe('LeaderElector', () => {
     expect(lock()?.spec).toMatchObject({ holderIdentity: 'a_1', leaseTransitions: 0 });
     expect(await metric(a, 'leader_election_slowpath_total')).toBe(1);
     expect(await metric(a, 'nlc_leader_election_renew_errors_total')).toBe(0);
+  });
+
+  describe('sight and access', () => {
+    const unauthorized = () =>
+      new KubeApiError(401, { kind: 'Status', reason: 'Unauthorized', code: 401 }, {}, 'GET lease');
+
+    it('a candidate that is not eligible reads the lock but never takes it; eligible again, it takes a free lock at once', async () => {
+      const b = replica('b_2');
+      b.e.setEligible(false);
+      b.e.start();
+      await advance(30_000);
+      expect(lock()).toBeUndefined();
+      expect(b.e.isLeader()).toBe(false);
+      const reads = server.calls.filter((c) => c.who === 'b_2');
+      expect(reads.length).toBeGreaterThanOrEqual(30_000 / 4_400);
+      expect(reads.every((c) => c.method === 'GET')).toBe(true);
+      b.e.setEligible(true);
+      await advance(20);
+      expect(b.e.isLeader()).toBe(true);
+      expect(lock()?.spec?.holderIdentity).toBe('b_2');
+    });
+
+    it('stepDown: fence closed at once, no loss, lease released once drained, a sighted standby leads at once; no re-acquire until eligible', async () => {
+      const a = replica('a_1');
+      const b = replica('b_2');
+      a.e.start();
+      await advance(20);
+      b.e.start();
+      await advance(3_000);
+      let drain!: () => void;
+      const drained = new Promise<void>((r) => {
+        drain = r;
+      });
+      const result = a.e.stepDown('blind for 2m30s', () => drained);
+      expect(a.e.canWrite()).toBe(false);
+      expect(a.e.isLeader()).toBe(false);
+      expect(a.events.at(-1)).toMatchObject({
+        type: 'stopped-leading',
+        reason: 'stepped-down',
+        detail: 'blind for 2m30s',
+      });
+      // Nothing released while a write may still be on the wire.
+      await advance(1_000);
+      expect(lock()?.spec?.holderIdentity).toBe('a_1');
+      drain();
+      await advance(20);
+      expect(await result).toBe('released');
+      expect(b.e.isLeader()).toBe(true);
+      expect(a.lost).toEqual([]);
+      expect(await metric(a, 'leader_election_master_status')).toBe(0);
+      // b leaves: a may not take it while not eligible, and does once eligible.
+      const released = b.e.release();
+      await advance(20);
+      expect(await released).toBe('released');
+      await advance(10_000);
+      expect(a.e.isLeader()).toBe(false);
+      a.e.setEligible(true);
+      await advance(20);
+      expect(a.e.isLeader()).toBe(true);
+    });
+
+    it('a renewal already on the wire when stepping down does not make us leader again', async () => {
+      const a = replica('a_1', { watch: false });
+      a.e.start();
+      await advance(20);
+      server.halfLatencyMs = 500;
+      const rvBefore = lock()!.metadata.resourceVersion;
+      // A renewal PUT is applied by the server, its answer still on the way back.
+      await advance(2_000 + 700);
+      expect(server.calls.at(-1)).toMatchObject({ method: 'PUT', status: 'pending' });
+      expect(lock()!.metadata.resourceVersion).not.toBe(rvBefore);
+      const from = server.calls.length - 1;
+      const result = a.e.stepDown('blind');
+      server.halfLatencyMs = 2;
+      await advance(5_000);
+      // Our copy was stale: the release re-read the lock (still ours) and released it.
+      expect(server.calls.slice(from, from + 4).map((c) => `${c.method} ${c.status}`)).toEqual([
+        'PUT ABORTED',
+        'PUT 409',
+        'GET 200',
+        'PUT 200',
+      ]);
+      expect(await result).toBe('released');
+      expect(a.e.isLeader()).toBe(false);
+      expect(lock()?.spec?.holderIdentity).toBe('');
+      await advance(20_000);
+      expect(a.e.isLeader()).toBe(false);
+    });
+
+    it('apiAccess: answers to lock requests; 401s leave it stale, 403s prove only authentication', async () => {
+      const b = replica('b_2');
+      b.e.setEligible(false);
+      b.e.start();
+      await advance(10);
+      const first = b.e.apiAccess();
+      expect(first.okAt).toBeDefined();
+      expect(first.lastError).toBeUndefined();
+      server.fault = () => unauthorized();
+      await advance(20_000);
+      const after401 = b.e.apiAccess();
+      expect(after401.okAt).toBe(first.okAt);
+      expect(after401.authenticatedAt).toBe(first.authenticatedAt);
+      expect(after401.lastError).toMatch(/401/);
+      server.fault = () =>
+        new KubeApiError(403, { kind: 'Status', reason: 'Forbidden', code: 403 }, {}, 'GET lease');
+      await advance(5_000);
+      const after403 = b.e.apiAccess();
+      expect(after403.okAt).toBe(first.okAt);
+      expect(after403.authenticatedAt).toBeGreaterThan(first.authenticatedAt!);
+      server.fault = undefined;
+      await advance(5_000);
+      expect(b.e.apiAccess().okAt).toBeGreaterThan(first.okAt!);
+      expect(b.e.apiAccess().lastError).toBeUndefined();
+    });
   });
 });

@@ -1,5 +1,6 @@
 import type { Clock } from '../clock/clock.js';
 import { formatDuration } from '../disruption/duration.js';
+import { KubeApiError } from '../kube/client.js';
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import { BehaviorSubject, type Observable, ReplaySubject, Subject, type Subscription } from '../rx/index.js';
@@ -21,13 +22,15 @@ import {
   planWrite,
   recordLeaseMs,
   releaseSpec,
+  setEligible,
+  stepDown,
   stop,
   writeSucceeded,
 } from './machine.js';
 import type { LeaderElectionMetrics } from './metrics.js';
 import { recordOf } from './record.js';
 
-export type StopReason = 'lost' | 'released' | 'stopped';
+export type StopReason = 'lost' | 'released' | 'stopped' | 'stepped-down';
 
 export type ElectionEvent =
   | { readonly type: 'started-leading'; readonly identity: string; readonly at: number }
@@ -54,6 +57,18 @@ export interface LeaderCallbacks {
 }
 
 export type ReleaseResult = 'released' | 'not-holder' | 'failed';
+
+/** What the API server's answers to our lock requests say about our access (monotonic times). */
+export interface ApiAccess {
+  /** When the elector started. */
+  readonly since: number;
+  /** Last lock request answered as for an authorized client (2xx, or 404/409 on the lock). */
+  readonly okAt: number | undefined;
+  /** Last answer that shows our credentials were accepted (also 403, 429). */
+  readonly authenticatedAt: number | undefined;
+  /** The last failure, if the last request failed. */
+  readonly lastError: string | undefined;
+}
 
 export interface LeaderElectorOptions {
   config: LeaderElectionConfig;
@@ -119,6 +134,8 @@ export class LeaderElector {
   private inflight: AbortController | undefined;
   /** Holder seen at the first observation: not counted as a transition. */
   private lastHolderSeen: string | undefined;
+  private access: { okAt?: number; authenticatedAt?: number; lastError?: string } = {};
+  private readonly since: number;
 
   constructor(opts: LeaderElectorOptions) {
     const c = opts.config;
@@ -145,6 +162,7 @@ export class LeaderElector {
     // Each request gets at most half the renew deadline, so a hung request leaves time for a retry.
     this.requestTimeoutMs = Math.max(1, Math.floor(c.renewDeadlineMs / 2));
     this.s = initialState(this.now());
+    this.since = this.now();
     this.events$ = this.events.asObservable();
     this.leading$ = this.leading.asObservable();
     this.leader$ = this.leader.asObservable();
@@ -178,19 +196,60 @@ export class LeaderElector {
   /**
    * Graceful shutdown, to be called only after all guarded work has stopped: stops campaigning,
    * closes the fence, and if we hold the lease writes it with no holder and leaseDurationSeconds 1
-   * (client-go's ReleaseOnCancel) so another replica takes it at once.
+   * (client-go's ReleaseOnCancel) so another replica takes it at once. Gives up after `budgetMs`
+   * (default: the renew deadline).
    */
-  async release(): Promise<ReleaseResult> {
+  async release(budgetMs: number = this.cfg.renewDeadlineMs): Promise<ReleaseResult> {
     const held = this.s.phase === 'leader' ? this.s.lock : undefined;
     this.halt('released', 'released');
     if (held?.kind !== 'present' || held.record.holderIdentity !== this.identity) return 'not-holder';
-    const deadline = this.now() + this.cfg.renewDeadlineMs;
-    let base: Lease | undefined = held.lease;
+    return await this.writeRelease(held.lease, this.now() + budgetMs);
+  }
+
+  /**
+   * Whether we may acquire the lock: a replica that cannot see should not lead. A candidate that is
+   * not eligible keeps reading the lock but does not take it; a leader is not affected (see
+   * stepDown). Becoming eligible acts at once if the lock is free.
+   */
+  setEligible(eligible: boolean): void {
+    if (this.s.eligible === eligible) return;
+    this.log.info(eligible ? 'Eligible to lead' : 'Not eligible to lead: not acquiring the lease');
+    this.apply(setEligible(this.s, eligible));
+    this.tick();
+  }
+
+  /**
+   * Gives leadership up without exiting (a leader that has been blind too long, so that a replica
+   * that can see leads): the fence closes at once, we become a candidate that is not eligible
+   * (setEligible(true) lets it campaign again), and once `drained` resolves (no write of ours on
+   * the wire; they end by the fence deadline at the latest) the lease is released like release()
+   * does, so another replica takes it at once.
+   */
+  async stepDown(reason: string, drained: () => Promise<void> = async () => {}): Promise<ReleaseResult> {
+    if (this.s.phase !== 'leader' || !this.running) return 'not-holder';
+    const held = this.s.lock;
+    // A renewal on the wire would make us holder again on the server; its answer is ignored
+    // (writeSucceeded keeps a candidate that is not eligible a candidate) and the release below
+    // works from a fresh copy on conflict.
+    this.inflight?.abort();
+    this.log.warn('Stepping down', { reason });
+    this.apply(stepDown(this.cfg, this.s, this.now()), 'stepped-down', reason);
+    this.tick();
+    await drained();
+    if (!this.running || this.s.phase === 'leader') return 'not-holder';
+    const current =
+      this.s.lock.kind === 'present' ? this.s.lock.lease : held.kind === 'present' ? held.lease : undefined;
+    return await this.writeRelease(current, this.now() + this.cfg.renewDeadlineMs);
+  }
+
+  /** Writes the lock with no holder (releaseSpec) if it is still ours, retrying until `deadline`. */
+  private async writeRelease(from: Lease | undefined, deadline: number): Promise<ReleaseResult> {
+    let base: Lease | undefined = from;
     for (;;) {
       const timeoutMs = Math.min(this.requestTimeoutMs, deadline - this.now());
       if (timeoutMs <= 0) break;
       try {
-        if (!base) {
+        if (!base || recordOf(base).holderIdentity !== this.identity) {
           base = await this.api.get(this.name, { timeoutMs });
           if (!base || recordOf(base).holderIdentity !== this.identity) {
             this.log.info('Lease no longer ours; nothing to release');
@@ -203,6 +262,7 @@ export class LeaderElector {
           { timeoutMs },
         );
         this.log.info('Released leader lease');
+        if (this.running) this.apply(observe(this.cfg, this.s, written, this.now(), 'get'));
         this.setLeader(recordOf(written).holderIdentity);
         return 'released';
       } catch (err) {
@@ -221,8 +281,31 @@ export class LeaderElector {
         });
       }
     }
-    this.log.error('Giving up releasing lease: renew deadline passed');
+    this.log.error('Giving up releasing lease: out of time');
     return 'failed';
+  }
+
+  /** What the answers to our lock requests say about our access to the API server (probes). */
+  apiAccess(): ApiAccess {
+    return {
+      since: this.since,
+      okAt: this.access.okAt,
+      authenticatedAt: this.access.authenticatedAt,
+      lastError: this.access.lastError,
+    };
+  }
+
+  /** Records the outcome of one lock request: `err` undefined for a success. */
+  private noteAnswer(err?: unknown): void {
+    const now = this.now();
+    const status = err instanceof KubeApiError ? err.status : undefined;
+    if (err === undefined || status === 404 || status === 409) {
+      this.access = { okAt: now, authenticatedAt: now };
+    } else if (status === 403 || status === 429) {
+      this.access = { ...this.access, authenticatedAt: now, lastError: (err as Error).message };
+    } else {
+      this.access = { ...this.access, lastError: err instanceof Error ? err.message : String(err) };
+    }
   }
 
   isLeader(): boolean {
@@ -363,6 +446,7 @@ export class LeaderElector {
         if (readFirst || this.s.lock.kind === 'unknown') {
           readFirst = true;
           const lease = await this.api.get(this.name, o);
+          this.noteAnswer();
           if (this.ended()) return;
           this.apply(observe(this.cfg, this.s, lease, this.now(), 'get'));
           if (this.ended()) return;
@@ -372,11 +456,13 @@ export class LeaderElector {
           readFirst = true;
           continue;
         }
-        if (plan.kind === 'held') {
-          this.log.debug(4, 'Lease is held and has not yet expired', {
-            holder: plan.holder,
-            expiresIn: formatDuration(Math.round(plan.until - this.now())),
-          });
+        if (plan.kind === 'held' || plan.kind === 'ineligible') {
+          if (plan.kind === 'held') {
+            this.log.debug(4, 'Lease is held and has not yet expired', {
+              holder: plan.holder,
+              expiresIn: formatDuration(Math.round(plan.until - this.now())),
+            });
+          }
           this.apply(attemptFinished(this.cfg, this.s, this.now(), this.random()));
           return;
         }
@@ -390,6 +476,7 @@ export class LeaderElector {
                   o,
                 )
               : await this.api.update(plan.body, o);
+          this.noteAnswer();
           if (this.ended()) return;
           this.apply(writeSucceeded(this.cfg, this.s, written, sentAt, this.now()));
           this.log.debug(5, leaderAtStart ? 'Successfully renewed lease' : 'Successfully acquired lease', {
@@ -397,10 +484,16 @@ export class LeaderElector {
           });
           return;
         } catch (err) {
+          this.noteAnswer(err);
           if (this.ended()) return;
-          // Our copy was stale (409), or the leader's optimistic update failed in any way: read
-          // the lock and decide again, once (client-go's slow path).
-          if (!readFirst && (isConflict(err) || this.s.phase === 'leader')) {
+          // Our copy was stale (409), the leader's optimistic update failed in any way, or someone
+          // created the lock first: read the lock and decide again, once (client-go's slow path).
+          if (
+            round === 0 &&
+            (plan.kind === 'create'
+              ? isConflict(err)
+              : !readFirst && (isConflict(err) || this.s.phase === 'leader'))
+          ) {
             this.log.debug(2, 'Failed to update lease optimistically, falling back to slow path', { err });
             readFirst = true;
             continue;
@@ -410,6 +503,7 @@ export class LeaderElector {
       }
       this.apply(attemptFinished(this.cfg, this.s, this.now(), this.random()));
     } catch (err) {
+      this.noteAnswer(err);
       if (this.ended()) return;
       if (this.s.phase === 'leader') {
         this.metrics.renewErrors.inc({ name: this.name });
@@ -424,12 +518,18 @@ export class LeaderElector {
   }
 
   /** Installs a new state and publishes what changed. */
-  private apply(next: ElectionState, stopReason?: 'stopped' | 'released'): void {
+  private apply(
+    next: ElectionState,
+    stopReason?: 'stopped' | 'released' | 'stepped-down',
+    why?: string,
+  ): void {
     const prev = this.s;
     this.s = next;
     const at = this.now();
     const holder = observedHolder(next);
-    if (holder !== undefined) this.setLeader(holder);
+    // A leader about to create its deleted lock again has not handed anything over.
+    const recreating = next.phase === 'leader' && next.lock.kind === 'absent';
+    if (holder !== undefined && !recreating) this.setLeader(holder);
     if (prev.phase !== 'leader' && next.phase === 'leader') {
       this.metrics.masterStatus.set({ name: this.name }, 1);
       this.log.info('Successfully acquired lease', {
@@ -440,7 +540,7 @@ export class LeaderElector {
       this.safe(() => this.opts.callbacks?.onStartedLeading?.());
     } else if (prev.phase === 'leader' && next.phase !== 'leader') {
       const reason: StopReason = next.phase === 'lost' ? 'lost' : (stopReason ?? 'stopped');
-      const detail = next.endReason ?? reason;
+      const detail = next.endReason ?? why ?? reason;
       this.metrics.masterStatus.set({ name: this.name }, 0);
       if (reason === 'lost') this.log.error('Leader election lost', { reason: detail });
       else this.log.info('Stopped leading', { reason: detail });

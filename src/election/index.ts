@@ -12,6 +12,7 @@ export {
   validateTiming,
 } from './config.js';
 export {
+  type ApiAccess,
   type ElectionEvent,
   type LeaderCallbacks,
   LeaderElector,

@@ -13,6 +13,8 @@ import {
   observe,
   planWrite,
   releaseSpec,
+  setEligible,
+  stepDown,
   writeSucceeded,
 } from './machine.js';
 import { microTime, recordOf } from './record.js';
@@ -54,6 +56,23 @@ function win(s: ElectionState, now: number, wall = WALL + now): ElectionState {
 }
 
 describe('candidate', () => {
+  it('a lock deleted under a live holder is free only when that lease would have expired', () => {
+    let s = observe(cfg, initialState(0), held('other_2', WALL), 1_000, 'watch');
+    s = observe(cfg, s, undefined, 4_000, 'watch');
+    expect(s.lock).toEqual({ kind: 'absent', since: 4_000, heldUntil: 16_000 });
+    expect(decide(cfg, s, 4_000)).toMatchObject({ kind: 'attempt', read: true, why: 'poll' });
+    s = attemptFinished(cfg, attemptStarted(s, 4_000), 4_010, 0);
+    // A GET that confirms the deletion changes nothing.
+    s = observe(cfg, s, undefined, 4_010, 'get');
+    expect(decide(cfg, s, 5_000)).toEqual({ kind: 'wait', until: 6_010 });
+    expect(decide(cfg, s, 16_000)).toMatchObject({ kind: 'attempt', read: false, why: 'free' });
+    // A released lock deleted, or one never seen held: free at once.
+    const released = observe(cfg, initialState(0), held('', WALL), 1_000, 'watch');
+    expect(observe(cfg, released, undefined, 2_000, 'watch').lock).toEqual({ kind: 'absent', since: 2_000 });
+    const unseen = observe(cfg, initialState(0), undefined, 2_000, 'get');
+    expect(decide(cfg, unseen, 2_000)).toMatchObject({ kind: 'attempt', read: false, why: 'free' });
+  });
+
   it('reads first, then creates a missing lock with transitions 0 and acquireTime = renewTime', () => {
     let s = initialState(0);
     expect(decide(cfg, s, 0)).toMatchObject({ kind: 'attempt', read: true });
@@ -245,14 +264,51 @@ describe('leader', () => {
     expect(gone.phase).toBe('lost');
     expect(gone.endReason).toBe('lock taken by thief_9');
     expect(canWrite(cfg, gone, 510)).toBe(false);
-    expect(observe(cfg, s, undefined, 510, 'get')).toMatchObject({
-      phase: 'lost',
-      endReason: 'lock deleted',
+  });
+
+  it('lock deleted while the fence would be open: stays leader, fence closed, creates it again', () => {
+    let s = lead(); // renewedAt 10
+    s = observe(cfg, s, undefined, 500, 'watch');
+    expect(s).toMatchObject({ phase: 'leader', suspect: true });
+    expect(canWrite(cfg, s, 500)).toBe(false);
+    expect(decide(cfg, s, 500)).toMatchObject({ kind: 'attempt', read: true, why: 'verify' });
+    // The GET confirms it: still leader, and the plan is to create it with our record.
+    s = observe(cfg, s, undefined, 510, 'get');
+    expect(s).toMatchObject({ phase: 'leader', suspect: true, lock: { kind: 'absent', since: 500 } });
+    const plan = planWrite(cfg, s, 510, WALL + 510);
+    expect(plan).toMatchObject({
+      kind: 'create',
+      spec: { holderIdentity: 'me_1', leaseDurationSeconds: 15 },
     });
+    s = win(s, 510);
+    expect(s).toMatchObject({ phase: 'leader', suspect: false, renewedAt: 510 });
+    expect(canWrite(cfg, s, 520)).toBe(true);
+    // Once the fence would have closed, a deleted lock ends leadership (anyone may have it by now).
+    const late = observe(cfg, lead(), undefined, 10_010, 'get');
+    expect(late).toMatchObject({ phase: 'lost', endReason: 'lock deleted' });
+  });
+
+  it('stepDown: a candidate that may not acquire, fence closed; a late renewal answer does not make it leader', () => {
+    const s = lead();
+    const down = stepDown(cfg, s, 500);
+    expect(down).toMatchObject({ phase: 'candidate', eligible: false, renewedAt: undefined });
+    expect(canWrite(cfg, down, 500)).toBe(false);
+    expect(decide(cfg, down, 2_500)).toMatchObject({ kind: 'attempt', read: true, why: 'poll' });
+    expect(planWrite(cfg, down, 2_500, WALL)).toEqual({ kind: 'ineligible' });
+    const renewed = held('me_1', WALL + 600);
+    const late = writeSucceeded(cfg, down, renewed, 400, 600);
+    expect(late).toMatchObject({
+      phase: 'candidate',
+      eligible: false,
+      lock: { kind: 'present', lease: renewed },
+    });
+    // Eligible again, it takes its own (free to it) lock at once.
+    const back = setEligible(late, true);
+    expect(decide(cfg, back, 700)).toMatchObject({ kind: 'attempt', read: false, why: 'free' });
   });
 
   it('a lost state ignores everything after', () => {
-    const s = observe(cfg, lead(), undefined, 100, 'get');
+    const s = observe(cfg, lead(), held('thief_9', WALL), 100, 'get');
     expect(decide(cfg, s, 100)).toEqual({ kind: 'idle' });
     expect(writeSucceeded(cfg, s, held('me_1', WALL), 100, 101)).toBe(s);
     expect(observe(cfg, s, held('me_1', WALL), 102, 'get')).toBe(s);
@@ -280,7 +336,7 @@ describe('healthCheck (client-go Check)', () => {
     );
     expect(healthCheck(cfg, initialState(0), 99 * HOUR, 20_000)).toBeUndefined();
     // A leader that lost but has not exited is unhealthy too (the watchdog case).
-    const lost = observe(cfg, s, undefined, 1, 'get');
+    const lost = observe(cfg, s, held('thief_9', WALL), 1, 'get');
     expect(healthCheck(cfg, lost, 35_001, 20_000)).toBeDefined();
   });
 });

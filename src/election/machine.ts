@@ -17,7 +17,14 @@
  * - A candidate acts the moment a change makes the lock free (released, deleted, or owned by our
  *   identity) and at the exact instant the lease expires, not at its next 2 s poll.
  * - A leader that sees (through the watch) the lock deleted or held by someone else closes its
- *   fence at once and verifies with a GET; a GET that confirms it ends leadership.
+ *   fence at once and verifies with a GET; a GET that confirms another holder ends leadership.
+ * - A lock confirmed deleted while our fence would still be open is created again and we keep
+ *   leading, as client-go does on its next renewal; but a candidate does not treat a lock deleted
+ *   under a live holder as free before that holder's lease would have expired (client-go creates
+ *   it at once, while the holder, whose watch may lag, can still be writing).
+ * - A replica that cannot see (its watches are not healthy) is not eligible: it keeps reading the
+ *   lock but does not acquire it. A leader told to step down (blind for too long) becomes such a
+ *   candidate: its fence closes at once, and it releases the lock (elector.ts).
  */
 
 import { formatDuration } from '../disruption/duration.js';
@@ -36,7 +43,12 @@ export interface MachineConfig {
 /** What we know about the lock Lease. `since` is our monotonic time of the last observed change. */
 export type LockView =
   | { readonly kind: 'unknown' }
-  | { readonly kind: 'absent'; readonly since: number }
+  | {
+      readonly kind: 'absent';
+      readonly since: number;
+      /** Deleted while another holder's lease was live: that lease still runs until then. */
+      readonly heldUntil?: number;
+    }
   | {
       readonly kind: 'present';
       /** The newest object seen with this record (its resourceVersion is our update precondition). */
@@ -64,6 +76,8 @@ export interface ElectionState {
   readonly suspect: boolean;
   /** Why the phase became lost/stopped. */
   readonly endReason: string | undefined;
+  /** A candidate that is not eligible reads the lock but never acquires it. */
+  readonly eligible: boolean;
 }
 
 export type Decision =
@@ -81,6 +95,8 @@ export type WritePlan =
   | { readonly kind: 'read' }
   /** Someone else holds a live lease; it expires at `until` unless it changes. */
   | { readonly kind: 'held'; readonly holder: string; readonly until: number }
+  /** We are a candidate that may not acquire now (see ElectionState.eligible). */
+  | { readonly kind: 'ineligible' }
   | { readonly kind: 'create'; readonly spec: LeaseSpec }
   | { readonly kind: 'update'; readonly body: Lease; readonly takeover: boolean };
 
@@ -94,6 +110,7 @@ export function initialState(now: number): ElectionState {
     renewedAt: undefined,
     suspect: false,
     endReason: undefined,
+    eligible: true,
   };
 }
 
@@ -132,7 +149,21 @@ export function observe(
   let lock: LockView;
   let seq = s.seq;
   if (lease === undefined) {
-    lock = s.lock.kind === 'absent' ? s.lock : { kind: 'absent', since: now };
+    if (s.lock.kind === 'absent') lock = s.lock;
+    else {
+      // A deletion does not shorten another holder's lease: it may write until the lease would
+      // have expired, from our observation of it (it may not have seen the deletion yet).
+      const prev = s.lock;
+      const holder = prev.kind === 'present' ? prev.record.holderIdentity : '';
+      const heldUntil =
+        prev.kind === 'present' && holder !== '' && holder !== cfg.identity
+          ? prev.since + recordLeaseMs(cfg, prev.record)
+          : undefined;
+      lock =
+        heldUntil !== undefined && heldUntil > now
+          ? { kind: 'absent', since: now, heldUntil }
+          : { kind: 'absent', since: now };
+    }
   } else {
     const record = recordOf(lease);
     const key = recordKey(record);
@@ -153,6 +184,13 @@ export function observe(
   const holder = lock.kind === 'present' ? lock.record.holderIdentity : undefined;
   // A read that shows us as holder settles a suspicion raised by the watch.
   if (holder === cfg.identity) return source === 'get' ? { ...next, suspect: false } : next;
+  if (holder === undefined && s.renewedAt !== undefined && now < s.renewedAt + fenceWindowMs(cfg)) {
+    // The lock was deleted. Nobody else may take it before our lease would have expired (see
+    // freeAt), so while our fence would still be open we create it again at once and keep
+    // leading; the fence stays closed until that create succeeds. Someone faster wins by the
+    // normal rules (our create fails, a read shows their record).
+    return { ...next, suspect: true, nextAttemptAt: now };
+  }
   const reason =
     holder === undefined
       ? 'lock deleted'
@@ -168,7 +206,7 @@ export function observe(
 /** The monotonic moment the lock became (or becomes) free for us; undefined while unknown. */
 export function freeAt(cfg: MachineConfig, lock: LockView): number | undefined {
   if (lock.kind === 'unknown') return undefined;
-  if (lock.kind === 'absent') return lock.since;
+  if (lock.kind === 'absent') return Math.max(lock.since, lock.heldUntil ?? lock.since);
   const h = lock.record.holderIdentity;
   if (h === '' || h === cfg.identity) return lock.since;
   return lock.since + recordLeaseMs(cfg, lock.record);
@@ -182,6 +220,11 @@ export function decide(cfg: MachineConfig, s: ElectionState, now: number): Decis
     if (now >= s.nextAttemptAt)
       return { kind: 'attempt', read: s.suspect, why: s.suspect ? 'verify' : 'renew' };
     return { kind: 'wait', until: Math.min(s.nextAttemptAt, lostAt) };
+  }
+  if (!s.eligible) {
+    // Keep reading the lock (who leads, and proof that we reach the API server), never take it.
+    if (now >= s.nextAttemptAt) return { kind: 'attempt', read: true, why: 'poll' };
+    return { kind: 'wait', until: s.nextAttemptAt };
   }
   const at = freeAt(cfg, s.lock);
   if (at === undefined) return { kind: 'attempt', read: true, why: 'initial' };
@@ -199,6 +242,7 @@ export function attemptStarted(s: ElectionState, now: number): ElectionState {
 export function planWrite(cfg: MachineConfig, s: ElectionState, now: number, wallMs: number): WritePlan {
   const lock = s.lock;
   if (lock.kind === 'unknown') return { kind: 'read' };
+  if (s.phase !== 'leader' && !s.eligible) return { kind: 'ineligible' };
   const stamp = microTime(wallMs);
   const durationSeconds = writtenLeaseDurationSeconds(cfg);
   if (lock.kind === 'absent') {
@@ -245,6 +289,21 @@ export function writeSucceeded(
   if (record.holderIdentity !== cfg.identity) return attemptFinished(cfg, s, now, 0);
   const key = recordKey(record);
   const same = s.lock.kind === 'present' && s.lock.key === key;
+  if (s.phase !== 'leader' && !s.eligible) {
+    // A renewal that was already on its way when we stepped down: we hold the lock again on the
+    // server, but we do not lead. Keep the fresh copy for the release.
+    return {
+      ...s,
+      lock: {
+        kind: 'present',
+        lease: response,
+        record,
+        key,
+        since: same && s.lock.kind === 'present' ? s.lock.since : now,
+      },
+      seq: same ? s.seq : s.seq + 1,
+    };
+  }
   return {
     ...s,
     phase: 'leader',
@@ -278,6 +337,29 @@ export function attemptFinished(
       ? cfg.retryPeriodMs
       : cfg.retryPeriodMs * (1 + JITTER_FACTOR * Math.min(Math.max(jitter01, 0), 1));
   return { ...s, nextAttemptAt: now + wait };
+}
+
+/** Whether a candidate may acquire the lock (a leader is not affected: see stepDown). */
+export function setEligible(s: ElectionState, eligible: boolean): ElectionState {
+  if (s.eligible === eligible) return s;
+  // Polls made while not eligible did not try to take a free lock: try at once.
+  return eligible ? { ...s, eligible, lastAttempt: undefined } : { ...s, eligible };
+}
+
+/**
+ * A leader gives leadership up without ending: it becomes a candidate that is not eligible, its
+ * fence closed at once. Releasing the lock is the elector's job (after writes in flight ended).
+ */
+export function stepDown(cfg: MachineConfig, s: ElectionState, now: number): ElectionState {
+  if (s.phase !== 'leader') return s;
+  return {
+    ...s,
+    phase: 'candidate',
+    eligible: false,
+    renewedAt: undefined,
+    suspect: false,
+    nextAttemptAt: now + cfg.retryPeriodMs,
+  };
 }
 
 export function lose(s: ElectionState, reason: string): ElectionState {

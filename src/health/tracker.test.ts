@@ -398,6 +398,32 @@ describe('grace and timeout', () => {
     expect(t.stats().scheduled).toBe(0);
   });
 
+  it('extendAll moves every deadline by the blind time, but never a probe past now', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('a', [ready('True', 1)]), 0); // silent since before the spell
+    t.observeNode(node('b', [ready('True', 1)]), 0);
+    t.observeLease(lease('b', micro(1)), 35_000); // seen during the spell [30 s, 40 s]
+    expect(t.popDue(50_001)).toEqual(['a']);
+    t.extendAll(10_000, 40_000);
+    // a: 10 s of the grace had not run out when the spell began; it keeps them.
+    expect(t.health('a')).toMatchObject({
+      probeTimestamp: 10_000,
+      readyTransitionTimestamp: 0,
+      reported: false,
+    });
+    expect(t.isTimedOut('a', 60_000)).toBe(false);
+    // b: seen 5 s into the spell, unseen for the last 5 s: a full grace from the end of the spell.
+    expect(t.health('b')?.probeTimestamp).toBe(40_000);
+    expect(t.popDue(60_000)).toEqual([]);
+    expect(t.popDue(60_001)).toEqual(['a']);
+    expect(t.popDue(90_001)).toEqual(['b']);
+    // Nothing for a zero, negative or non-finite spell.
+    t.extendAll(0, 100_000);
+    t.extendAll(-5, 100_000);
+    t.extendAll(Number.NaN, 100_000);
+    expect(t.health('a')?.probeTimestamp).toBe(10_000);
+  });
+
   it('recheckAll reports every timed-out node and repairs the schedule', () => {
     const t = new NodeHealthTracker();
     t.observeNode(node('a', [ready('True', 1)]), 0);

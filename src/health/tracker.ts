@@ -382,6 +382,26 @@ export class NodeHealthTracker {
   }
 
   /**
+   * Time nobody could see does not count against any node: after a blind spell of `blindMs` that
+   * ended at `now`, every node's probe moves forward by the part of the spell that came after it,
+   * `probe := min(probe + blindMs, now)`. A node silent since before the spell keeps the grace it
+   * had left when the spell began; a node last seen during the spell gets a full grace from `now`.
+   * Summed over spells, a dead node is timed out after grace + the blind time since its last
+   * heartbeat, however the spells are spaced (resetAll after each spell would never time it out
+   * if they come more often than the grace period). O(N).
+   */
+  extendAll(blindMs: number, now: number): void {
+    if (!Number.isFinite(now) || !Number.isFinite(blindMs) || blindMs <= 0) return;
+    const scheduled: Array<readonly [string, number]> = [];
+    for (const entry of this.entries.values()) {
+      entry.probe = Math.max(entry.probe, Math.min(entry.probe + blindMs, now));
+      entry.reported = false;
+      if (entry.hasNode) scheduled.push([entry.name, entry.probe + entry.graceMs]);
+    }
+    this.heap.rebuild(scheduled);
+  }
+
+  /**
    * Records that a {@link NodeStatusDecision} was written: the saved Ready becomes the one written and
    * readyTransitionTimestamp = now, as upstream does after its UpdateStatus. The probe is NOT refreshed.
    */

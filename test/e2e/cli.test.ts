@@ -263,11 +263,13 @@ describe('the controller process against a real API server (6 simulated nodes, g
     expect(await probe(leader, '/readyz')).toEqual({ status: 200, body: 'ok' });
     const verbose = await probe(leader, '/readyz?verbose');
     expect(verbose.status).toBe(200);
-    expect(verbose.body).toContain('[+]nodes-synced ok');
-    expect(verbose.body).toContain('[+]leases-synced ok');
+    expect(verbose.body).toContain('[+]nodes-watch ok');
+    expect(verbose.body).toContain('[+]leases-watch ok');
+    expect(verbose.body).toContain('[+]lock-access ok');
     expect(verbose.body).toContain('readyz check passed');
     const health = await probe(leader, '/healthz?verbose');
     expect(health.body).toContain('[+]ping ok');
+    expect(health.body).toContain('[+]api-access ok');
     expect(health.body).toContain('[+]leaderElection ok');
 
     standby = await startReplica('cli-1');
@@ -280,8 +282,9 @@ describe('the controller process against a real API server (6 simulated nodes, g
       `standby Ready ${(performance.now() - readyAfter).toFixed(0)} ms after its /healthz first answered`,
     );
     const sv = await probe(standby, '/readyz?verbose');
-    expect(sv.body).toContain('[+]nodes-synced ok');
-    expect(sv.body).toContain('[+]leases-synced ok');
+    expect(sv.body).toContain('[+]nodes-watch ok');
+    expect(sv.body).toContain('[+]leases-watch ok');
+    expect(sv.body).toContain('[+]lock-access ok');
     expect((await probe(standby, '/healthz')).status).toBe(200);
     // It is Ready without leading.
     expect(await standby.metric(MASTER, { name: LOCK })).toBe(0);

@@ -24,6 +24,7 @@ const NS = 'nlc-e2e-procs';
 const LOCK = COMPONENT_NAME; // --leader-elect-resource-name default
 const LEASE_MS = 4_000;
 const RENEW_DEADLINE_MS = 3_000;
+const RETRY_MS = 500;
 const GC_AGE_MS = 5_000;
 const GRACE_MS = 5_000;
 const MASTER = 'leader_election_master_status';
@@ -61,7 +62,7 @@ async function startReplica(): Promise<Replica> {
       `--kubeconfig=${cluster.cp.kubeconfigPath}`,
       `--leader-elect-lease-duration=${LEASE_MS / 1000}s`,
       `--leader-elect-renew-deadline=${RENEW_DEADLINE_MS / 1000}s`,
-      '--leader-elect-retry-period=500ms',
+      `--leader-elect-retry-period=${RETRY_MS}ms`,
       `--identity-lease-gc-age=${GC_AGE_MS / 1000}s`,
       `--node-monitor-grace-period=${GRACE_MS / 1000}s`,
       '--node-startup-grace-period=10s',
@@ -241,6 +242,39 @@ describe('leader election between three controller processes (lease 4 s, renew d
         r.name,
       ).toBe(true);
     }
+  });
+
+  it('the lock Lease deleted under the leader: the same process creates it again within a retry period and keeps leading', async () => {
+    dumpOnFailure();
+    const leader = await settledLeader();
+    await sleep(1_000);
+    const from = lockEvents.length;
+    const t0 = performance.now();
+    await cluster.admin.request({ method: 'DELETE', path: paths.lease(NS, LOCK) });
+    const recreated = await waitUntil(() => lockEvents.slice(from).find((e) => e.holder !== ''), {
+      timeoutMs: 10_000,
+      intervalMs: 5,
+      what: 'the lock to exist again',
+    });
+    // Every replica, sampled for a few lease durations: the leader never stopped, nobody else started.
+    for (let i = 0; i < 16; i++) {
+      const st = await statuses();
+      expect(st.filter((x) => x.master === 1).map((x) => x.r.name)).toEqual([leader.name]);
+      expect(st.filter((x) => x.leading === 1).map((x) => x.r.name)).toEqual([leader.name]);
+      await sleep(LEASE_MS / 4);
+    }
+    console.log(
+      `lock deleted: created again by ${recreated.holder} ${(recreated.at - t0).toFixed(0)} ms later ` +
+        `(transitions ${recreated.transitions})`,
+    );
+    expect(recreated.holder).toBe(leader.name);
+    expect(recreated.at - t0).toBeLessThan(RETRY_MS + 1_000);
+    expect(lockEvents.slice(from).every((e) => e.holder === leader.name)).toBe(true);
+    expect(leader.cp.child.exitCode).toBeNull();
+    const stops = ['Leader election lost', 'Stopped leading', 'Stopped leading: no more writes'];
+    expect(leader.cp.logs.filter((l) => stops.includes(String(l.msg)))).toEqual([]);
+    expect(leader.cp.logs.filter((l) => l.level === 'error')).toEqual([]);
+    expect(await settledLeader()).toBe(leader);
   });
 
   it('SIGTERM the leader: it releases the lease, another process leads within 1 s, the old one exits 0', async () => {

@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { loadAllYaml } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { shutdownBudget } from '../../src/cli/shutdown.js';
 import { buildConfig, type Config } from '../../src/config/config.js';
 import { parseArgs } from '../../src/config/flags.js';
 import { HELD_BACK_REASONS } from '../../src/disruption/metrics.js';
@@ -340,6 +341,21 @@ describe('overlays', () => {
     expect(cfg.leaderElection.enabled).toBe(true);
     expect(cfg.leaderElection.namespace).toBe('nlc-system');
   });
+
+  it.each([
+    ['base', BASE],
+    ['kind', join(OVERLAYS, 'kind')],
+    ['dry-run', join(OVERLAYS, 'dry-run')],
+  ])(
+    '%s: the whole shutdown budget, plus a second to exit, fits in terminationGracePeriodSeconds',
+    (name, dir) => {
+      const dep = name === 'base' ? findDoc(BASE, 'Deployment') : deploymentOf(dir);
+      const grace = Number(get(dep, 'spec', 'template', 'spec', 'terminationGracePeriodSeconds')) * 1000;
+      const budget = shutdownBudget(configOf(dep).shutdownGracePeriodMs);
+      expect(budget.drainMs + budget.tailMs).toBe(budget.totalMs);
+      expect(budget.totalMs + 1_000).toBeLessThan(grace);
+    },
+  );
 
   it('the args checker is real: an inconsistent pair of flags is refused', () => {
     const dep = structuredClone(deploymentOf(join(OVERLAYS, 'kind')));

@@ -1,0 +1,312 @@
+import { Registry } from 'prom-client';
+import { asyncScheduler } from 'rxjs';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { ApiWriter, createWriterMetrics } from '../apply/writer.js';
+import type { Clock } from '../clock/clock.js';
+import { DisruptionController } from '../disruption/index.js';
+import { NodeHealthTracker } from '../health/index.js';
+import type { KubeClient } from '../kube/client.js';
+import type { Lease, Node } from '../kube/types.js';
+import { memoryLogger } from '../log/logger.js';
+import { Reflector } from '../watch/reflector.js';
+import { stripLease, stripNode } from '../watch/strip.js';
+import type { WatchHealth } from '../watch/types.js';
+import { createControllerMetrics } from './metrics.js';
+import { NodeLifecycleController } from './node-lifecycle.js';
+import { SimApiServer } from './testing/sim-api.js';
+
+const T0 = Date.parse('2026-05-01T08:00:00.000Z');
+const GRACE_MS = 50_000;
+const SILENCE_MS = 45_000;
+const MINUTE = 60_000;
+
+const advance = (ms: number) => vi.advanceTimersByTimeAsync(ms);
+const now = () => Date.now();
+
+beforeEach(() => {
+  vi.useFakeTimers({ now: T0 });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+interface Harness {
+  sim: SimApiServer;
+  /** What the controller told leader election: setEligible values and step-down requests, timed. */
+  election: Array<{ at: number; call: string }>;
+  controller: NodeLifecycleController;
+  registry: Registry;
+  leases: Reflector<Lease>;
+  nodes: Reflector<Node>;
+  /** Intervals [from, to) in which either watch was synced but not connected. */
+  blindIntervals: Array<[number, number]>;
+  stop(): Promise<void>;
+}
+
+/**
+ * The controller as run.ts wires it (real watch layer, tracker, disruption controller and writer),
+ * against the in-memory server, in virtual time. Leading from the start (no election).
+ */
+function harness(o: { nodes: number; blindStepDownMs?: number }): Harness {
+  const sim = new SimApiServer(now);
+  for (let i = 0; i < o.nodes; i++) sim.addNode(`node-${i}`);
+  const clock: Clock = { scheduler: asyncScheduler, wall: () => Date.now() };
+  const registry = new Registry();
+  const logger = memoryLogger(2);
+  const client = sim.client as unknown as KubeClient;
+  const random = () => 0.5; // nominal backoff delays, no jitter
+  const nodes = new Reflector<Node>({
+    resource: 'nodes',
+    transport: sim.transport('nodes'),
+    scheduler: clock.scheduler,
+    strip: stripNode,
+    random,
+  });
+  const leases = new Reflector<Lease>({
+    resource: 'leases',
+    transport: sim.transport('leases'),
+    scheduler: clock.scheduler,
+    strip: stripLease,
+    random,
+    tuning: { idleTimeoutMs: (SILENCE_MS * 2) / 3 },
+  });
+  const writer = new ApiWriter({
+    client,
+    fence: () => undefined,
+    dryRun: false,
+    logger,
+    metrics: createWriterMetrics(registry),
+    clock,
+    qps: 50,
+    burst: 100,
+    component: 'node-controller',
+    instance: 'test',
+  });
+  const controller = new NodeLifecycleController({
+    clock,
+    logger,
+    metrics: createControllerMetrics(registry),
+    client,
+    writer,
+    tracker: new NodeHealthTracker({ grace: { monitorGraceMs: GRACE_MS, startupGraceMs: 60_000 } }),
+    disruption: new DisruptionController({}),
+    leases,
+    nodes,
+    watchSilenceThresholdMs: SILENCE_MS,
+    monitorPeriodMs: 5_000,
+    markPodsNotReady: 'always',
+    blindStepDownMs: o.blindStepDownMs,
+    election: {
+      setEligible: (e) => election.push({ at: now(), call: `eligible=${e}` }),
+      stepDown: (reason) => {
+        election.push({ at: now(), call: `stepDown: ${reason}` });
+        // As run.ts does on the elector's stopped-leading event.
+        controller.setLeading(false);
+      },
+    },
+  });
+  const election: Harness['election'] = [];
+  const blindIntervals: Array<[number, number]> = [];
+  let blindFrom: number | undefined;
+  const latest = new Map<string, WatchHealth>();
+  const onHealth = (h: WatchHealth) => {
+    latest.set(h.resource, h);
+    const all = [...latest.values()];
+    const synced = all.length === 2 && all.every((x) => x.synced);
+    const blind = synced && all.some((x) => !x.connected);
+    if (blind && blindFrom === undefined) blindFrom = now();
+    if (!blind && blindFrom !== undefined) {
+      blindIntervals.push([blindFrom, now()]);
+      blindFrom = undefined;
+    }
+  };
+  nodes.health$.subscribe(onHealth);
+  leases.health$.subscribe(onHealth);
+  controller.start();
+  nodes.start();
+  leases.start();
+  controller.setLeading(true);
+  return {
+    sim,
+    election,
+    controller,
+    registry,
+    leases,
+    nodes,
+    blindIntervals,
+    async stop() {
+      sim.stopAll();
+      nodes.dispose();
+      leases.dispose();
+      const stopped = controller.stop();
+      await advance(1000);
+      await stopped;
+    },
+  };
+}
+
+/** Total length of `intervals` within [from, to]. */
+function overlap(intervals: Array<[number, number]>, from: number, to: number): number {
+  let sum = 0;
+  for (const [a, b] of intervals) sum += Math.max(0, Math.min(b, to) - Math.max(a, from));
+  return sum;
+}
+
+async function metric(registry: Registry, name: string): Promise<number | undefined> {
+  return (await registry.getSingleMetric(name)?.get())?.values[0]?.value;
+}
+
+describe('NodeLifecycleController: blind spells (virtual time)', () => {
+  it('a watch cut every 40 s (backoff never resets) delays marking a dead node by the blind time only', async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      await advance(5_000);
+      expect(h.controller.sight.blind).toBeUndefined();
+      // A proxy cuts the controller's connections every 40 s for 10 minutes. The watch's backoff
+      // resets only after 120 s without a failure, so from the 4th cut on each spell lasts 6.4 s,
+      // 12.8 s, 25.6 s, then 30 s.
+      const cuts = setInterval(() => h.sim.cut(), 40_000);
+      await advance(170_000);
+      const dead = 'node-3';
+      const lastRenewal = h.sim.stopKubelet(dead);
+      let markedAt: number | undefined;
+      for (let t = 0; t < 10 * MINUTE && markedAt === undefined; t += 1_000) {
+        await advance(1_000);
+        markedAt = h.sim.markedUnknownAt(dead);
+      }
+      clearInterval(cuts);
+      const spells = h.blindIntervals.filter(([a]) => a > lastRenewal);
+      // Each of them would have given every node a fresh grace period (>= 5 s).
+      expect(spells.length, 'blind spells after the node died').toBeGreaterThanOrEqual(1);
+      expect(Math.min(...spells.map(([a, b]) => b - a))).toBeGreaterThanOrEqual(5_000);
+      // Marked, and exactly when grace + the blind time since its last renewal had passed.
+      expect(markedAt, 'the dead node was marked Unknown').toBeDefined();
+      const blind = overlap(h.blindIntervals, lastRenewal, markedAt!);
+      const took = markedAt! - lastRenewal;
+      expect(took).toBeGreaterThanOrEqual(GRACE_MS + blind);
+      expect(took).toBeLessThanOrEqual(GRACE_MS + blind + 100);
+      expect(h.sim.readyOf(dead)).toBe('Unknown');
+      // Nobody else was marked.
+      for (let i = 0; i < 10; i++) if (`node-${i}` !== dead) expect(h.sim.readyOf(`node-${i}`)).toBe('True');
+      expect(await metric(h.registry, 'nlc_blind_seconds_total')).toBeGreaterThanOrEqual(blind / 1000);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('after a shared outage (the server down for everyone for 3 minutes) no live node is marked', async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      await advance(20_000);
+      h.sim.setServerDown(true);
+      await advance(3 * MINUTE);
+      h.sim.setServerDown(false);
+      // Kubelets renew on their next tick (within 10 s); the controller reconnects after backoff.
+      await advance(3 * MINUTE);
+      expect(h.controller.sight.blind).toBeUndefined();
+      for (let i = 0; i < 10; i++) expect(h.sim.readyOf(`node-${i}`)).toBe('True');
+      expect(h.sim.patches).toEqual([]);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('after a hung server (silent watch, no renewals) the silence before the spell counts as blind too', async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      await advance(20_000);
+      // The server stops answering everyone: kubelets cannot renew, the controller's open watches
+      // go quiet. The controller notices only after --watch-silence-threshold (45 s).
+      h.sim.setServerHung(true);
+      const hungAt = now();
+      await advance(10_000);
+      expect(h.controller.sight.blind).toBeUndefined();
+      await advance(SILENCE_MS);
+      expect(h.controller.sight.blind).toBeDefined();
+      await advance(2 * MINUTE - 10_000 - SILENCE_MS);
+      h.sim.setServerHung(false);
+      await advance(3 * MINUTE);
+      expect(now() - hungAt).toBeGreaterThan(5 * MINUTE - 1);
+      expect(h.controller.sight.blind).toBeUndefined();
+      for (let i = 0; i < 10; i++) expect(h.sim.readyOf(`node-${i}`)).toBe('True');
+      expect(h.sim.patches).toEqual([]);
+    } finally {
+      await h.stop();
+    }
+  });
+});
+
+describe('NodeLifecycleController: leadership follows sight (virtual time)', () => {
+  it('eligible to lead only while both watches are healthy', async () => {
+    const h = harness({ nodes: 3 });
+    try {
+      await advance(5_000);
+      expect(h.election.map((e) => e.call)).toEqual(['eligible=false', 'eligible=true']);
+      h.sim.setPath('refuse');
+      h.sim.cut();
+      await advance(1);
+      h.sim.setPath('up');
+      await advance(10_000);
+      expect(h.election.map((e) => e.call)).toEqual([
+        'eligible=false',
+        'eligible=true',
+        'eligible=false',
+        'eligible=true',
+      ]);
+      expect(h.controller.sight.watch).toBeUndefined();
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a leader blind for --blind-step-down-after steps down once; shorter spells do not', async () => {
+    const LIMIT = 150_000;
+    const h = harness({ nodes: 3, blindStepDownMs: LIMIT });
+    try {
+      await advance(5_000);
+      // A 100 s outage: the watches back off and come back; no step-down.
+      h.sim.setPath('refuse');
+      h.sim.cut();
+      await advance(100_000);
+      h.sim.setPath('up');
+      await advance(40_000);
+      expect(h.controller.sight.watch).toBeUndefined();
+      expect(h.election.filter((e) => e.call.startsWith('stepDown'))).toEqual([]);
+      expect(h.controller.sight.leading).toBe(true);
+      // A long one: the leader steps down LIMIT after it began (within the 1 s sight tick).
+      h.sim.setPath('refuse');
+      h.sim.cut();
+      const began = now();
+      await advance(LIMIT + 60_000);
+      const downs = h.election.filter((e) => e.call.startsWith('stepDown'));
+      expect(downs).toHaveLength(1);
+      expect(downs[0]!.call).toMatch(/^stepDown: blind \(disconnected\) for 2m30s while leading$/);
+      expect(downs[0]!.at - began).toBeGreaterThanOrEqual(LIMIT);
+      expect(downs[0]!.at - began).toBeLessThanOrEqual(LIMIT + 1_000);
+      expect(h.controller.sight.leading).toBe(false);
+      expect(h.election.at(-1)?.call).toBe('stepDown: blind (disconnected) for 2m30s while leading');
+      expect(await metric(h.registry, 'nlc_blind_step_downs_total')).toBe(1);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a silent watch counts as blind from its last contact for the step-down too', async () => {
+    const LIMIT = 120_000;
+    const h = harness({ nodes: 3, blindStepDownMs: LIMIT });
+    try {
+      await advance(5_000);
+      h.sim.setServerHung(true);
+      const hungAt = now();
+      await advance(LIMIT + 5_000);
+      const down = h.election.find((e) => e.call.startsWith('stepDown'));
+      expect(down?.call).toMatch(/^stepDown: blind \((silent|disconnected)\)/);
+      // The last contact was at most one renewal interval (10 s) before the hang.
+      expect(down!.at - hungAt).toBeLessThanOrEqual(LIMIT);
+      expect(down!.at - hungAt).toBeGreaterThanOrEqual(LIMIT - 10_000);
+      h.sim.setServerHung(false);
+    } finally {
+      await h.stop();
+    }
+  });
+});

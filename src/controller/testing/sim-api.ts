@@ -1,0 +1,294 @@
+/**
+ * TEST SUPPORT ONLY (used by src/controller/*.test.ts): an in-memory kube-apiserver holding Nodes
+ * and node Leases, for running the node-lifecycle controller on the REAL watch layer, tracker and
+ * writer in virtual time (run it under vi.useFakeTimers). It serves list + watch (resumed from a
+ * resourceVersion, like the real server), quorum GETs of leases, pod lists and the controller's
+ * patches; simulated kubelets renew their leases on timers.
+ *
+ * The controller's network path can be cut (open watches break), refuse new connections, or hang
+ * (nothing answers, open watches deliver nothing until it recovers). Kubelets have their own path:
+ * a cut between the controller and the server does not stop them; a server outage can.
+ */
+
+import { KubeApiError, type KubeRequest, KubeTransportError } from '../../kube/client.js';
+import type { Lease, Node, NodeCondition, Taint } from '../../kube/types.js';
+import { Observable, type Subscriber } from '../../rx/index.js';
+import { listPage } from '../../watch/testing.js';
+import type { ListRequest, WatchRequest, WatchTransport } from '../../watch/types.js';
+
+type Resource = 'leases' | 'nodes';
+
+interface Change {
+  rv: number;
+  resource: Resource;
+  type: 'ADDED' | 'MODIFIED' | 'DELETED';
+  object: Lease | Node;
+}
+
+interface Stream {
+  resource: Resource;
+  sub: Subscriber<string>;
+  /** Lines held back while the path hangs (a stalled connection delivers them late, if ever). */
+  held: string[];
+}
+
+/** How the controller's requests fare. */
+export type PathState = 'up' | 'refuse' | 'hang';
+
+const LEASE_PATH = /^\/apis\/coordination\.k8s\.io\/v1\/namespaces\/kube-node-lease\/leases\/([^/]+)$/;
+const NODE_PATH = /^\/api\/v1\/nodes\/([^/]+)(\/status)?$/;
+
+function clone<T>(v: T): T {
+  return JSON.parse(JSON.stringify(v)) as T;
+}
+
+function microTime(wallMs: number): string {
+  return `${new Date(wallMs).toISOString().slice(0, 23)}000Z`;
+}
+
+function apiError(status: number, reason: string, what: string): KubeApiError {
+  return new KubeApiError(status, { kind: 'Status', reason, code: status }, {}, what);
+}
+
+export class SimApiServer {
+  readonly leases = new Map<string, Lease>();
+  readonly nodes = new Map<string, Node>();
+  /** Every PATCH the controller sent that was applied: [monotonic time, path]. */
+  readonly patches: Array<{ at: number; path: string; body: unknown }> = [];
+  private readonly history: Change[] = [];
+  private readonly streams = new Set<Stream>();
+  private readonly kubelets = new Map<string, ReturnType<typeof setInterval>>();
+  private readonly lastRenewal = new Map<string, number>();
+  private rv = 1;
+  private path: PathState = 'up';
+  /** False while the server itself is down for everyone (kubelets cannot renew either). */
+  private kubeletsReach = true;
+
+  constructor(private readonly now: () => number = () => Date.now()) {}
+
+  // ---------------------------------------------------------------- the cluster
+
+  /** A Ready node with its lease, renewed by a kubelet every `renewMs` from now on. */
+  addNode(name: string, renewMs = 10_000): void {
+    const wall = Date.now();
+    const node: Node = {
+      metadata: { name, uid: `uid-${name}`, creationTimestamp: new Date(wall - 3_600_000).toISOString() },
+      spec: {},
+      status: {
+        conditions: [
+          {
+            type: 'Ready',
+            status: 'True',
+            reason: 'KubeletReady',
+            lastHeartbeatTime: new Date(wall).toISOString(),
+            lastTransitionTime: new Date(wall - 3_600_000).toISOString(),
+          },
+        ],
+      },
+    };
+    this.store('nodes', 'ADDED', node);
+    const lease: Lease = {
+      metadata: { name, namespace: 'kube-node-lease', uid: `uid-lease-${name}` },
+      spec: { holderIdentity: name, leaseDurationSeconds: 40, renewTime: microTime(wall) },
+    };
+    this.store('leases', 'ADDED', lease);
+    this.lastRenewal.set(name, this.now());
+    this.kubelets.set(
+      name,
+      setInterval(() => this.renew(name), renewMs),
+    );
+  }
+
+  /** The kubelet stops (the node dies). Returns the monotonic time of its last renewal. */
+  stopKubelet(name: string): number {
+    clearInterval(this.kubelets.get(name));
+    this.kubelets.delete(name);
+    return this.lastRenewal.get(name)!;
+  }
+
+  lastRenewalOf(name: string): number | undefined {
+    return this.lastRenewal.get(name);
+  }
+
+  /** A lease renewal by the node's kubelet, if it can reach the server. */
+  renew(name: string): void {
+    if (!this.kubeletsReach) return;
+    const lease = this.leases.get(name);
+    if (!lease) return;
+    this.store('leases', 'MODIFIED', { ...lease, spec: { ...lease.spec, renewTime: microTime(Date.now()) } });
+    this.lastRenewal.set(name, this.now());
+  }
+
+  readyOf(name: string): string | undefined {
+    return this.nodes.get(name)?.status?.conditions?.find((c) => c.type === 'Ready')?.status;
+  }
+
+  /** When the controller first wrote Ready=Unknown for this node (monotonic), if it did. */
+  markedUnknownAt(name: string): number | undefined {
+    return this.patches.find(
+      (p) =>
+        p.path === `/api/v1/nodes/${name}/status` &&
+        JSON.stringify(p.body).includes('"type":"Ready","status":"Unknown"'),
+    )?.at;
+  }
+
+  stopAll(): void {
+    for (const t of this.kubelets.values()) clearInterval(t);
+    this.kubelets.clear();
+    for (const s of this.streams) s.sub.complete();
+    this.streams.clear();
+  }
+
+  // ---------------------------------------------------------------- faults
+
+  /** Every open watch of the controller breaks (a load balancer or proxy cut the connections). */
+  cut(): void {
+    for (const s of [...this.streams]) {
+      this.streams.delete(s);
+      s.sub.error(new KubeTransportError('connection reset by the test', 'ECONNRESET'));
+    }
+  }
+
+  /** The controller's path: 'refuse' fails new requests at once, 'hang' answers nothing. */
+  setPath(state: PathState): void {
+    this.path = state;
+    if (state !== 'hang') {
+      for (const s of this.streams) {
+        for (const line of s.held.splice(0)) s.sub.next(line);
+      }
+    }
+  }
+
+  /** The server is down for everyone, kubelets included (the controller's path refuses too). */
+  setServerDown(down: boolean): void {
+    this.kubeletsReach = !down;
+    this.setPath(down ? 'refuse' : 'up');
+  }
+
+  /** The server hangs for everyone: kubelets cannot renew, the controller's requests get no answer. */
+  setServerHung(hung: boolean): void {
+    this.kubeletsReach = !hung;
+    this.setPath(hung ? 'hang' : 'up');
+  }
+
+  // ---------------------------------------------------------------- storage
+
+  private store(resource: Resource, type: Change['type'], object: Lease | Node): void {
+    const rv = ++this.rv;
+    const stored = clone(object);
+    stored.metadata = { ...stored.metadata, resourceVersion: String(rv) };
+    const map = (resource === 'leases' ? this.leases : this.nodes) as Map<string, Lease | Node>;
+    if (type === 'DELETED') map.delete(stored.metadata.name);
+    else map.set(stored.metadata.name, stored);
+    const change: Change = { rv, resource, type, object: stored };
+    this.history.push(change);
+    const line = `${JSON.stringify({ type, object: stored })}\n`;
+    for (const s of this.streams) {
+      if (s.resource !== resource) continue;
+      if (this.path === 'hang') s.held.push(line);
+      else s.sub.next(line);
+    }
+  }
+
+  // ---------------------------------------------------------------- the controller's side
+
+  /** Waits out the controller's path: resolves when it may proceed, rejects as the network would. */
+  private async pass(what: string, signal?: AbortSignal, timeoutMs?: number): Promise<void> {
+    if (this.path === 'up') return;
+    if (this.path === 'refuse') throw new KubeTransportError(`${what}: connection refused`, 'ECONNREFUSED');
+    await new Promise<void>((_, reject) => {
+      const timer =
+        timeoutMs === undefined
+          ? undefined
+          : setTimeout(() => reject(new KubeTransportError(`${what}: timed out`, 'TIMEOUT')), timeoutMs);
+      signal?.addEventListener(
+        'abort',
+        () => {
+          clearTimeout(timer);
+          reject(new KubeTransportError(`${what}: aborted`, 'ABORTED'));
+        },
+        { once: true },
+      );
+    });
+  }
+
+  /** The controller's watch transport for one resource. */
+  transport(resource: Resource): WatchTransport {
+    return {
+      list: async (_req: ListRequest, signal: AbortSignal) => {
+        await this.pass(`list ${resource}`, signal);
+        const map = (resource === 'leases' ? this.leases : this.nodes) as Map<string, Lease | Node>;
+        return listPage(clone([...map.values()]), String(this.rv));
+      },
+      watch: async (req: WatchRequest, signal: AbortSignal) => {
+        await this.pass(`watch ${resource}`, signal);
+        const from = Number(req.resourceVersion);
+        return new Observable<string>((sub) => {
+          const missed = this.history.filter((c) => c.resource === resource && c.rv > from);
+          if (missed.length > 0) {
+            sub.next(missed.map((c) => `${JSON.stringify({ type: c.type, object: c.object })}\n`).join(''));
+          }
+          const stream: Stream = { resource, sub, held: [] };
+          this.streams.add(stream);
+          return () => {
+            this.streams.delete(stream);
+          };
+        });
+      },
+    };
+  }
+
+  /** The controller's KubeClient (the parts it uses: request). */
+  readonly client = {
+    request: async <T>(req: KubeRequest): Promise<T> => {
+      const what = `${req.method} ${req.path}`;
+      await this.pass(what, req.signal, req.timeoutMs ?? 30_000);
+      return this.handle(req) as T;
+    },
+  };
+
+  private handle(req: KubeRequest): unknown {
+    const what = `${req.method} ${req.path}`;
+    const lease = LEASE_PATH.exec(req.path);
+    if (lease && req.method === 'GET') {
+      const l = this.leases.get(decodeURIComponent(lease[1]!));
+      if (!l) throw apiError(404, 'NotFound', what);
+      return clone(l);
+    }
+    if (req.path === '/api/v1/pods' && req.method === 'GET') return { metadata: {}, items: [] };
+    if (req.method === 'POST' && req.path.endsWith('/events')) return {};
+    const node = NODE_PATH.exec(req.path);
+    if (node) {
+      const name = decodeURIComponent(node[1]!);
+      const current = this.nodes.get(name);
+      if (!current) throw apiError(404, 'NotFound', what);
+      if (req.method === 'GET') return clone(current);
+      if (req.method === 'PATCH') {
+        const body = req.body as {
+          metadata?: { resourceVersion?: string };
+          status?: { conditions?: NodeCondition[] };
+          spec?: { taints?: Taint[] };
+        };
+        const rv = body.metadata?.resourceVersion;
+        if (rv !== undefined && rv !== current.metadata.resourceVersion)
+          throw apiError(409, 'Conflict', what);
+        const next = clone(current);
+        if (node[2]) {
+          const conditions = next.status?.conditions ?? [];
+          for (const c of body.status?.conditions ?? []) {
+            const i = conditions.findIndex((x) => x.type === c.type);
+            if (i >= 0) conditions[i] = { ...conditions[i]!, ...c };
+            else conditions.push(c);
+          }
+          next.status = { ...next.status, conditions };
+        } else if (body.spec?.taints) {
+          next.spec = { ...next.spec, taints: body.spec.taints };
+        }
+        this.patches.push({ at: this.now(), path: req.path, body: req.body });
+        this.store('nodes', 'MODIFIED', next);
+        return clone(this.nodes.get(name));
+      }
+    }
+    throw apiError(404, 'NotFound', what);
+  }
+}

@@ -1,0 +1,107 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
+import { SimulatedFleet } from '../../src/fleet/fleet.js';
+import { startCluster, type TestCluster } from '../support/cluster.js';
+import { startController } from '../support/controller-process.js';
+import { FlakyTcpProxy } from '../support/flaky-tcp-proxy.js';
+import { ClusterObserver } from '../support/observer.js';
+import { sleep, waitUntil } from '../support/wait.js';
+
+/**
+ * A load balancer between the controller and kube-apiserver that drops every connection every 45 s
+ * and refuses new ones for the next 6 s (the kubelets talk to the API server directly). The
+ * controller's watches back off 0.8 s x 2^n up to 30 s (+-20 %), reset only after 120 s without a
+ * failure, so they never reset here: from the 3rd cut on each blind spell lasts 20-30 s, and the
+ * controller sees for at most 24.5 s between spells, less than the 25 s grace period. Before, each
+ * spell gave every node a fresh grace period, so a node that died after the 3rd cut was never
+ * marked; now its deadline moves by the blind time and it is marked in the 4th or 5th cycle.
+ */
+const GRACE_MS = 25_000;
+const CUT_EVERY_MS = 45_000;
+const REFUSE_MS = 6_000;
+/**
+ * Marking needs a quorum GET of the lease and a PATCH, both through the same proxy: one refusal
+ * window and the writer's retry backoff may come between the deadline and the write landing.
+ */
+const WRITE_SLACK_MS = REFUSE_MS + 3_000;
+
+let cluster: TestCluster;
+let fleet: SimulatedFleet;
+let observer: ClusterObserver;
+let proxy: FlakyTcpProxy;
+let dir: string;
+
+beforeAll(async () => {
+  cluster = await startCluster();
+  fleet = await SimulatedFleet.start(cluster.admin, {
+    nodes: 6,
+    namePrefix: 'flap-',
+    timing: { renewIntervalMs: 1000, statusUpdateIntervalMs: 10_000 },
+  });
+  observer = await ClusterObserver.start(cluster.admin);
+  proxy = await FlakyTcpProxy.start({ host: '127.0.0.1', port: Number(new URL(cluster.cp.server).port) });
+  dir = mkdtempSync(path.join(tmpdir(), 'nlc-flap-'));
+});
+
+afterAll(async () => {
+  observer?.stop();
+  fleet?.stop();
+  await proxy?.close();
+  await cluster?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('a flapping connection to the API server (real kube-apiserver behind a cutting TCP proxy)', () => {
+  it('marks a dead node within grace + the blind time, and no live node', { timeout: 330_000 }, async () => {
+    const kubeconfig = path.join(dir, 'via-proxy.kubeconfig');
+    proxy.writeKubeconfig(cluster.cp.kubeconfigPath, kubeconfig);
+    const ctl = await startController(
+      [
+        `--kubeconfig=${kubeconfig}`,
+        '--leader-elect=false',
+        `--node-monitor-grace-period=${GRACE_MS / 1000}s`,
+        '--node-startup-grace-period=30s',
+        '--watch-silence-threshold=3s',
+      ],
+      { name: 'behind-proxy' },
+    );
+    onTestFailed(() => console.log(`controller log summary:\n${ctl.summary()}`));
+    let stopFlapping = () => {};
+    await ctl.waitForLog('Acting: watches healthy and leading', 30_000);
+    stopFlapping = proxy.flap(CUT_EVERY_MS, REFUSE_MS);
+    try {
+      // The node dies 1 s into the 3rd blind spell.
+      await waitUntil(() => proxy.counts.cuts >= 3, { timeoutMs: 2 * CUT_EVERY_MS + 10_000, what: '3 cuts' });
+      await sleep(1000);
+      const dead = fleet.names[2]!;
+      const blindBefore = await ctl.metric('nlc_blind_seconds_total');
+      fleet.node(dead).kill();
+      await sleep(300); // a renewal already in flight may still land
+      const lastRenewal = observer.lastRenewalAt(dead)!;
+      const unknownAt = await waitUntil(() => observer.readyAt(dead, 'Unknown', lastRenewal), {
+        timeoutMs: 150_000,
+        intervalMs: 200,
+        what: `${dead} marked Unknown while the connection flaps`,
+      });
+      const blind = (await ctl.metric('nlc_blind_seconds_total')) - blindBefore;
+      const took = unknownAt - lastRenewal;
+      console.log(
+        `${dead}: Unknown ${(took / 1000).toFixed(1)} s after its last renewal; blind ${blind.toFixed(1)} s ` +
+          `in between; proxy ${JSON.stringify(proxy.counts)}`,
+      );
+      // The spells were real and long: each would have restarted every grace period before.
+      expect(blind).toBeGreaterThanOrEqual(REFUSE_MS / 1000);
+      expect(took).toBeGreaterThanOrEqual(GRACE_MS);
+      expect(took).toBeLessThanOrEqual(GRACE_MS + blind * 1000 + WRITE_SLACK_MS);
+      // Every live node stayed Ready all along.
+      for (const n of fleet.names) {
+        if (n !== dead) expect(observer.everSawReady(n, 'Unknown'), n).toBe(false);
+      }
+    } finally {
+      stopFlapping();
+      await ctl.kill();
+    }
+  });
+});
