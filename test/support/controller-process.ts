@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import https from 'node:https';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../src/localcluster/control-plane.js';
@@ -76,6 +77,12 @@ export async function startController(
     user?: { uid: number; gid: number };
     /** The child's whole environment is `env` (no PATH or HOME of ours), as in a container. */
     bareEnv?: boolean;
+    /**
+     * Serve /metrics as the binary does by default (HTTPS, TokenReview + SubjectAccessReview);
+     * metrics() then sends this bearer token. Without it the process runs with
+     * --metrics-secure=false (plain HTTP), which most tests read without a token.
+     */
+    secureMetrics?: { token: string };
   } = {},
 ): Promise<ControllerProcess> {
   const main = opts.install?.main ?? MAIN;
@@ -87,6 +94,7 @@ export async function startController(
     [
       main,
       `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+      `--metrics-secure=${opts.secureMetrics ? 'true' : 'false'}`,
       `--health-probe-bind-address=127.0.0.1:${probesPort}`,
       '--log-format=json',
       ...flags,
@@ -127,7 +135,11 @@ export async function startController(
     text,
     exited,
     async metrics() {
-      return await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+      if (!opts.secureMetrics) return await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+      const r = await scrape(metricsPort, opts.secureMetrics.token);
+      if (r.status !== 200)
+        throw new Error(`GET https://127.0.0.1:${metricsPort}/metrics: ${r.status} ${r.body}`);
+      return r.body;
     },
     async metric(name, labels) {
       return sampleValue(await this.metrics(), name, labels);
@@ -165,6 +177,40 @@ export async function startController(
     { timeoutMs: 20_000, what: 'controller /healthz' },
   );
   return cp;
+}
+
+/**
+ * GET /metrics of a controller serving HTTPS (its self-signed certificate is not verified: the
+ * tests that care verify it separately), with a bearer token if given.
+ */
+export async function scrape(
+  port: number,
+  token?: string,
+  path = '/metrics',
+): Promise<{ status: number; body: string }> {
+  return await new Promise((resolve, reject) => {
+    const req = https.request(
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        headers: token ? { authorization: `Bearer ${token}` } : {},
+        rejectUnauthorized: false,
+        agent: false,
+      },
+      (res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => {
+          body += c.toString('utf8');
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        res.on('error', reject);
+      },
+    );
+    req.setTimeout(30_000, () => req.destroy(new Error(`GET ${path}: no answer in 30 s`)));
+    req.on('error', reject);
+    req.end();
+  });
 }
 
 /** One parsed sample of a Prometheus text exposition. */

@@ -336,7 +336,19 @@ describe('overlays', () => {
     expect(patched.kind).toBe('ClusterRole');
     const verbs = arr(patched.rules).flatMap((r) => arr(get(r, 'verbs')));
     expect(verbs.length).toBeGreaterThan(0);
-    expect(verbs.filter((v) => !['get', 'list', 'watch'].includes(String(v)))).toEqual([]);
+    // Reads only, but for the reviews of /metrics scrapers (a TokenReview or SubjectAccessReview is
+    // not stored): the dry-run replicas serve secure metrics too.
+    const writes = arr(patched.rules)
+      .filter((r) => arr(get(r, 'verbs')).some((v) => !['get', 'list', 'watch'].includes(String(v))))
+      .map(
+        (r) =>
+          `${arr(get(r, 'apiGroups')).join(',')}/${arr(get(r, 'resources')).join(',')}:${arr(get(r, 'verbs')).join(',')}`,
+      );
+    expect(writes.sort()).toEqual([
+      'authentication.k8s.io/tokenreviews:create',
+      'authorization.k8s.io/subjectaccessreviews:create',
+    ]);
+    expect(configOf(deploymentOf(dir)).metricsSecurity.secure).toBe(true);
   });
 
   it('the base ClusterRole can write what the controller writes (and the dry-run one cannot)', () => {
@@ -351,6 +363,14 @@ describe('overlays', () => {
     expect(can('events', 'create')).toBe(true);
     expect(can('pods', 'delete')).toBe(false);
     expect(can('nodes', 'delete')).toBe(false);
+    // Secure /metrics: the reviews of scrapers.
+    expect(can('tokenreviews', 'create')).toBe(true);
+    expect(can('subjectaccessreviews', 'create')).toBe(true);
+  });
+
+  it('metrics-reader: get on the non-resource URL /metrics, nothing else', () => {
+    const role = findDoc(BASE, 'ClusterRole', 'node-lifecycle-controller-metrics-reader');
+    expect(role.rules).toEqual([{ nonResourceURLs: ['/metrics'], verbs: ['get'] }]);
   });
 });
 
@@ -401,12 +421,15 @@ describe('rendered by kubectl kustomize', () => {
     expect(kindDep).toEqual(
       withLabels(deploymentOf(join(OVERLAYS, 'kind')), get(kindDep, 'metadata', 'labels')),
     );
-    const dryRoles = kustomize(join(OVERLAYS, 'dry-run')).filter((d) => d.kind === 'ClusterRole');
+    const dryRoles = kustomize(join(OVERLAYS, 'dry-run')).filter(
+      (d) => d.kind === 'ClusterRole' && get(d, 'metadata', 'name') === 'node-lifecycle-controller',
+    );
+    expect(dryRoles).toHaveLength(1);
     expect(
       arr(dryRoles[0]?.rules)
         .flatMap((r) => arr(get(r, 'verbs')))
         .sort(),
-    ).toEqual(['get', 'get', 'list', 'list', 'watch']);
+    ).toEqual(['create', 'create', 'get', 'get', 'list', 'list', 'watch']);
   });
 });
 
