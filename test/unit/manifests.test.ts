@@ -443,12 +443,28 @@ function withLabels(dep: Obj, labels: unknown): Obj {
 // ---------------------------------------------------------------------------------------------
 
 describe('ServiceMonitor and NetworkPolicy', () => {
-  it('ServiceMonitor: port metrics every 30s, selecting the metrics Service by its component label', () => {
+  it('ServiceMonitor: port metrics every 30s over HTTPS with a bearer token, selecting the metrics Service by its component label', () => {
     const sm = serviceMonitor();
     expect(sm.apiVersion).toBe('monitoring.coreos.com/v1');
     expect(get(sm, 'spec', 'selector', 'matchLabels', 'app.kubernetes.io/component')).toBe('metrics');
     expect(get(sm, 'spec', 'endpoints', 0, 'port')).toBe('metrics');
     expect(get(sm, 'spec', 'endpoints', 0, 'interval')).toBe('30s');
+    // The controller serves /metrics securely by default (the Deployment does not turn it off).
+    expect(get(sm, 'spec', 'endpoints', 0, 'scheme')).toBe('https');
+    expect(get(sm, 'spec', 'endpoints', 0, 'bearerTokenFile')).toBe(
+      '/var/run/secrets/kubernetes.io/serviceaccount/token',
+    );
+    // Self-signed by default: nothing to verify it against.
+    expect(get(sm, 'spec', 'endpoints', 0, 'tlsConfig', 'insecureSkipVerify')).toBe(true);
+    const args = arr(
+      get(findDoc(BASE, 'Deployment'), 'spec', 'template', 'spec', 'containers', 0, 'args'),
+    ).map(String);
+    expect(
+      buildConfig(parseArgs(args), { POD_NAME: 'nlc-0', POD_NAMESPACE: 'nlc-system' }, 'h').metricsSecurity
+        .secure,
+    ).toBe(true);
+    // Its scrape timeout leaves room for a TokenReview and a SubjectAccessReview (5 s each at most).
+    expect(get(sm, 'spec', 'endpoints', 0, 'scrapeTimeout')).toBe('10s');
     expect(get(sm, 'metadata', 'namespace')).toBe('nlc-system');
     const svc = findDoc(BASE, 'Service', 'node-lifecycle-controller-metrics');
     const baseLabels = get(kustomizationOf(BASE), 'labels', 0, 'pairs') as Record<string, string>;
@@ -475,6 +491,19 @@ describe('ServiceMonitor and NetworkPolicy', () => {
     for (const r of [...arr(get(np, 'spec', 'ingress')), ...arr(get(np, 'spec', 'egress'))]) {
       expect(arr(get(r, 'ports')).length).toBeGreaterThan(0);
     }
+    // Who may scrape: Prometheus pods in the monitoring namespace (one peer: both selectors must
+    // match); the probe port stays open to the kubelet.
+    const ingress = arr(get(np, 'spec', 'ingress'));
+    const metricsRule = ingress.find((r) => arr(get(r, 'ports')).some((p) => get(p, 'port') === 8080));
+    // (loadDocs goes through @kubernetes/client-node's typed models, which name `from` `_from`.)
+    expect(get(metricsRule, '_from') ?? get(metricsRule, 'from')).toEqual([
+      {
+        namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } },
+        podSelector: { matchLabels: { 'app.kubernetes.io/name': 'prometheus' } },
+      },
+    ]);
+    const probeRule = ingress.find((r) => arr(get(r, 'ports')).some((p) => get(p, 'port') === 8081));
+    expect(get(probeRule, '_from') ?? get(probeRule, 'from')).toBeUndefined();
     expect(get(np, 'spec', 'podSelector', 'matchLabels')).toEqual(
       get(dep, 'spec', 'selector', 'matchLabels'),
     );
