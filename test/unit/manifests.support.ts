@@ -282,6 +282,8 @@ export async function controllerMetricCatalog(): Promise<Map<string, MetricInfo>
  */
 export const PROMETHEUS_SERIES = new Set(['up']);
 export const TARGET_LABELS = new Set([
+  // Added by Prometheus' external labels or a multi-cluster store (the dashboard's $cluster).
+  'cluster',
   'job',
   'instance',
   'namespace',

@@ -1,4 +1,5 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { loadAllYaml } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -40,6 +41,8 @@ const OPERATIONS_MD = join(REPO, 'docs', 'operations.md');
 const COMPONENT_DIRS = ['servicemonitor', 'prometheusrule', 'networkpolicy'].map((c) => join(COMPONENTS, c));
 
 const rel = (p: string) => relative(REPO, p);
+/** The job label every scraped series carries (the ServiceMonitor's jobLabel). */
+const JOB = 'node-lifecycle-controller';
 const rule = () => findDoc(join(COMPONENTS, 'prometheusrule'), 'PrometheusRule');
 const serviceMonitor = () => findDoc(join(COMPONENTS, 'servicemonitor'), 'ServiceMonitor');
 const networkPolicy = () => findDoc(join(COMPONENTS, 'networkpolicy'), 'NetworkPolicy');
@@ -546,16 +549,57 @@ describe('PrometheusRule', () => {
     }
   });
 
-  it('every runbook_url points at its own section of docs/operations.md', () => {
+  it('every runbook_url points at its own section of docs/operations.md (relative to the repository)', () => {
     const anchors = markdownAnchors(OPERATIONS_MD);
     for (const a of alerts()) {
       const url = a.annotations?.runbook_url ?? '';
-      const m = /\/docs\/operations\.md#([\w-]+)$/.exec(url);
+      const m = /^docs\/operations\.md#([\w-]+)$/.exec(url);
       expect(m, `${a.alert}: ${url}`).not.toBeNull();
       expect(m![1], `${a.alert} runbook anchor`).toBe(a.alert.toLowerCase());
       expect(anchors.has(m![1]!), `docs/operations.md has a section "${a.alert}"`).toBe(true);
     }
   });
+
+  it('every selector of every alert picks the job of the ServiceMonitor; per-install alerts group by namespace', () => {
+    const missing = alerts().flatMap((a) =>
+      promqlSelectors(a.expr)
+        .filter((sel) => !sel.matchers.some((m) => m.name === 'job' && m.op === '=' && m.value === JOB))
+        .map((sel) => `${a.alert}: ${sel.metric}`),
+    );
+    expect(missing).toEqual([]);
+    const byName = new Map(alerts().map((a) => [a.alert, a]));
+    expect(byName.get('NodeLifecycleControllerNoStandby')?.expr).toMatch(/^count by \(namespace\) \(/);
+    expect(byName.get('NodeLifecycleControllerDown')?.expr).toMatch(/sum by \(namespace\)/);
+    // No targets at all (no pods, or the ServiceMonitor selects nothing) fires too.
+    expect(byName.get('NodeLifecycleControllerDown')?.expr).toContain(`absent(up{job="${JOB}"})`);
+  });
+
+  it.skipIf(kubectlKustomizeAvailable() !== undefined)(
+    "docs/deploy.md's overlay snippet rewrites every runbook_url to the hosted docs (kubectl kustomize)",
+    () => {
+      const text = readFileSync(join(REPO, 'docs', 'deploy.md'), 'utf8');
+      const block = /```yaml\n(# runbook links[\s\S]*?)```/.exec(text)?.[1];
+      expect(block, 'the "# runbook links" snippet in docs/deploy.md').toBeDefined();
+      const dir = mkdtempSync(join(tmpdir(), 'nlc-runbooks-'));
+      try {
+        const overlay = loadAllYaml(block!)[0] as Obj;
+        overlay.apiVersion = 'kustomize.config.k8s.io/v1beta1';
+        overlay.kind = 'Kustomization';
+        overlay.components = [relative(dir, join(COMPONENTS, 'prometheusrule'))];
+        writeFileSync(join(dir, 'kustomization.yaml'), JSON.stringify(overlay));
+        const out = kustomize(dir).find((d) => d.kind === 'PrometheusRule')!;
+        const urls = arr(get(out, 'spec', 'groups')).flatMap((g) =>
+          arr(get(g, 'rules')).map((r) => String(get(r, 'annotations', 'runbook_url'))),
+        );
+        expect(urls.length).toBe(alerts().length);
+        const base = String(get(out, 'metadata', 'annotations', 'runbook-base'));
+        expect(base).toMatch(/^https:\/\/.+\/docs\/operations\.md$/);
+        for (const [i, a] of alerts().entries()) expect(urls[i]).toBe(`${base}#${a.alert.toLowerCase()}`);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
 
   it('docs/operations.md has no runbook for an alert that does not exist', () => {
     const names = new Set(alerts().map((a) => a.alert));
@@ -793,6 +837,36 @@ const DS_UID = '${DS_PROMETHEUS}';
 describe('Grafana dashboard', () => {
   const d = dashboard();
   const panels = arr(d.panels) as Obj[];
+
+  it('every query filters by the ServiceMonitor job and the $cluster variable; the variables do too', () => {
+    const vars = arr(get(d, 'templating', 'list')) as Obj[];
+    const cluster = vars.find((v) => v.name === 'cluster');
+    expect(cluster).toMatchObject({ type: 'query', includeAll: true, allValue: '.*' });
+    expect(get(cluster, 'query', 'query')).toBe(`label_values(up{job="${JOB}"}, cluster)`);
+    // Variables are evaluated in order: cluster before namespace, and namespace within the cluster.
+    expect(vars.findIndex((v) => v.name === 'cluster')).toBeLessThan(
+      vars.findIndex((v) => v.name === 'namespace'),
+    );
+    expect(
+      String(
+        get(
+          vars.find((v) => v.name === 'namespace'),
+          'query',
+          'query',
+        ),
+      ),
+    ).toContain('cluster=~"$cluster"');
+    const problems: string[] = [];
+    for (const { where, expr } of dashboardExprs(d)) {
+      for (const sel of promqlSelectors(grafanaInterpolate(expr))) {
+        const has = (name: string, op: string, value: string) =>
+          sel.matchers.some((m) => m.name === name && m.op === op && m.value === value);
+        if (!has('job', '=', JOB)) problems.push(`${where}: ${sel.metric} without job="${JOB}"`);
+        if (!has('cluster', '=~', '.*')) problems.push(`${where}: ${sel.metric} without cluster=~"$cluster"`);
+      }
+    }
+    expect(problems).toEqual([]);
+  });
 
   it('is a schemaVersion 39 dashboard with a Prometheus data-source variable used by every panel', () => {
     expect(d.schemaVersion).toBe(39);
