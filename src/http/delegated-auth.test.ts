@@ -271,6 +271,39 @@ describe('DelegatedAuth', () => {
     expect(await auth.check('Bearer tok', '/metrics')).toMatchObject({ code: 200, source: 'review' });
   });
 
+  it('a hanging API server costs one review timeout per scrape at most: then stale answers at once, revalidated behind', async () => {
+    const { fake, server } = await fakeApi();
+    fake.tokens.set('tok', PROM);
+    fake.allowed.add(PROM.username);
+    const { auth, clock } = setup(server, { reviewTimeoutMs: 300, staleIfErrorMs: 60_000 });
+    expect((await auth.check('Bearer tok', '/metrics')).code).toBe(200);
+    clock.advance(10_001);
+    fake.hang = true;
+    const timed = async () => {
+      const t0 = performance.now();
+      const d = await auth.check('Bearer tok', '/metrics');
+      return { d, ms: performance.now() - t0 };
+    };
+    // The TokenReview times out (300 ms); the SubjectAccessReview is not waited for again.
+    const first = await timed();
+    expect(first.d).toMatchObject({ code: 200, source: 'stale' });
+    expect(first.ms).toBeGreaterThanOrEqual(290);
+    expect(first.ms).toBeLessThan(550);
+    const reviewsBefore = fake.reviews.length;
+    const second = await timed();
+    expect(second.d).toMatchObject({ code: 200, source: 'stale' });
+    expect(second.ms).toBeLessThan(100);
+    // ... while reviews go on behind it (both kinds).
+    await new Promise((r) => setTimeout(r, 100));
+    expect(fake.reviews.length).toBe(reviewsBefore + 2);
+    // The API server answers again: the background review refreshes the cache.
+    fake.hang = false;
+    await new Promise((r) => setTimeout(r, 400)); // the hanging background reviews time out
+    await auth.check('Bearer tok', '/metrics'); // starts a review that succeeds
+    await new Promise((r) => setTimeout(r, 50));
+    expect(await auth.check('Bearer tok', '/metrics')).toMatchObject({ code: 200, source: 'cache' });
+  });
+
   it('bounds reviews in flight: a hanging API server gets at most maxInFlight, the rest 429 at once, all end by the timeout', async () => {
     const { fake, server } = await fakeApi();
     fake.hang = true;

@@ -141,6 +141,8 @@ export class DelegatedAuth {
   private readonly authz: TtlCache<Authz>;
   private readonly pending = new Map<string, Promise<unknown>>();
   private lastErrorLog = Number.NEGATIVE_INFINITY;
+  /** The last review that ended failed (no answer from the API server). */
+  private failing = false;
 
   constructor(private readonly d: DelegatedAuthOptions) {
     this.o = {
@@ -214,7 +216,9 @@ export class DelegatedAuth {
 
   /**
    * A cached answer, or one review shared by concurrent callers. Errors are not cached; an
-   * allowing answer may be reused after it expired while reviews fail (stale-if-error).
+   * allowing answer may be reused after it expired while reviews fail (stale-if-error). While the
+   * last review failed, such an answer is used at once and a review runs in the background, so a
+   * hanging API server costs a scrape at most one review timeout, not one per review kind.
    */
   private async lookup<T>(
     review: ReviewKind,
@@ -240,15 +244,15 @@ export class DelegatedAuth {
       return undefined;
     };
     const pendingKey = `${review}\u0000${key}`;
-    let p = this.pending.get(pendingKey) as Promise<T> | undefined;
-    if (!p) {
-      if (this.pending.size >= this.o.maxInFlight) {
-        return stale() ?? { code: 429, reason: `too many ${review}s in flight (${this.o.maxInFlight})` };
-      }
+    const reviewing = (): Promise<T> | undefined => {
+      const running = this.pending.get(pendingKey) as Promise<T> | undefined;
+      if (running) return running;
+      if (this.pending.size >= this.o.maxInFlight) return undefined;
       const started = this.now();
-      p = fetch()
+      const p = fetch()
         .then((v) => {
           const t = this.now();
+          this.failing = false;
           const fresh = ttl(v);
           if (fresh > 0) {
             cache.set(
@@ -261,7 +265,9 @@ export class DelegatedAuth {
           return v;
         })
         .catch((err: unknown) => {
+          this.failing = true;
           m.reviews.inc({ review, result: 'error' });
+          this.logError(review, err);
           throw err;
         })
         .finally(() => {
@@ -269,22 +275,34 @@ export class DelegatedAuth {
           this.pending.delete(pendingKey);
         });
       this.pending.set(pendingKey, p);
+      return p;
+    };
+    if (this.failing) {
+      const s = stale();
+      if (s) {
+        // Revalidate in the background; its outcome is for the next request.
+        reviewing()?.catch(() => undefined);
+        return s;
+      }
     }
+    const p = reviewing();
+    if (!p) return stale() ?? { code: 429, reason: `too many ${review}s in flight (${this.o.maxInFlight})` };
     try {
       return { value: await p, source: 'review' };
     } catch (err) {
-      const s = stale();
-      const now2 = this.now();
-      if (now2 - this.lastErrorLog > 30_000) {
-        this.lastErrorLog = now2;
-        this.d.logger.warn('Cannot review a /metrics request with the API server', {
-          review,
-          err,
-          staleAnswerUsed: s !== undefined,
-        });
-      }
-      return s ?? { code: 503, reason: `${review} failed: ${(err as Error).message}` };
+      return stale() ?? { code: 503, reason: `${review} failed: ${(err as Error).message}` };
     }
+  }
+
+  private logError(review: ReviewKind, err: unknown): void {
+    const now = this.now();
+    if (now - this.lastErrorLog < 30_000) return;
+    this.lastErrorLog = now;
+    this.d.logger.warn('Cannot review a /metrics request with the API server', {
+      review,
+      err,
+      staleIfErrorMs: this.o.staleIfErrorMs,
+    });
   }
 
   private async tokenReview(token: string): Promise<Authn> {
