@@ -24,7 +24,24 @@ export interface ControllerMetrics {
 const exponentialBuckets = (start: number, factor: number, count: number) =>
   Array.from({ length: count }, (_, i) => Number((start * factor ** i).toPrecision(6)));
 
+/** The `kind`s of nlc_transitions_total (node-lifecycle.ts counts exactly these). */
+export const TRANSITION_KINDS = [
+  'marked_unknown',
+  'noschedule_taint_added',
+  'noexecute_taint_added',
+  'taint_removed',
+  'pods_marked_not_ready',
+] as const;
+
 export function createControllerMetrics(registry: Registry): ControllerMetrics {
+  const m = build(registry);
+  // Every kind exists from the start at 0: an alert on increase() or rate() then sees the first
+  // transition after a restart too (a series that first appears at 1 shows no increase).
+  for (const kind of TRANSITION_KINDS) m.transitions.inc({ kind }, 0);
+  return m;
+}
+
+function build(registry: Registry): ControllerMetrics {
   return {
     nodes: new Gauge({
       name: 'nlc_nodes',

@@ -5,6 +5,7 @@ import { loadAllYaml } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { buildConfig, type Config } from '../../src/config/config.js';
 import { parseArgs } from '../../src/config/flags.js';
+import { TRANSITION_KINDS as controllerTransitionKinds } from '../../src/controller/metrics.js';
 import { HELD_BACK_REASONS } from '../../src/disruption/metrics.js';
 import { ZONE_STATES, zoneDisplay, zoneKeyOf } from '../../src/disruption/zones.js';
 import {
@@ -666,13 +667,7 @@ describe('metric names in alerts and dashboard', () => {
    * values the real watch reflectors export, and for transition kinds the string literals of the
    * reconciler (checked against its source below).
    */
-  const TRANSITION_KINDS = [
-    'marked_unknown',
-    'noschedule_taint_added',
-    'noexecute_taint_added',
-    'taint_removed',
-    'pods_marked_not_ready',
-  ];
+  const TRANSITION_KINDS = controllerTransitionKinds;
   const EXPORTED_VALUES: Record<string, Record<string, readonly string[]>> = {
     nlc_noexecute_held_back: { reason: HELD_BACK_REASONS },
     nlc_zone_state: { state: ZONE_STATES },
@@ -719,9 +714,14 @@ describe('metric names in alerts and dashboard', () => {
     return problems;
   }
 
-  it('the transition kinds are the ones the reconciler counts', () => {
+  it('the transition kinds are the ones the reconciler counts, each exported from the start at 0', () => {
     const src = readFileSync(join(REPO, 'src', 'controller', 'node-lifecycle.ts'), 'utf8');
     for (const k of TRANSITION_KINDS) expect(src, k).toContain(`'${k}'`);
+    const counted = [...src.matchAll(/transitions\.inc\(\{\s*kind:\s*'(\w+)'/g)].map((m) => m[1]);
+    for (const k of counted) expect(TRANSITION_KINDS, String(k)).toContain(k);
+    expect([...(catalog.get('nlc_transitions_total')?.labelValues.get('kind') ?? [])].sort()).toEqual(
+      [...TRANSITION_KINDS].sort(),
+    );
   });
 
   it('the watch metrics carry the resource names of the real reflectors', () => {
