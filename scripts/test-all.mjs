@@ -55,6 +55,7 @@ step('build', 'npx', ['tsc', '-p', 'tsconfig.build.json']);
 vitest('unit');
 if (!skipE2e) {
   step('control-plane binaries', 'bash', ['scripts/build-control-plane.sh']);
+  step('prometheus binaries', 'bash', ['scripts/build-prometheus.sh']);
   vitest('e2e');
 }
 summary('PASSED');
