@@ -2,6 +2,7 @@ import { X509Certificate } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import type http from 'node:http';
 import https from 'node:https';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
@@ -90,6 +91,35 @@ async function httpsGet(
 }
 
 const leafFingerprint = (pem: string) => new X509Certificate(pem).fingerprint256;
+
+describe('metrics server robustness', () => {
+  it('answers an unparsable request target with 400 and keeps serving', async () => {
+    const registry = createRegistry({ defaultMetrics: false });
+    const requests = createMetricsServerMetrics(registry);
+    servers = await startHttpServers({
+      metrics: { address: { host: '127.0.0.1', port: 0 }, registry, requests },
+      probes: { address: undefined, healthz: () => [], readyz: () => [] },
+      logger: silentLogger,
+    });
+    const port = servers.metrics!.port;
+    const statusLine = await new Promise<string>((resolve, reject) => {
+      const sock = net.connect(port, '127.0.0.1', () =>
+        sock.write('GET http://[zz HTTP/1.1\r\nHost: x\r\n\r\n'),
+      );
+      sock.once('data', (d) => {
+        resolve(d.toString().split('\r\n')[0]!);
+        sock.destroy();
+      });
+      sock.once('error', reject);
+    });
+    expect(statusLine).toBe('HTTP/1.1 400 Bad Request');
+    expect((await fetch(`http://127.0.0.1:${port}/metrics`)).status).toBe(200);
+    expect((await requests.get()).values.map((v) => `${v.labels.code}=${v.value}`).sort()).toEqual([
+      '200=1',
+      '400=1',
+    ]);
+  });
+});
 
 describe('secure metrics server', () => {
   it('serves /metrics over HTTPS only, 200/401/403/429/503 as the auth decides, counted by code; probes stay plain HTTP', async () => {

@@ -102,7 +102,13 @@ function metricsHandler(m: MetricsServing, logger: Logger): http.RequestListener
     res.writeHead(code, { 'content-type': 'text/plain; charset=utf-8', ...headers }).end(body);
   };
   return (req, res) => {
-    const path = new URL(req.url ?? '/', 'http://x').pathname;
+    let path: string;
+    try {
+      path = new URL(req.url ?? '/', 'http://x').pathname;
+    } catch {
+      reply(res, 400, 'bad request\n');
+      return;
+    }
     if (path !== '/metrics') {
       reply(res, 404, 'not found\n');
       return;
@@ -193,7 +199,14 @@ export async function startHttpServers(opts: {
     const healthz = checksHandler(opts.probes.healthz);
     const readyz = checksHandler(opts.probes.readyz);
     const server = http.createServer((req, res) => {
-      const path = new URL(req.url ?? '/', 'http://x').pathname;
+      let path: string;
+      try {
+        path = new URL(req.url ?? '/', 'http://x').pathname;
+      } catch {
+        // An unparsable request target must not throw out of the handler (that ends the process).
+        res.writeHead(400).end('bad request\n');
+        return;
+      }
       if (path === '/healthz' || path === '/livez') healthz(req, res);
       else if (path === '/readyz') readyz(req, res);
       else res.writeHead(404).end('not found\n');
