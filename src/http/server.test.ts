@@ -93,27 +93,35 @@ async function httpsGet(
 const leafFingerprint = (pem: string) => new X509Certificate(pem).fingerprint256;
 
 describe('metrics server robustness', () => {
-  it('answers an unparsable request target with 400 and keeps serving', async () => {
+  it('answers an unparsable request target with 400 on both ports and keeps serving', async () => {
     const registry = createRegistry({ defaultMetrics: false });
     const requests = createMetricsServerMetrics(registry);
     servers = await startHttpServers({
       metrics: { address: { host: '127.0.0.1', port: 0 }, registry, requests },
-      probes: { address: undefined, healthz: () => [], readyz: () => [] },
+      probes: {
+        address: { host: '127.0.0.1', port: 0 },
+        healthz: () => [{ name: 'ping', check: () => undefined }],
+        readyz: () => [],
+      },
       logger: silentLogger,
     });
     const port = servers.metrics!.port;
-    const statusLine = await new Promise<string>((resolve, reject) => {
-      const sock = net.connect(port, '127.0.0.1', () =>
-        sock.write('GET http://[zz HTTP/1.1\r\nHost: x\r\n\r\n'),
-      );
-      sock.once('data', (d) => {
-        resolve(d.toString().split('\r\n')[0]!);
-        sock.destroy();
+    const probes = servers.probes!.port;
+    const statusLine = (p: number) =>
+      new Promise<string>((resolve, reject) => {
+        const sock = net.connect(p, '127.0.0.1', () =>
+          sock.write('GET http://[zz HTTP/1.1\r\nHost: x\r\n\r\n'),
+        );
+        sock.once('data', (d) => {
+          resolve(d.toString().split('\r\n')[0]!);
+          sock.destroy();
+        });
+        sock.once('error', reject);
       });
-      sock.once('error', reject);
-    });
-    expect(statusLine).toBe('HTTP/1.1 400 Bad Request');
+    expect(await statusLine(port)).toBe('HTTP/1.1 400 Bad Request');
+    expect(await statusLine(probes)).toBe('HTTP/1.1 400 Bad Request');
     expect((await fetch(`http://127.0.0.1:${port}/metrics`)).status).toBe(200);
+    expect((await fetch(`http://127.0.0.1:${probes}/healthz`)).status).toBe(200);
     expect((await requests.get()).values.map((v) => `${v.labels.code}=${v.value}`).sort()).toEqual([
       '200=1',
       '400=1',
