@@ -3,7 +3,6 @@ import { existsSync } from 'node:fs';
 import https from 'node:https';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort } from '../../src/localcluster/control-plane.js';
 import { waitUntil } from './wait.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -87,15 +86,16 @@ export async function startController(
 ): Promise<ControllerProcess> {
   const main = opts.install?.main ?? MAIN;
   if (!existsSync(main)) throw new Error(`${main} is missing: run \`npm run build\` first`);
-  const metricsPort = await freePort();
-  const probesPort = await freePort();
+  // Port 0: the process binds whatever port is free and logs it (below). A port picked here in
+  // advance could be taken by another process before the child binds it (other test runs share
+  // this machine; that was seen as EADDRINUSE).
   const child = spawn(
     opts.install?.node ?? process.execPath,
     [
       main,
-      `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+      '--metrics-bind-address=127.0.0.1:0',
       `--metrics-secure=${opts.secureMetrics ? 'true' : 'false'}`,
-      `--health-probe-bind-address=127.0.0.1:${probesPort}`,
+      '--health-probe-bind-address=127.0.0.1:0',
       '--log-format=json',
       ...flags,
     ],
@@ -127,6 +127,19 @@ export async function startController(
   );
   const killOnExit = () => child.kill('SIGKILL');
   process.once('exit', killOnExit);
+  const boundPort = (msg: string): number | undefined => {
+    const m = /:(\d+)$/.exec(String(logs.find((l) => l.msg === msg)?.address ?? ''));
+    return m ? Number(m[1]) : undefined;
+  };
+  const [metricsPort, probesPort] = await waitUntil(
+    () => {
+      if (child.exitCode !== null)
+        throw new Error(`controller exited early: ${text.join('\n')} ${JSON.stringify(logs)}`);
+      const ports = [boundPort('Serving metrics'), boundPort('Serving health probes')];
+      return ports.every((p) => p !== undefined) ? (ports as [number, number]) : undefined;
+    },
+    { timeoutMs: 20_000, what: 'the ports the controller bound (its "Serving ..." logs)' },
+  );
   const cp: ControllerProcess = {
     child,
     metricsPort,
