@@ -57,6 +57,7 @@ step('build', 'npx', ['tsc', '-p', 'tsconfig.build.json']);
 vitest('unit');
 if (!skipE2e) {
   step('control-plane binaries', 'bash', ['scripts/build-control-plane.sh']);
+  step('prometheus binaries', 'bash', ['scripts/build-prometheus.sh']);
   vitest('e2e');
 }
 if (!skipKind) vitest('kind');

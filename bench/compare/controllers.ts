@@ -125,6 +125,8 @@ export async function startOurs(l: ControllerLaunch): Promise<RunningController>
     `--node-monitor-grace-period=${formatDuration(l.graceMs)}`,
     `--node-startup-grace-period=${formatDuration(l.startupGraceMs)}`,
     `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+    // Plain HTTP, as upstream runs here with --authorization-always-allow-paths=/metrics.
+    '--metrics-secure=false',
     `--health-probe-bind-address=127.0.0.1:${probePort}`,
     '--log-format=json',
   ];

@@ -45,6 +45,15 @@ export interface WriterMetrics {
 }
 
 export function createWriterMetrics(registry: Registry): WriterMetrics {
+  const m = buildWriterMetrics(registry);
+  // Failures of each resource exist from the start at 0, so that rate() sees the first one.
+  for (const resource of ['nodes', 'nodes/status', 'pods/status', 'events']) {
+    m.writes.inc({ resource, outcome: 'failed' }, 0);
+  }
+  return m;
+}
+
+function buildWriterMetrics(registry: Registry): WriterMetrics {
   return {
     writes: new Counter({
       name: 'nlc_writes_total',

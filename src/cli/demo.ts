@@ -107,6 +107,8 @@ export async function runDemo(argv: string[], _env: NodeJS.ProcessEnv): Promise<
       '--leader-elect-renew-deadline=4s',
       '--leader-elect-retry-period=1s',
       `--metrics-bind-address=127.0.0.1:${port}`,
+      // Local use: plain HTTP without authentication, so `curl` can read it.
+      '--metrics-secure=false',
       `--health-probe-bind-address=127.0.0.1:${port + 1}`,
     ];
     const { config } = loadConfig(flags, { POD_NAME: name, POD_NAMESPACE: 'nlc-system' }, name);

@@ -1,3 +1,4 @@
+import type { Registry } from 'prom-client';
 import { ApiWriter, createWriterMetrics } from '../apply/writer.js';
 import { systemClock } from '../clock/clock.js';
 import type { Config } from '../config/config.js';
@@ -19,8 +20,16 @@ import { IdentityLeases } from '../election/identity.js';
 import { lockUpdates, watchLock } from '../election/lock-watch.js';
 import { createLeaderElectionMetrics } from '../election/metrics.js';
 import { NodeHealthTracker } from '../health/index.js';
-import { type Check, startHttpServers } from '../http/server.js';
-import { KubeClient } from '../kube/client.js';
+import { createDelegatedAuthMetrics, DelegatedAuth } from '../http/delegated-auth.js';
+import {
+  type Check,
+  createMetricsServerMetrics,
+  type MetricsServing,
+  startHttpServers,
+} from '../http/server.js';
+import { createServingCertMetrics, ServingCertificate } from '../http/serving-cert.js';
+import { KubeClient, type RequestObserver } from '../kube/client.js';
+import type { Credentials } from '../kube/credentials.js';
 import { homeDirectory, type KubeconfigEnv, resolveKubeconfig } from '../kube/kubeconfig.js';
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
@@ -48,6 +57,7 @@ export interface RunOptions {
 
 export interface RunningController {
   metricsPort: number | undefined;
+  metricsScheme: 'https' | 'http' | undefined;
   probesPort: number | undefined;
   /** Graceful shutdown: stop watches and workers, finish in-flight writes, release the lease. */
   shutdown(reason: string): Promise<void>;
@@ -100,11 +110,15 @@ export async function runController(o: RunOptions): Promise<RunningController> {
   });
 
   const registry = createRegistry();
-  const client = await KubeClient.fromCredentials(await kube.credentials(), {
-    observer: createApiRequestMetrics(registry),
-    userAgent: `${COMPONENT}/${o.version} (${config.leaderElection.identity})`,
+  const credentials = await kube.credentials();
+  const apiObserver = createApiRequestMetrics(registry);
+  const userAgent = `${COMPONENT}/${o.version} (${config.leaderElection.identity})`;
+  const client = await KubeClient.fromCredentials(credentials, {
+    observer: apiObserver,
+    userAgent,
     defaultTimeoutMs: 30_000,
   });
+  const metricsServing = await secureMetricsServing(o, credentials, apiObserver, userAgent, registry);
   const metrics = createControllerMetrics(registry);
   const disruptionMetrics = createDisruptionMetrics(registry);
   const watchMetrics = createWatchMetrics(registry);
@@ -263,7 +277,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
   if (elector) healthChecks.push({ name: 'leaderElection', check: () => healthz.check()?.message });
   const readyChecks: Check[] = readinessChecks(probeSources, probeOptions);
   const http = await startHttpServers({
-    metrics: { address: config.metricsAddress, registry },
+    metrics: { address: config.metricsAddress, registry, ...metricsServing.serving },
     probes: { address: config.probeAddress, healthz: () => healthChecks, readyz: () => readyChecks },
     logger: log,
   });
@@ -313,6 +327,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
             pools?.close();
             nodeDeletes.unsubscribe();
             await http.close();
+            metricsServing.close();
             client.close();
           },
         },
@@ -377,5 +392,71 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     });
   }
 
-  return { metricsPort: http.metrics?.port, probesPort: http.probes?.port, shutdown };
+  return {
+    metricsPort: http.metrics?.port,
+    metricsScheme: http.metricsScheme,
+    probesPort: http.probes?.port,
+    shutdown,
+  };
+}
+
+/**
+ * HTTPS and delegated authentication/authorization for /metrics (unless --metrics-secure=false):
+ * the serving certificate (files, or self-signed), and the reviews on a client of their own, so
+ * that a slow review never holds a socket the controller's work needs.
+ */
+async function secureMetricsServing(
+  o: RunOptions,
+  credentials: Credentials,
+  observer: RequestObserver,
+  userAgent: string,
+  registry: Registry,
+): Promise<{ serving: Pick<MetricsServing, 'secure' | 'requests'>; close(): void }> {
+  const { config, logger: log } = o;
+  const requests = createMetricsServerMetrics(registry);
+  const sec = config.metricsSecurity;
+  if (!config.metricsAddress || !sec.secure) {
+    if (config.metricsAddress) {
+      log.warn('Serving /metrics over plain HTTP without authentication (--metrics-secure=false)');
+    }
+    return { serving: { requests }, close() {} };
+  }
+  const certMetrics = createServingCertMetrics(registry);
+  const hosts = ['localhost', config.leaderElection.hostname, '127.0.0.1', '::1'];
+  const bind = config.metricsAddress.host;
+  if (bind !== '0.0.0.0' && bind !== '::' && bind !== '') hosts.push(bind);
+  const certificate =
+    sec.certFile && sec.keyFile
+      ? await ServingCertificate.fromFiles({
+          certFile: sec.certFile,
+          keyFile: sec.keyFile,
+          clock: systemClock,
+          logger: log,
+          metrics: certMetrics,
+        })
+      : ServingCertificate.selfSigned({ hosts, now: systemClock.wall(), metrics: certMetrics });
+  const reviewClient = await KubeClient.fromCredentials(credentials, {
+    observer,
+    userAgent: `${userAgent} metrics-auth`,
+    defaultTimeoutMs: 5_000,
+    maxSockets: 8,
+  });
+  const auth = new DelegatedAuth({
+    client: reviewClient,
+    clock: systemClock,
+    logger: log.with({ component: 'metrics-auth' }),
+    metrics: createDelegatedAuthMetrics(registry),
+    staleIfErrorMs: sec.staleIfErrorMs,
+  });
+  log.info('Metrics server certificate', {
+    source: certificate.source,
+    ...(certificate.source === 'self-signed' ? { hosts } : { certFile: sec.certFile }),
+  });
+  return {
+    serving: { requests, secure: { certificate, auth } },
+    close() {
+      certificate.close();
+      reviewClient.close();
+    },
+  };
 }

@@ -42,6 +42,13 @@ export interface Config {
     hostname: string;
   };
   metricsAddress: BindAddress | undefined;
+  /** HTTPS + TokenReview/SubjectAccessReview for /metrics, or plain HTTP (secure false). */
+  metricsSecurity: {
+    secure: boolean;
+    certFile: string | undefined;
+    keyFile: string | undefined;
+    staleIfErrorMs: number;
+  };
   probeAddress: BindAddress | undefined;
   shutdownGracePeriodMs: number;
   kubeApi: { qps: number; burst: number };
@@ -118,6 +125,14 @@ export function buildConfig(args: ParsedArgs, env: ConfigEnv, hostname: string):
       `--metrics-bind-address and --health-probe-bind-address must use different ports (both ${metricsAddress.port})`,
     );
   }
+  const certFile = str('tls-cert-file') || undefined;
+  const keyFile = str('tls-private-key-file') || undefined;
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    throw new FlagError('--tls-cert-file and --tls-private-key-file must be given together');
+  }
+  if (certFile && !bool('metrics-secure')) {
+    throw new FlagError('--tls-cert-file and --tls-private-key-file need --metrics-secure=true');
+  }
   return {
     kubeconfig: str('kubeconfig') || undefined,
     dryRun: bool('dry-run'),
@@ -146,6 +161,12 @@ export function buildConfig(args: ParsedArgs, env: ConfigEnv, hostname: string):
       hostname: env.POD_NAME || hostname,
     },
     metricsAddress,
+    metricsSecurity: {
+      secure: bool('metrics-secure'),
+      certFile,
+      keyFile,
+      staleIfErrorMs: num('metrics-auth-stale-if-error'),
+    },
     probeAddress,
     shutdownGracePeriodMs: num('shutdown-grace-period'),
     kubeApi: { qps: num('kube-api-qps'), burst: num('kube-api-burst') },

@@ -202,6 +202,28 @@ describe('flags', () => {
     );
   });
 
+  it('serves metrics securely by default; TLS files come as a pair and need --metrics-secure', () => {
+    expect(load([]).metricsSecurity).toEqual({
+      secure: true,
+      certFile: undefined,
+      keyFile: undefined,
+      staleIfErrorMs: 600_000,
+    });
+    expect(load(['--metrics-secure=false']).metricsSecurity.secure).toBe(false);
+    expect(
+      load([
+        '--tls-cert-file=/c/tls.crt',
+        '--tls-private-key-file=/c/tls.key',
+        '--metrics-auth-stale-if-error=0',
+      ]).metricsSecurity,
+    ).toEqual({ secure: true, certFile: '/c/tls.crt', keyFile: '/c/tls.key', staleIfErrorMs: 0 });
+    expect(() => load(['--tls-cert-file=/c/tls.crt'])).toThrow(/must be given together/);
+    expect(() => load(['--tls-private-key-file=/c/tls.key'])).toThrow(/must be given together/);
+    expect(() =>
+      load(['--metrics-secure=false', '--tls-cert-file=/c/tls.crt', '--tls-private-key-file=/c/tls.key']),
+    ).toThrow(/need --metrics-secure=true/);
+  });
+
   it('derives an identity without POD_NAME that differs per process', () => {
     const a = buildConfig(parseArgs([]), {}, 'host-a').leaderElection;
     const b = buildConfig(parseArgs([]), {}, 'host-a').leaderElection;

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { createWorkQueueMetrics } from './workqueue-metrics.js';
 
 /** Metrics of the node-lifecycle reconciler (the wiring of health, disruption and writer). */
 export interface ControllerMetrics {
@@ -12,12 +13,37 @@ export interface ControllerMetrics {
   anomalies: Counter<'kind'>;
   watchLagDetected: Counter;
   reconciles: Counter<'result'>;
-  reconcileDuration: Histogram;
-  queueDepth: Gauge;
+  /** One node's reconcile (judge, conditions, taints, pods): upstream's per-node health update. */
+  updateNodeHealthDuration: Histogram;
+  /** One pass over every node (see createControllerMetrics). */
+  updateAllNodesHealthDuration: Histogram;
   leading: Gauge;
+  /** client-go's workqueue_* families; the reconciler's queue is named node_lifecycle_controller. */
+  workqueue: ReturnType<typeof createWorkQueueMetrics>;
 }
 
+/** prometheus ExponentialBuckets(start, factor, count). */
+const exponentialBuckets = (start: number, factor: number, count: number) =>
+  Array.from({ length: count }, (_, i) => Number((start * factor ** i).toPrecision(6)));
+
+/** The `kind`s of nlc_transitions_total (node-lifecycle.ts counts exactly these). */
+export const TRANSITION_KINDS = [
+  'marked_unknown',
+  'noschedule_taint_added',
+  'noexecute_taint_added',
+  'taint_removed',
+  'pods_marked_not_ready',
+] as const;
+
 export function createControllerMetrics(registry: Registry): ControllerMetrics {
+  const m = build(registry);
+  // Every kind exists from the start at 0: an alert on increase() or rate() then sees the first
+  // transition after a restart too (a series that first appears at 1 shows no increase).
+  for (const kind of TRANSITION_KINDS) m.transitions.inc({ kind }, 0);
+  return m;
+}
+
+function build(registry: Registry): ControllerMetrics {
   return {
     nodes: new Gauge({
       name: 'nlc_nodes',
@@ -76,17 +102,29 @@ export function createControllerMetrics(registry: Registry): ControllerMetrics {
       labelNames: ['result'] as const,
       registers: [registry],
     }),
-    reconcileDuration: new Histogram({
-      name: 'nlc_reconcile_duration_seconds',
-      help: 'Time to reconcile one node, writes included.',
-      buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30],
+    // Upstream's node_collector_update_node_health_duration_seconds: the time to update one node's
+    // health, writes included. Here: one reconcile of one node from the work queue (the Unknown
+    // conditions after a lease re-read, its taints, its pods' Ready=False).
+    updateNodeHealthDuration: new Histogram({
+      name: 'node_collector_update_node_health_duration_seconds',
+      help: 'Duration in seconds for NodeController to update the health of a single node.',
+      buckets: exponentialBuckets(0.001, 4, 8), // 1ms -> ~15s
       registers: [registry],
     }),
-    queueDepth: new Gauge({
-      name: 'nlc_reconcile_queue_depth',
-      help: 'Nodes waiting to be reconciled.',
+    // Upstream's node_collector_update_all_nodes_health_duration_seconds times one monitorNodeHealth
+    // pass (every --node-monitor-period) over every node, writes included. This controller detects
+    // lost nodes from events and deadlines, not from passes; its closest equivalent is the
+    // safety-net pass (--node-monitor-period, also when sight returns or pools reload): it judges
+    // every node against its deadline and queues the timed-out ones. A pass is timed from its
+    // start until every node it queued has been reconciled (so writes are included, as upstream);
+    // a pass that finds nothing due is just the judging. Passes are measured one at a time.
+    updateAllNodesHealthDuration: new Histogram({
+      name: 'node_collector_update_all_nodes_health_duration_seconds',
+      help: 'Duration in seconds for NodeController to update the health of all nodes.',
+      buckets: exponentialBuckets(0.01, 4, 8), // 10ms -> ~3m
       registers: [registry],
     }),
+    workqueue: createWorkQueueMetrics(registry),
     leading: new Gauge({
       name: 'nlc_leading',
       help: '1 while this replica leads and its reconciler runs.',

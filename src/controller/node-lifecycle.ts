@@ -35,6 +35,9 @@ import { AnomalyReporter } from './anomalies.js';
 import type { ControllerMetrics } from './metrics.js';
 import { WorkQueue } from './queue.js';
 
+/** The work queue's `name` in workqueue_* (upstream's node lifecycle controller's node queue). */
+export const WORK_QUEUE_NAME = 'node_lifecycle_controller';
+
 /** Why the controller is not acting right now (undefined: it sees and leads). */
 export type BlindReason = 'not_leader' | 'disconnected' | 'unsynced' | 'silent';
 /** Why the watches cannot be trusted right now, leadership aside. */
@@ -132,6 +135,8 @@ export class NodeLifecycleController {
   private readonly nodeStates = new Map<string, ReturnType<typeof stateOf>>();
   private readonly workerLoops: Promise<void>[] = [];
   private stopped = false;
+  /** The safety-net pass being timed: the nodes it queued that are not reconciled yet. */
+  private pass: { started: number; pending: Set<string> } | undefined;
 
   constructor(opts: NodeLifecycleOptions) {
     this.o = {
@@ -142,7 +147,11 @@ export class NodeLifecycleController {
     };
     this.log = opts.logger.with({ component: 'node-lifecycle' });
     this.anomalies = new AnomalyReporter(this.log, opts.metrics.anomalies);
-    this.queue = new WorkQueue(opts.clock.scheduler, { baseDelayMs: 50, maxDelayMs: 60_000 });
+    this.queue = new WorkQueue(opts.clock.scheduler, {
+      baseDelayMs: 50,
+      maxDelayMs: 60_000,
+      metrics: opts.metrics.workqueue.forQueue(WORK_QUEUE_NAME, () => opts.clock.scheduler.now()),
+    });
     this.blindSince = this.now();
     this.watchBlind = { reason: 'unsynced', since: this.blindSince };
   }
@@ -437,7 +446,6 @@ export class NodeLifecycleController {
       return;
     }
     for (const name of this.o.tracker.popDue(now)) this.queue.add(name);
-    this.o.metrics.queueDepth.set(this.queue.length);
     this.armDeadlineTimer();
   }
 
@@ -445,9 +453,22 @@ export class NodeLifecycleController {
   private recheck(): void {
     if (this.stopped || !this.acting()) return;
     const now = this.now();
-    for (const name of this.o.tracker.recheckAll(now)) this.queue.add(name);
+    const due = this.o.tracker.recheckAll(now);
+    for (const name of due) this.queue.add(name);
+    if (!this.pass) {
+      if (due.length === 0) this.o.metrics.updateAllNodesHealthDuration.observe((this.now() - now) / 1000);
+      else this.pass = { started: now, pending: new Set(due) };
+    }
     this.armDeadlineTimer();
     this.scheduleDisruptionTick();
+  }
+
+  /** A node the timed pass queued has been reconciled; the last one ends the pass. */
+  private passDone(name: string): void {
+    const p = this.pass;
+    if (!p?.pending.delete(name) || p.pending.size > 0) return;
+    this.pass = undefined;
+    this.o.metrics.updateAllNodesHealthDuration.observe((this.now() - p.started) / 1000);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -524,7 +545,6 @@ export class NodeLifecycleController {
     for (;;) {
       const name = await this.queue.get();
       if (name === undefined) return;
-      this.o.metrics.queueDepth.set(this.queue.length);
       const started = this.now();
       try {
         const requeueAfter = await this.reconcile(name);
@@ -537,7 +557,8 @@ export class NodeLifecycleController {
         this.log.error('Reconcile failed, will retry', { node: name, retryIn: formatDuration(delay), err });
       } finally {
         this.queue.done(name);
-        this.o.metrics.reconcileDuration.observe((this.now() - started) / 1000);
+        this.o.metrics.updateNodeHealthDuration.observe((this.now() - started) / 1000);
+        this.passDone(name);
       }
     }
   }

@@ -1,6 +1,8 @@
+import { Registry } from 'prom-client';
 import { VirtualTimeScheduler } from 'rxjs';
 import { describe, expect, it } from 'vitest';
 import { WorkQueue } from './queue.js';
+import { createWorkQueueMetrics } from './workqueue-metrics.js';
 
 describe('WorkQueue', () => {
   it('dedupes waiting keys and preserves order', async () => {
@@ -68,5 +70,92 @@ describe('WorkQueue', () => {
     expect(q.length).toBe(0);
     q.add('x');
     expect(await q.get()).toBeUndefined();
+  });
+});
+
+describe('WorkQueue metrics (client-go workqueue_* semantics)', () => {
+  async function read(registry: Registry) {
+    const json = await registry.getMetricsAsJSON();
+    const one = (n: string, suffix?: string) =>
+      json
+        .find((m) => m.name === n)
+        ?.values.filter(
+          (v) =>
+            v.labels.name === 'node_lifecycle_controller' &&
+            (suffix === undefined || (v as { metricName?: string }).metricName === `${n}${suffix}`),
+        )
+        .map((v) => (v.labels.le === undefined ? v.value : `${v.labels.le}:${v.value}`));
+    return {
+      adds: one('workqueue_adds_total')?.[0],
+      depth: one('workqueue_depth')?.[0],
+      retries: one('workqueue_retries_total')?.[0],
+      queueCount: one('workqueue_queue_duration_seconds', '_count')?.[0],
+      queueSum: one('workqueue_queue_duration_seconds', '_sum')?.[0],
+      workCount: one('workqueue_work_duration_seconds', '_count')?.[0],
+      workSum: one('workqueue_work_duration_seconds', '_sum')?.[0],
+      unfinished: one('workqueue_unfinished_work_seconds')?.[0],
+      longest: one('workqueue_longest_running_processor_seconds')?.[0],
+    };
+  }
+
+  it('counts adds, depth, queue and work durations, unfinished work and retries as client-go does', async () => {
+    const s = new VirtualTimeScheduler();
+    const registry = new Registry();
+    const metrics = createWorkQueueMetrics(registry).forQueue<string>('node_lifecycle_controller', () =>
+      s.now(),
+    );
+    const q = new WorkQueue<string>(s, { metrics, baseDelayMs: 100 });
+    const at = (ms: number) => {
+      s.schedule(() => undefined, ms - s.now());
+      s.flush();
+    };
+    // Present from the start, at zero.
+    expect(await read(registry)).toMatchObject({
+      adds: 0,
+      depth: 0,
+      retries: 0,
+      queueCount: 0,
+      workCount: 0,
+    });
+
+    q.add('a');
+    q.add('b');
+    q.add('a'); // already waiting: not an add
+    expect(await read(registry)).toMatchObject({ adds: 2, depth: 2 });
+
+    at(100);
+    const a = await q.get(); // waited 100 ms
+    expect(a).toBe('a');
+    expect(await read(registry)).toMatchObject({ depth: 1, queueCount: 1, queueSum: 0.1 });
+
+    at(200);
+    q.add('a'); // added while processing: counted (client-go's dirty set), queued after done
+    q.add('a'); // already dirty: not counted
+    expect(await read(registry)).toMatchObject({ adds: 3, depth: 2 });
+
+    at(400); // 'a' has been worked on for 300 ms
+    const b = await q.get(); // 'b' waited 400 ms
+    expect(b).toBe('b');
+    at(500);
+    expect(await read(registry)).toMatchObject({ unfinished: 0.4 + 0.1, longest: 0.4 });
+
+    q.done('a'); // worked 400 ms; re-queued without another add
+    expect(await read(registry)).toMatchObject({ adds: 3, depth: 1, workCount: 1, workSum: 0.4 });
+    expect(q.length).toBe(1);
+
+    at(600);
+    expect(await q.get()).toBe('a'); // queued since its add at 200 ms while processing
+    expect(await read(registry)).toMatchObject({ depth: 0, queueCount: 3 });
+    expect((await read(registry)).queueSum).toBeCloseTo(0.1 + 0.4 + 0.4, 9);
+
+    q.done('b');
+    q.done('a');
+    expect(await read(registry)).toMatchObject({ workCount: 3, unfinished: 0, longest: 0 });
+
+    // A failure: re-added with backoff, counted as a retry, and as an add when the delay ends.
+    q.addRateLimited('a');
+    expect(await read(registry)).toMatchObject({ retries: 1, adds: 3 });
+    at(700);
+    expect(await read(registry)).toMatchObject({ retries: 1, adds: 4, depth: 1 });
   });
 });

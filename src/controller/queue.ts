@@ -1,4 +1,5 @@
 import type { SchedulerLike, Subscription } from '../rx/index.js';
+import type { QueueMetrics } from './workqueue-metrics.js';
 
 /**
  * A work queue of keys with client-go's semantics: a key waiting is stored once however often it
@@ -19,7 +20,7 @@ export class WorkQueue<K = string> {
 
   constructor(
     private readonly scheduler: SchedulerLike,
-    private readonly opts: { baseDelayMs?: number; maxDelayMs?: number } = {},
+    private readonly opts: { baseDelayMs?: number; maxDelayMs?: number; metrics?: QueueMetrics<K> } = {},
   ) {}
 
   get length(): number {
@@ -35,15 +36,24 @@ export class WorkQueue<K = string> {
   add(key: K): void {
     if (this.shuttingDown) return;
     if (this.processing.has(key)) {
-      this.dirty.add(key);
+      if (!this.dirty.has(key)) {
+        this.dirty.add(key);
+        this.opts.metrics?.add(key);
+      }
       return;
     }
     if (this.waiting.has(key)) return;
+    this.opts.metrics?.add(key);
+    this.enqueue(key);
+  }
+
+  private enqueue(key: K): void {
     this.waiting.add(key);
     const taker = this.takers.shift();
     if (taker) {
       this.waiting.delete(key);
       this.processing.add(key);
+      this.opts.metrics?.get(key);
       taker(key);
       return;
     }
@@ -73,6 +83,7 @@ export class WorkQueue<K = string> {
     const n = this.failures.get(key) ?? 0;
     this.failures.set(key, n + 1);
     const delay = Math.min((this.opts.baseDelayMs ?? 5) * 2 ** n, this.opts.maxDelayMs ?? 300_000);
+    this.opts.metrics?.retry();
     this.addAfter(key, delay);
     return delay;
   }
@@ -92,6 +103,7 @@ export class WorkQueue<K = string> {
       }
       this.waiting.delete(key);
       this.processing.add(key);
+      this.opts.metrics?.get(key);
       return Promise.resolve(key);
     }
     if (this.shuttingDown) return Promise.resolve(undefined);
@@ -100,8 +112,10 @@ export class WorkQueue<K = string> {
 
   /** Marks the key processed; a key added meanwhile goes back in the queue. */
   done(key: K): void {
+    this.opts.metrics?.done(key);
     this.processing.delete(key);
-    if (this.dirty.delete(key)) this.add(key);
+    // Counted as an add when it was re-added during processing.
+    if (this.dirty.delete(key) && !this.shuttingDown) this.enqueue(key);
   }
 
   /** Drops pending and delayed keys (processing ones finish); wakes idle workers with undefined. */

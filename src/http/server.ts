@@ -1,7 +1,10 @@
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import type { Registry } from 'prom-client';
+import { Counter, type Registry } from 'prom-client';
 import type { Logger } from '../log/logger.js';
+import type { AuthDecision } from './delegated-auth.js';
+import type { ServingCertificate } from './serving-cert.js';
 
 /** A named check: returns undefined when healthy, or the reason it is not. */
 export interface Check {
@@ -38,7 +41,7 @@ function checksHandler(checks: () => readonly Check[]) {
   };
 }
 
-async function listen(server: http.Server, addr: ServerAddress): Promise<ServerAddress> {
+async function listen(server: http.Server | https.Server, addr: ServerAddress): Promise<ServerAddress> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(addr.port, addr.host, () => {
@@ -52,16 +55,103 @@ async function listen(server: http.Server, addr: ServerAddress): Promise<ServerA
 
 export interface HttpServers {
   metrics: ServerAddress | undefined;
+  /** 'https' with authentication and authorization, or 'http' (--metrics-secure=false). */
+  metricsScheme: 'https' | 'http' | undefined;
   probes: ServerAddress | undefined;
   close(): Promise<void>;
 }
 
+/** Responses of the metrics server by HTTP code (401 and 403 are refused scrapes). */
+export function createMetricsServerMetrics(registry: Registry): Counter<'code'> {
+  return new Counter({
+    name: 'nlc_metrics_requests_total',
+    help: 'Requests to the metrics server by response code (401: no or invalid token, 403: not allowed to get /metrics, 429: too many reviews in flight, 503: the API server could not review the token).',
+    labelNames: ['code'] as const,
+    registers: [registry],
+  });
+}
+
+export interface MetricsServing {
+  address: ServerAddress | undefined;
+  registry: Registry;
+  /**
+   * HTTPS, every request authenticated and authorized (TokenReview + SubjectAccessReview). Without
+   * it /metrics is plain, open HTTP (--metrics-secure=false, for local use).
+   */
+  secure?: {
+    certificate: Pick<ServingCertificate, 'current' | 'onChange'>;
+    auth: { check(authorization: string | undefined, path: string, verb?: string): Promise<AuthDecision> };
+  };
+  requests?: Counter<'code'>;
+  /** Connections served at once; more wait in the kernel's backlog (default 64). */
+  maxConnections?: number;
+}
+
+/** Seconds a slow client may take for its request headers / TLS handshake before it is dropped. */
+const METRICS_HEADERS_TIMEOUT_MS = 10_000;
+
+function metricsHandler(m: MetricsServing, logger: Logger): http.RequestListener {
+  const { registry } = m;
+  const reply = (
+    res: http.ServerResponse,
+    code: number,
+    body: string,
+    headers: http.OutgoingHttpHeaders = {},
+  ) => {
+    m.requests?.inc({ code: String(code) });
+    res.writeHead(code, { 'content-type': 'text/plain; charset=utf-8', ...headers }).end(body);
+  };
+  return (req, res) => {
+    let path: string;
+    try {
+      path = new URL(req.url ?? '/', 'http://x').pathname;
+    } catch {
+      reply(res, 400, 'bad request\n');
+      return;
+    }
+    if (path !== '/metrics') {
+      reply(res, 404, 'not found\n');
+      return;
+    }
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      reply(res, 405, 'method not allowed\n', { allow: 'GET, HEAD' });
+      return;
+    }
+    const serve = () =>
+      registry
+        .metrics()
+        .then((text) => {
+          m.requests?.inc({ code: '200' });
+          res.writeHead(200, { 'content-type': registry.contentType });
+          res.end(req.method === 'HEAD' ? undefined : text);
+        })
+        .catch((err: Error) => reply(res, 500, `metrics collection failed: ${err.message}\n`));
+    if (!m.secure) {
+      void serve();
+      return;
+    }
+    m.secure.auth
+      .check(req.headers.authorization, path, 'get')
+      .then((d) => {
+        if (d.code === 200) return serve();
+        logger.debug(2, 'Refused a metrics request', { code: d.code, reason: d.reason, user: d.user });
+        const headers: http.OutgoingHttpHeaders =
+          d.code === 429 || d.code === 503 ? { 'retry-after': '1' } : {};
+        if (d.code === 401) headers['www-authenticate'] = 'Bearer';
+        reply(res, d.code, `${http.STATUS_CODES[d.code]}: ${d.reason}\n`, headers);
+        return undefined;
+      })
+      .catch((err: Error) => reply(res, 500, `authorization failed: ${err.message}\n`));
+  };
+}
+
 /**
- * /metrics on its own port; /healthz (liveness) and /readyz (readiness) on the probe port, in the
- * Kubernetes healthz format ("[+]name ok" lines with ?verbose, or on failure).
+ * /metrics on its own port (HTTPS with delegated authentication and authorization unless
+ * `metrics.secure` is unset); /healthz and /livez (liveness) and /readyz (readiness) on the plain
+ * HTTP probe port, in the Kubernetes healthz format ("[+]name ok" lines with ?verbose, or on failure).
  */
 export async function startHttpServers(opts: {
-  metrics: { address: ServerAddress | undefined; registry: Registry };
+  metrics: MetricsServing;
   probes: {
     address: ServerAddress | undefined;
     healthz: () => readonly Check[];
@@ -69,35 +159,54 @@ export async function startHttpServers(opts: {
   };
   logger: Logger;
 }): Promise<HttpServers> {
-  const servers: http.Server[] = [];
+  const servers: (http.Server | https.Server)[] = [];
+  const cleanups: (() => void)[] = [];
   let metricsAddr: ServerAddress | undefined;
   let probesAddr: ServerAddress | undefined;
-  if (opts.metrics.address) {
-    const registry = opts.metrics.registry;
-    const server = http.createServer((req, res) => {
-      if (req.method !== 'GET' || !req.url?.startsWith('/metrics')) {
-        res.writeHead(404).end('not found\n');
-        return;
-      }
-      registry
-        .metrics()
-        .then((text) => {
-          res.writeHead(200, { 'content-type': registry.contentType });
-          res.end(text);
-        })
-        .catch((err: Error) => {
-          res.writeHead(500).end(`metrics collection failed: ${err.message}\n`);
-        });
-    });
-    metricsAddr = await listen(server, opts.metrics.address);
+  const m = opts.metrics;
+  if (m.address) {
+    const handler = metricsHandler(m, opts.logger);
+    const serverOpts: http.ServerOptions = {
+      headersTimeout: METRICS_HEADERS_TIMEOUT_MS,
+      requestTimeout: 30_000,
+    };
+    let server: http.Server | https.Server;
+    if (m.secure) {
+      const tlsServer = https.createServer(
+        {
+          ...serverOpts,
+          ...m.secure.certificate.current(),
+          minVersion: 'TLSv1.2',
+          handshakeTimeout: METRICS_HEADERS_TIMEOUT_MS,
+        },
+        handler,
+      );
+      cleanups.push(m.secure.certificate.onChange((pair) => tlsServer.setSecureContext(pair)));
+      server = tlsServer;
+    } else {
+      server = http.createServer(serverOpts, handler);
+    }
+    server.maxConnections = m.maxConnections ?? 64;
+    metricsAddr = await listen(server, m.address);
     servers.push(server);
-    opts.logger.info('Serving metrics', { address: `${metricsAddr.host}:${metricsAddr.port}` });
+    opts.logger.info('Serving metrics', {
+      address: `${metricsAddr.host}:${metricsAddr.port}`,
+      scheme: m.secure ? 'https' : 'http',
+      authorization: m.secure ? 'TokenReview + SubjectAccessReview' : 'none',
+    });
   }
   if (opts.probes.address) {
     const healthz = checksHandler(opts.probes.healthz);
     const readyz = checksHandler(opts.probes.readyz);
     const server = http.createServer((req, res) => {
-      const path = new URL(req.url ?? '/', 'http://x').pathname;
+      let path: string;
+      try {
+        path = new URL(req.url ?? '/', 'http://x').pathname;
+      } catch {
+        // An unparsable request target must not throw out of the handler (that ends the process).
+        res.writeHead(400).end('bad request\n');
+        return;
+      }
       if (path === '/healthz' || path === '/livez') healthz(req, res);
       else if (path === '/readyz') readyz(req, res);
       else res.writeHead(404).end('not found\n');
@@ -108,8 +217,10 @@ export async function startHttpServers(opts: {
   }
   return {
     metrics: metricsAddr,
+    metricsScheme: metricsAddr ? (m.secure ? 'https' : 'http') : undefined,
     probes: probesAddr,
     async close() {
+      for (const c of cleanups) c();
       await Promise.all(
         servers.map(
           (s) =>

@@ -37,6 +37,9 @@ export interface RequestObservation {
   resource: string;
   code: string;
   durationSeconds: number;
+  /** HTTP method (GET, POST, ...) and the server's host:port, as client-go's rest_client_* label them. */
+  method: string;
+  host: string;
 }
 export type RequestObserver = (o: RequestObservation) => void;
 
@@ -238,11 +241,11 @@ export class KubeClient {
           body = text;
         }
       }
-      this.observe(verb, resource, String(res.statusCode ?? 0), started);
+      this.observe(req.method, verb, resource, String(res.statusCode ?? 0), started);
       return { status: res.statusCode ?? 0, headers: res.headers, body: body as T };
     } catch (err) {
       const e = toTransportError(err);
-      this.observe(verb, resource, `<error:${e.code}>`, started);
+      this.observe(req.method, verb, resource, `<error:${e.code}>`, started);
       throw e;
     }
   }
@@ -273,11 +276,11 @@ export class KubeClient {
       );
     } catch (err) {
       const e = toTransportError(err);
-      this.observe(verb, resource, `<error:${e.code}>`, started);
+      this.observe('GET', verb, resource, `<error:${e.code}>`, started);
       throw e;
     }
     const status = res.statusCode ?? 0;
-    this.observe(verb, resource, String(status), started);
+    this.observe('GET', verb, resource, String(status), started);
     if (status < 200 || status >= 300) {
       const text = await readBody(res).catch(() => '');
       let body: unknown = text;
@@ -291,10 +294,17 @@ export class KubeClient {
     return res;
   }
 
-  private observe(verb: string, resource: string, code: string, started: number): void {
+  private observe(method: string, verb: string, resource: string, code: string, started: number): void {
     if (!this.observer) return;
     try {
-      this.observer({ verb, resource, code, durationSeconds: (performance.now() - started) / 1000 });
+      this.observer({
+        verb,
+        resource,
+        code,
+        durationSeconds: (performance.now() - started) / 1000,
+        method,
+        host: this.conn.base.host,
+      });
     } catch {
       /* metrics must never break a request */
     }

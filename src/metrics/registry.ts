@@ -8,7 +8,10 @@ export function createRegistry(opts: { defaultMetrics?: boolean } = {}): Registr
   return registry;
 }
 
-/** API requests by verb, resource and code (client-go's rest_client_requests_total, our labels). */
+/**
+ * API requests by Kubernetes verb, resource and code (nlc_api_*), and the same requests as
+ * client-go counts them (rest_client_*).
+ */
 export function createApiRequestMetrics(registry: Registry): RequestObserver {
   const total = new Counter({
     name: 'nlc_api_requests_total',
@@ -23,8 +26,38 @@ export function createApiRequestMetrics(registry: Registry): RequestObserver {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [registry],
   });
+  const rest = createRestClientMetrics(registry);
   return (o) => {
     total.inc({ verb: o.verb, resource: o.resource, code: o.code });
     if (o.verb !== 'watch') duration.observe({ verb: o.verb, resource: o.resource }, o.durationSeconds);
+    rest(o);
+  };
+}
+
+/**
+ * client-go's rest_client_requests_total and rest_client_request_duration_seconds
+ * (k8s.io/component-base/metrics/prometheus/restclient), with their names, labels, buckets and
+ * meaning: `code` is the HTTP status or "<error>", `method` and `verb` the HTTP method, `host` the
+ * API server's host:port; like client-go, watches count in requests_total but not in the duration.
+ * nlc_api_requests_total adds what these lack: the Kubernetes verb and resource.
+ */
+function createRestClientMetrics(registry: Registry): RequestObserver {
+  const requests = new Counter({
+    name: 'rest_client_requests_total',
+    help: 'Number of HTTP requests, partitioned by status code, method, and host.',
+    labelNames: ['code', 'method', 'host'] as const,
+    registers: [registry],
+  });
+  const latency = new Histogram({
+    name: 'rest_client_request_duration_seconds',
+    help: 'Request latency in seconds. Broken down by verb, and host.',
+    labelNames: ['verb', 'host'] as const,
+    buckets: [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60],
+    registers: [registry],
+  });
+  return (o) => {
+    const code = o.code.startsWith('<error') ? '<error>' : o.code;
+    requests.inc({ code, method: o.method, host: o.host });
+    if (o.verb !== 'watch') latency.observe({ verb: o.method, host: o.host }, o.durationSeconds);
   };
 }

@@ -69,6 +69,11 @@ const FAILING = ['sim-zone-a-000', 'sim-zone-b-001'];
 
 const CORE = 'core';
 const COORD = 'coordination.k8s.io';
+const AUTHN = 'authentication.k8s.io';
+const AUTHZ = 'authorization.k8s.io';
+/** A scraper of the controller's /metrics, bound to the shipped metrics-reader ClusterRole. */
+const SCRAPER_NS = 'rbac-e2e-monitoring';
+const SCRAPER = 'prometheus';
 
 /**
  * THE EXPECTED PERMISSIONS: exactly what the controller's code calls, and where it calls it.
@@ -97,6 +102,12 @@ const CLUSTER_WIDE: Record<string, string[]> = {
   [`${CORE}/events`]: [
     'create', // ApiWriter.event: POST /api/v1/namespaces/<ns>/events ("default" for Nodes, the pod's own for Pods)
     'patch', // ApiWriter.event: a repeat within 10 min merge-patches count + lastTimestamp of the first Event
+  ],
+  [`${AUTHN}/tokenreviews`]: [
+    'create', // DelegatedAuth.tokenReview (src/http/delegated-auth.ts): the bearer token of a /metrics request
+  ],
+  [`${AUTHZ}/subjectaccessreviews`]: [
+    'create', // DelegatedAuth.subjectAccessReview: may that user get the non-resource URL /metrics?
   ],
 };
 
@@ -233,6 +244,7 @@ describe('RBAC of manifests/base (real API server, controller process with its S
         'ServiceAccount nlc-system/node-lifecycle-controller',
         'ClusterRole /node-lifecycle-controller',
         'ClusterRoleBinding /node-lifecycle-controller',
+        'ClusterRole /node-lifecycle-controller-metrics-reader',
         'Role kube-node-lease/node-lifecycle-controller:node-leases',
         'RoleBinding kube-node-lease/node-lifecycle-controller:node-leases',
         'Role nlc-system/node-lifecycle-controller:leases',
@@ -305,6 +317,33 @@ describe('RBAC of manifests/base (real API server, controller process with its S
       },
     });
 
+    // A scraper: a ServiceAccount bound to the shipped metrics-reader ClusterRole. The controller
+    // serves /metrics as it does by default (HTTPS, TokenReview + SubjectAccessReview), so each
+    // metrics read below makes it review this token with its own ServiceAccount's rights.
+    await admin.request({
+      method: 'POST',
+      path: paths.namespaces(),
+      body: { metadata: { name: SCRAPER_NS } },
+    });
+    await admin.request({
+      method: 'POST',
+      path: `/api/v1/namespaces/${SCRAPER_NS}/serviceaccounts`,
+      body: { metadata: { name: SCRAPER } },
+    });
+    await admin.request({
+      method: 'POST',
+      path: '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
+      body: {
+        metadata: { name: 'rbac-e2e-scraper' },
+        roleRef: {
+          apiGroup: 'rbac.authorization.k8s.io',
+          kind: 'ClusterRole',
+          name: 'node-lifecycle-controller-metrics-reader',
+        },
+        subjects: [{ kind: 'ServiceAccount', name: SCRAPER, namespace: SCRAPER_NS }],
+      },
+    });
+    const scraperToken = await requestServiceAccountToken(admin, SCRAPER_NS, SCRAPER);
     const ctl: ControllerProcess = await startController(
       [
         `--kubeconfig=${saKubeconfig}`,
@@ -314,7 +353,11 @@ describe('RBAC of manifests/base (real API server, controller process with its S
         '--watch-silence-threshold=3s',
         '--identity-lease-gc-age=4s',
       ],
-      { env: { POD_NAME, POD_NAMESPACE: NS }, name: 'rbac controller' },
+      {
+        env: { POD_NAME, POD_NAMESPACE: NS },
+        name: 'rbac controller',
+        secureMetrics: { token: scraperToken },
+      },
     );
     onTestFailed(() => console.log(`controller log summary:\n${ctl.summary()}`));
     let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
@@ -466,6 +509,8 @@ describe('RBAC of manifests/base (real API server, controller process with its S
         'update leases',
         'patch leases',
         'delete leases',
+        'create tokenreviews',
+        'create subjectaccessreviews',
       ]) {
         expect([...used], `a successful "${want}" request`).toContain(want);
       }
@@ -520,6 +565,8 @@ describe('RBAC of manifests/base (real API server, controller process with its S
       ...['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'].map(
         (v) => `${COORD}/leases:${v}@${NS}`,
       ),
+      `${AUTHN}/tokenreviews:create@*`,
+      `${AUTHZ}/subjectaccessreviews:create@*`,
     ]) {
       expect([...usedPerms], want).toContain(want);
     }
@@ -795,6 +842,8 @@ describe('RBAC of manifests/base (real API server, controller process with its S
       'rbac.authorization.k8s.io/clusterroles',
       'rbac.authorization.k8s.io/clusterrolebindings',
       'certificates.k8s.io/certificatesigningrequests',
+      `${AUTHN}/tokenreviews`,
+      `${AUTHZ}/subjectaccessreviews`,
     ];
     const namespaces = ['', NS, 'kube-node-lease', 'default', 'kube-system', POD_NS];
     const checks: { key: string; namespace: string; verb: string }[] = [];

@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import https from 'node:https';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort } from '../../src/localcluster/control-plane.js';
 import { waitUntil } from './wait.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -76,18 +76,26 @@ export async function startController(
     user?: { uid: number; gid: number };
     /** The child's whole environment is `env` (no PATH or HOME of ours), as in a container. */
     bareEnv?: boolean;
+    /**
+     * Serve /metrics as the binary does by default (HTTPS, TokenReview + SubjectAccessReview);
+     * metrics() then sends this bearer token. Without it the process runs with
+     * --metrics-secure=false (plain HTTP), which most tests read without a token.
+     */
+    secureMetrics?: { token: string };
   } = {},
 ): Promise<ControllerProcess> {
   const main = opts.install?.main ?? MAIN;
   if (!existsSync(main)) throw new Error(`${main} is missing: run \`npm run build\` first`);
-  const metricsPort = await freePort();
-  const probesPort = await freePort();
+  // Port 0: the process binds whatever port is free and logs it (below). A port picked here in
+  // advance could be taken by another process before the child binds it (other test runs share
+  // this machine; that was seen as EADDRINUSE).
   const child = spawn(
     opts.install?.node ?? process.execPath,
     [
       main,
-      `--metrics-bind-address=127.0.0.1:${metricsPort}`,
-      `--health-probe-bind-address=127.0.0.1:${probesPort}`,
+      '--metrics-bind-address=127.0.0.1:0',
+      `--metrics-secure=${opts.secureMetrics ? 'true' : 'false'}`,
+      '--health-probe-bind-address=127.0.0.1:0',
       '--log-format=json',
       ...flags,
     ],
@@ -119,6 +127,19 @@ export async function startController(
   );
   const killOnExit = () => child.kill('SIGKILL');
   process.once('exit', killOnExit);
+  const boundPort = (msg: string): number | undefined => {
+    const m = /:(\d+)$/.exec(String(logs.find((l) => l.msg === msg)?.address ?? ''));
+    return m ? Number(m[1]) : undefined;
+  };
+  const [metricsPort, probesPort] = await waitUntil(
+    () => {
+      if (child.exitCode !== null)
+        throw new Error(`controller exited early: ${text.join('\n')} ${JSON.stringify(logs)}`);
+      const ports = [boundPort('Serving metrics'), boundPort('Serving health probes')];
+      return ports.every((p) => p !== undefined) ? (ports as [number, number]) : undefined;
+    },
+    { timeoutMs: 20_000, what: 'the ports the controller bound (its "Serving ..." logs)' },
+  );
   const cp: ControllerProcess = {
     child,
     metricsPort,
@@ -127,7 +148,11 @@ export async function startController(
     text,
     exited,
     async metrics() {
-      return await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+      if (!opts.secureMetrics) return await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+      const r = await scrape(metricsPort, opts.secureMetrics.token);
+      if (r.status !== 200)
+        throw new Error(`GET https://127.0.0.1:${metricsPort}/metrics: ${r.status} ${r.body}`);
+      return r.body;
     },
     async metric(name, labels) {
       return sampleValue(await this.metrics(), name, labels);
@@ -165,6 +190,40 @@ export async function startController(
     { timeoutMs: 20_000, what: 'controller /healthz' },
   );
   return cp;
+}
+
+/**
+ * GET /metrics of a controller serving HTTPS (its self-signed certificate is not verified: the
+ * tests that care verify it separately), with a bearer token if given.
+ */
+export async function scrape(
+  port: number,
+  token?: string,
+  path = '/metrics',
+): Promise<{ status: number; body: string }> {
+  return await new Promise((resolve, reject) => {
+    const req = https.request(
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        headers: token ? { authorization: `Bearer ${token}` } : {},
+        rejectUnauthorized: false,
+        agent: false,
+      },
+      (res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => {
+          body += c.toString('utf8');
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        res.on('error', reject);
+      },
+    );
+    req.setTimeout(30_000, () => req.destroy(new Error(`GET ${path}: no answer in 30 s`)));
+    req.on('error', reject);
+    req.end();
+  });
 }
 
 /** One parsed sample of a Prometheus text exposition. */

@@ -9,12 +9,17 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadAllYaml } from '@kubernetes/client-node';
+import type { Registry } from 'prom-client';
 import { createWriterMetrics } from '../../src/apply/writer.js';
 import { systemClock } from '../../src/clock/clock.js';
 import { createControllerMetrics } from '../../src/controller/metrics.js';
+import { WORK_QUEUE_NAME } from '../../src/controller/node-lifecycle.js';
 import { createDisruptionMetrics } from '../../src/disruption/metrics.js';
 import { watchLock } from '../../src/election/lock-watch.js';
 import { createLeaderElectionMetrics } from '../../src/election/metrics.js';
+import { createDelegatedAuthMetrics } from '../../src/http/delegated-auth.js';
+import { createMetricsServerMetrics } from '../../src/http/server.js';
+import { createServingCertMetrics } from '../../src/http/serving-cert.js';
 import type { KubeClient } from '../../src/kube/client.js';
 import { createApiRequestMetrics, createRegistry } from '../../src/metrics/registry.js';
 import { createWatchMetrics } from '../../src/watch/metrics.js';
@@ -203,21 +208,40 @@ export interface MetricInfo {
   labelValues: ReadonlyMap<string, ReadonlySet<string>>;
 }
 
-/** Exposed series names (histogram/summary families expanded) -> their family. */
-export async function controllerMetricCatalog(): Promise<Map<string, MetricInfo>> {
+/**
+ * A registry with every metric family the controller process registers (src/cli/run.ts), and
+ * label values where the code fixes them (the watches' resources, the work queue's name).
+ */
+export function controllerRegistry(): { registry: Registry; dispose(): void } {
   const registry = createRegistry();
-  createControllerMetrics(registry);
+  const controller = createControllerMetrics(registry);
+  controller.workqueue.forQueue(WORK_QUEUE_NAME, () => performance.now());
   createWriterMetrics(registry);
   createApiRequestMetrics(registry);
   createDisruptionMetrics(registry);
   createLeaderElectionMetrics(registry);
+  // The metrics server's (served securely, as by default).
+  createMetricsServerMetrics(registry);
+  createDelegatedAuthMetrics(registry);
+  createServingCertMetrics(registry);
   // The controller's own watches (never started: no request is made), so that the watch metrics
   // carry the `resource` label values the controller really uses.
   const metrics = createWatchMetrics(registry);
   const deps = { client: {} as KubeClient, clock: systemClock, metrics };
   const reflectors = [watchNodeLeases(deps), watchNodes(deps), watchLock(deps, 'nlc-system', 'lock')];
+  return {
+    registry,
+    dispose() {
+      for (const r of reflectors) r.dispose();
+    },
+  };
+}
+
+/** Exposed series names (histogram/summary families expanded) -> their family. */
+export async function controllerMetricCatalog(): Promise<Map<string, MetricInfo>> {
+  const { registry, dispose } = controllerRegistry();
   const json = await registry.getMetricsAsJSON();
-  for (const r of reflectors) r.dispose();
+  dispose();
   const out = new Map<string, MetricInfo>();
   for (const m of json) {
     const single = registry.getSingleMetric(m.name) as unknown as
@@ -258,6 +282,8 @@ export async function controllerMetricCatalog(): Promise<Map<string, MetricInfo>
  */
 export const PROMETHEUS_SERIES = new Set(['up']);
 export const TARGET_LABELS = new Set([
+  // Added by Prometheus' external labels or a multi-cluster store (the dashboard's $cluster).
+  'cluster',
   'job',
   'instance',
   'namespace',

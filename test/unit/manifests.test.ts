@@ -1,10 +1,12 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { loadAllYaml } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { shutdownBudget } from '../../src/cli/shutdown.js';
 import { buildConfig, type Config } from '../../src/config/config.js';
 import { parseArgs } from '../../src/config/flags.js';
+import { TRANSITION_KINDS as controllerTransitionKinds } from '../../src/controller/metrics.js';
 import { HELD_BACK_REASONS } from '../../src/disruption/metrics.js';
 import { ZONE_STATES, zoneDisplay, zoneKeyOf } from '../../src/disruption/zones.js';
 import {
@@ -41,6 +43,8 @@ const OPERATIONS_MD = join(REPO, 'docs', 'operations.md');
 const COMPONENT_DIRS = ['servicemonitor', 'prometheusrule', 'networkpolicy'].map((c) => join(COMPONENTS, c));
 
 const rel = (p: string) => relative(REPO, p);
+/** The job label every scraped series carries (the ServiceMonitor's jobLabel). */
+const JOB = 'node-lifecycle-controller';
 const rule = () => findDoc(join(COMPONENTS, 'prometheusrule'), 'PrometheusRule');
 const serviceMonitor = () => findDoc(join(COMPONENTS, 'servicemonitor'), 'ServiceMonitor');
 const networkPolicy = () => findDoc(join(COMPONENTS, 'networkpolicy'), 'NetworkPolicy');
@@ -405,7 +409,19 @@ describe('overlays', () => {
     expect(patched.kind).toBe('ClusterRole');
     const verbs = arr(patched.rules).flatMap((r) => arr(get(r, 'verbs')));
     expect(verbs.length).toBeGreaterThan(0);
-    expect(verbs.filter((v) => !['get', 'list', 'watch'].includes(String(v)))).toEqual([]);
+    // Reads only, but for the reviews of /metrics scrapers (a TokenReview or SubjectAccessReview is
+    // not stored): the dry-run replicas serve secure metrics too.
+    const writes = arr(patched.rules)
+      .filter((r) => arr(get(r, 'verbs')).some((v) => !['get', 'list', 'watch'].includes(String(v))))
+      .map(
+        (r) =>
+          `${arr(get(r, 'apiGroups')).join(',')}/${arr(get(r, 'resources')).join(',')}:${arr(get(r, 'verbs')).join(',')}`,
+      );
+    expect(writes.sort()).toEqual([
+      'authentication.k8s.io/tokenreviews:create',
+      'authorization.k8s.io/subjectaccessreviews:create',
+    ]);
+    expect(configOf(deploymentOf(dir)).metricsSecurity.secure).toBe(true);
   });
 
   it('the base ClusterRole can write what the controller writes (and the dry-run one cannot)', () => {
@@ -420,6 +436,14 @@ describe('overlays', () => {
     expect(can('events', 'create')).toBe(true);
     expect(can('pods', 'delete')).toBe(false);
     expect(can('nodes', 'delete')).toBe(false);
+    // Secure /metrics: the reviews of scrapers.
+    expect(can('tokenreviews', 'create')).toBe(true);
+    expect(can('subjectaccessreviews', 'create')).toBe(true);
+  });
+
+  it('metrics-reader: get on the non-resource URL /metrics, nothing else', () => {
+    const role = findDoc(BASE, 'ClusterRole', 'node-lifecycle-controller-metrics-reader');
+    expect(role.rules).toEqual([{ nonResourceURLs: ['/metrics'], verbs: ['get'] }]);
   });
 });
 
@@ -470,12 +494,15 @@ describe('rendered by kubectl kustomize', () => {
     expect(kindDep).toEqual(
       withLabels(deploymentOf(join(OVERLAYS, 'kind')), get(kindDep, 'metadata', 'labels')),
     );
-    const dryRoles = kustomize(join(OVERLAYS, 'dry-run')).filter((d) => d.kind === 'ClusterRole');
+    const dryRoles = kustomize(join(OVERLAYS, 'dry-run')).filter(
+      (d) => d.kind === 'ClusterRole' && get(d, 'metadata', 'name') === 'node-lifecycle-controller',
+    );
+    expect(dryRoles).toHaveLength(1);
     expect(
       arr(dryRoles[0]?.rules)
         .flatMap((r) => arr(get(r, 'verbs')))
         .sort(),
-    ).toEqual(['get', 'get', 'list', 'list', 'watch']);
+    ).toEqual(['create', 'create', 'get', 'get', 'list', 'list', 'watch']);
   });
 });
 
@@ -489,12 +516,28 @@ function withLabels(dep: Obj, labels: unknown): Obj {
 // ---------------------------------------------------------------------------------------------
 
 describe('ServiceMonitor and NetworkPolicy', () => {
-  it('ServiceMonitor: port metrics every 30s, selecting the metrics Service by its component label', () => {
+  it('ServiceMonitor: port metrics every 30s over HTTPS with a bearer token, selecting the metrics Service by its component label', () => {
     const sm = serviceMonitor();
     expect(sm.apiVersion).toBe('monitoring.coreos.com/v1');
     expect(get(sm, 'spec', 'selector', 'matchLabels', 'app.kubernetes.io/component')).toBe('metrics');
     expect(get(sm, 'spec', 'endpoints', 0, 'port')).toBe('metrics');
     expect(get(sm, 'spec', 'endpoints', 0, 'interval')).toBe('30s');
+    // The controller serves /metrics securely by default (the Deployment does not turn it off).
+    expect(get(sm, 'spec', 'endpoints', 0, 'scheme')).toBe('https');
+    expect(get(sm, 'spec', 'endpoints', 0, 'bearerTokenFile')).toBe(
+      '/var/run/secrets/kubernetes.io/serviceaccount/token',
+    );
+    // Self-signed by default: nothing to verify it against.
+    expect(get(sm, 'spec', 'endpoints', 0, 'tlsConfig', 'insecureSkipVerify')).toBe(true);
+    const args = arr(
+      get(findDoc(BASE, 'Deployment'), 'spec', 'template', 'spec', 'containers', 0, 'args'),
+    ).map(String);
+    expect(
+      buildConfig(parseArgs(args), { POD_NAME: 'nlc-0', POD_NAMESPACE: 'nlc-system' }, 'h').metricsSecurity
+        .secure,
+    ).toBe(true);
+    // Its scrape timeout leaves room for a TokenReview and a SubjectAccessReview (5 s each at most).
+    expect(get(sm, 'spec', 'endpoints', 0, 'scrapeTimeout')).toBe('10s');
     expect(get(sm, 'metadata', 'namespace')).toBe('nlc-system');
     const svc = findDoc(BASE, 'Service', 'node-lifecycle-controller-metrics');
     const baseLabels = get(kustomizationOf(BASE), 'labels', 0, 'pairs') as Record<string, string>;
@@ -521,6 +564,19 @@ describe('ServiceMonitor and NetworkPolicy', () => {
     for (const r of [...arr(get(np, 'spec', 'ingress')), ...arr(get(np, 'spec', 'egress'))]) {
       expect(arr(get(r, 'ports')).length).toBeGreaterThan(0);
     }
+    // Who may scrape: Prometheus pods in the monitoring namespace (one peer: both selectors must
+    // match); the probe port stays open to the kubelet.
+    const ingress = arr(get(np, 'spec', 'ingress'));
+    const metricsRule = ingress.find((r) => arr(get(r, 'ports')).some((p) => get(p, 'port') === 8080));
+    // (loadDocs goes through @kubernetes/client-node's typed models, which name `from` `_from`.)
+    expect(get(metricsRule, '_from') ?? get(metricsRule, 'from')).toEqual([
+      {
+        namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } },
+        podSelector: { matchLabels: { 'app.kubernetes.io/name': 'prometheus' } },
+      },
+    ]);
+    const probeRule = ingress.find((r) => arr(get(r, 'ports')).some((p) => get(p, 'port') === 8081));
+    expect(get(probeRule, '_from') ?? get(probeRule, 'from')).toBeUndefined();
     expect(get(np, 'spec', 'podSelector', 'matchLabels')).toEqual(
       get(dep, 'spec', 'selector', 'matchLabels'),
     );
@@ -563,16 +619,57 @@ describe('PrometheusRule', () => {
     }
   });
 
-  it('every runbook_url points at its own section of docs/operations.md', () => {
+  it('every runbook_url points at its own section of docs/operations.md (relative to the repository)', () => {
     const anchors = markdownAnchors(OPERATIONS_MD);
     for (const a of alerts()) {
       const url = a.annotations?.runbook_url ?? '';
-      const m = /\/docs\/operations\.md#([\w-]+)$/.exec(url);
+      const m = /^docs\/operations\.md#([\w-]+)$/.exec(url);
       expect(m, `${a.alert}: ${url}`).not.toBeNull();
       expect(m![1], `${a.alert} runbook anchor`).toBe(a.alert.toLowerCase());
       expect(anchors.has(m![1]!), `docs/operations.md has a section "${a.alert}"`).toBe(true);
     }
   });
+
+  it('every selector of every alert picks the job of the ServiceMonitor; per-install alerts group by namespace', () => {
+    const missing = alerts().flatMap((a) =>
+      promqlSelectors(a.expr)
+        .filter((sel) => !sel.matchers.some((m) => m.name === 'job' && m.op === '=' && m.value === JOB))
+        .map((sel) => `${a.alert}: ${sel.metric}`),
+    );
+    expect(missing).toEqual([]);
+    const byName = new Map(alerts().map((a) => [a.alert, a]));
+    expect(byName.get('NodeLifecycleControllerNoStandby')?.expr).toMatch(/^count by \(namespace\) \(/);
+    expect(byName.get('NodeLifecycleControllerDown')?.expr).toMatch(/sum by \(namespace\)/);
+    // No targets at all (no pods, or the ServiceMonitor selects nothing) fires too.
+    expect(byName.get('NodeLifecycleControllerDown')?.expr).toContain(`absent(up{job="${JOB}"})`);
+  });
+
+  it.skipIf(kubectlKustomizeAvailable() !== undefined)(
+    "docs/deploy.md's overlay snippet rewrites every runbook_url to the hosted docs (kubectl kustomize)",
+    () => {
+      const text = readFileSync(join(REPO, 'docs', 'deploy.md'), 'utf8');
+      const block = /```yaml\n(# runbook links[\s\S]*?)```/.exec(text)?.[1];
+      expect(block, 'the "# runbook links" snippet in docs/deploy.md').toBeDefined();
+      const dir = mkdtempSync(join(tmpdir(), 'nlc-runbooks-'));
+      try {
+        const overlay = loadAllYaml(block!)[0] as Obj;
+        overlay.apiVersion = 'kustomize.config.k8s.io/v1beta1';
+        overlay.kind = 'Kustomization';
+        overlay.components = [relative(dir, join(COMPONENTS, 'prometheusrule'))];
+        writeFileSync(join(dir, 'kustomization.yaml'), JSON.stringify(overlay));
+        const out = kustomize(dir).find((d) => d.kind === 'PrometheusRule')!;
+        const urls = arr(get(out, 'spec', 'groups')).flatMap((g) =>
+          arr(get(g, 'rules')).map((r) => String(get(r, 'annotations', 'runbook_url'))),
+        );
+        expect(urls.length).toBe(alerts().length);
+        const base = String(get(out, 'metadata', 'annotations', 'runbook-base'));
+        expect(base).toMatch(/^https:\/\/.+\/docs\/operations\.md$/);
+        for (const [i, a] of alerts().entries()) expect(urls[i]).toBe(`${base}#${a.alert.toLowerCase()}`);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
 
   it('docs/operations.md has no runbook for an alert that does not exist', () => {
     const names = new Set(alerts().map((a) => a.alert));
@@ -639,13 +736,7 @@ describe('metric names in alerts and dashboard', () => {
    * values the real watch reflectors export, and for transition kinds the string literals of the
    * reconciler (checked against its source below).
    */
-  const TRANSITION_KINDS = [
-    'marked_unknown',
-    'noschedule_taint_added',
-    'noexecute_taint_added',
-    'taint_removed',
-    'pods_marked_not_ready',
-  ];
+  const TRANSITION_KINDS = controllerTransitionKinds;
   const EXPORTED_VALUES: Record<string, Record<string, readonly string[]>> = {
     nlc_noexecute_held_back: { reason: HELD_BACK_REASONS },
     nlc_zone_state: { state: ZONE_STATES },
@@ -692,9 +783,14 @@ describe('metric names in alerts and dashboard', () => {
     return problems;
   }
 
-  it('the transition kinds are the ones the reconciler counts', () => {
+  it('the transition kinds are the ones the reconciler counts, each exported from the start at 0', () => {
     const src = readFileSync(join(REPO, 'src', 'controller', 'node-lifecycle.ts'), 'utf8');
     for (const k of TRANSITION_KINDS) expect(src, k).toContain(`'${k}'`);
+    const counted = [...src.matchAll(/transitions\.inc\(\{\s*kind:\s*'(\w+)'/g)].map((m) => m[1]);
+    for (const k of counted) expect(TRANSITION_KINDS, String(k)).toContain(k);
+    expect([...(catalog.get('nlc_transitions_total')?.labelValues.get('kind') ?? [])].sort()).toEqual(
+      [...TRANSITION_KINDS].sort(),
+    );
   });
 
   it('the watch metrics carry the resource names of the real reflectors', () => {
@@ -810,6 +906,36 @@ const DS_UID = '${DS_PROMETHEUS}';
 describe('Grafana dashboard', () => {
   const d = dashboard();
   const panels = arr(d.panels) as Obj[];
+
+  it('every query filters by the ServiceMonitor job and the $cluster variable; the variables do too', () => {
+    const vars = arr(get(d, 'templating', 'list')) as Obj[];
+    const cluster = vars.find((v) => v.name === 'cluster');
+    expect(cluster).toMatchObject({ type: 'query', includeAll: true, allValue: '.*' });
+    expect(get(cluster, 'query', 'query')).toBe(`label_values(up{job="${JOB}"}, cluster)`);
+    // Variables are evaluated in order: cluster before namespace, and namespace within the cluster.
+    expect(vars.findIndex((v) => v.name === 'cluster')).toBeLessThan(
+      vars.findIndex((v) => v.name === 'namespace'),
+    );
+    expect(
+      String(
+        get(
+          vars.find((v) => v.name === 'namespace'),
+          'query',
+          'query',
+        ),
+      ),
+    ).toContain('cluster=~"$cluster"');
+    const problems: string[] = [];
+    for (const { where, expr } of dashboardExprs(d)) {
+      for (const sel of promqlSelectors(grafanaInterpolate(expr))) {
+        const has = (name: string, op: string, value: string) =>
+          sel.matchers.some((m) => m.name === name && m.op === op && m.value === value);
+        if (!has('job', '=', JOB)) problems.push(`${where}: ${sel.metric} without job="${JOB}"`);
+        if (!has('cluster', '=~', '.*')) problems.push(`${where}: ${sel.metric} without cluster=~"$cluster"`);
+      }
+    }
+    expect(problems).toEqual([]);
+  });
 
   it('is a schemaVersion 39 dashboard with a Prometheus data-source variable used by every panel', () => {
     expect(d.schemaVersion).toBe(39);

@@ -1,0 +1,80 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { KubeClient } from '../kube/client.js';
+import { type LoopbackServer, loopbackServer } from '../kube/testing.js';
+import { createApiRequestMetrics, createRegistry } from './registry.js';
+
+let api: LoopbackServer | undefined;
+afterEach(async () => {
+  await api?.close();
+  api = undefined;
+});
+
+describe('API request metrics', () => {
+  it('count each request as client-go does (rest_client_*) and by Kubernetes verb and resource (nlc_api_*)', async () => {
+    const registry = createRegistry({ defaultMetrics: false });
+    const observer = createApiRequestMetrics(registry);
+    api = await loopbackServer(
+      (req, res) => {
+        if (req.url?.includes('watch=true')) {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end();
+          return;
+        }
+        const code = req.method === 'POST' ? 201 : req.url?.includes('missing') ? 404 : 200;
+        res.writeHead(code, { 'content-type': 'application/json' }).end('{}');
+      },
+      { client: { observer } },
+    );
+    const c = api.client;
+    await c.raw({ method: 'GET', path: '/api/v1/nodes' });
+    await c.raw({ method: 'GET', path: '/api/v1/nodes/missing' });
+    await c.raw({ method: 'POST', path: '/apis/authentication.k8s.io/v1/tokenreviews', body: {} });
+    const stream = await c.stream({ path: '/api/v1/nodes', query: { watch: 'true' } });
+    stream.destroy();
+    // A server that refuses connections: a transport error.
+    const dead = await KubeClient.fromCredentials(
+      { server: new URL('http://127.0.0.1:1'), tls: {}, headers: async () => ({}) },
+      { observer },
+    );
+    await expect(dead.raw({ method: 'PATCH', path: '/api/v1/nodes/n1', body: {} })).rejects.toThrow();
+    dead.close();
+
+    const host = new URL(c.server).host;
+    const json = await registry.getMetricsAsJSON();
+    const series = (name: string) =>
+      json
+        .find((m) => m.name === name)!
+        .values.filter(
+          (v) => !('metricName' in v) || (v as { metricName: string }).metricName.endsWith('_count'),
+        )
+        .map(
+          (v) =>
+            `${Object.entries(v.labels)
+              .map(([k, l]) => `${k}=${l}`)
+              .sort()
+              .join(',')} ${v.value}`,
+        )
+        .sort();
+    expect(series('rest_client_requests_total')).toEqual(
+      [
+        `code=200,host=${host},method=GET 2`, // the list and the watch
+        `code=404,host=${host},method=GET 1`,
+        `code=201,host=${host},method=POST 1`,
+        'code=<error>,host=127.0.0.1:1,method=PATCH 1',
+      ].sort(),
+    );
+    // Durations of everything but watches, by HTTP method (client-go's `verb`).
+    expect(series('rest_client_request_duration_seconds')).toEqual(
+      [`host=${host},verb=GET 2`, `host=${host},verb=POST 1`, 'host=127.0.0.1:1,verb=PATCH 1'].sort(),
+    );
+    expect(series('nlc_api_requests_total')).toEqual(
+      [
+        'code=200,resource=nodes,verb=list 1',
+        'code=200,resource=nodes,verb=watch 1',
+        'code=404,resource=nodes,verb=get 1',
+        'code=201,resource=tokenreviews,verb=create 1',
+        'code=<error:ECONNREFUSED>,resource=nodes,verb=patch 1',
+      ].sort(),
+    );
+  });
+});
