@@ -5,6 +5,7 @@ import { runController } from './cli/run.js';
 import { loadConfig } from './config/config.js';
 import { FlagError, helpText } from './config/flags.js';
 import { KubeconfigError } from './kube/kubeconfig.js';
+import { proxyEnvOf } from './kube/proxy.js';
 import { createLogger } from './log/logger.js';
 import { guardUnhandledRxjsErrors } from './watch/isolate.js';
 
@@ -79,13 +80,14 @@ async function main(argv: string[]): Promise<void> {
         KUBERNETES_SERVICE_PORT: process.env.KUBERNETES_SERVICE_PORT,
       },
       processEnv: process.env,
+      proxyEnv: proxyEnvOf(process.env),
       version: version(),
       exit: (code) => process.exit(code),
       signals: process,
     });
   } catch (err) {
     if (err instanceof KubeconfigError) {
-      logger.error('No usable kubeconfig', { err: err.message });
+      logger.error('No usable kubeconfig or proxy settings', { err: err.message });
       process.exit(2);
     }
     logger.error('Failed to start', { err });

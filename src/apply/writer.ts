@@ -12,7 +12,7 @@ import type { Logger } from '../log/logger.js';
  * - is a patch with a resourceVersion precondition (optimistic concurrency), recomputed from a
  *   fresh read on 409 Conflict;
  * - waits out 429 Retry-After and backs off on 5xx / transport errors;
- * - is paced by a client-side token bucket (--kube-api-qps / --kube-api-burst);
+ * - is paced by the client-side rate limiter (--kube-api-qps / --kube-api-burst) that reads share;
  * - in dry-run is computed, logged and counted but never sent.
  */
 
@@ -71,6 +71,12 @@ export interface WriterDeps {
   clock: Clock;
   qps: number;
   burst: number;
+  /**
+   * The API client's rate limiter (shared by reads and writes, as in client-go). When set, the
+   * writer waits for its token here, before the fence check, and its writes skip the client's own
+   * wait; qps/burst are then unused.
+   */
+  limiter?: { acquire(signal?: AbortSignal): Promise<void> };
   /** Component and instance recorded on Events. */
   component: string;
   instance: string;
@@ -110,6 +116,10 @@ export class ApiWriter {
     this.waiting++;
     this.d.metrics.queueDepth.set(this.waiting);
     try {
+      if (this.d.limiter) {
+        await this.d.limiter.acquire();
+        return;
+      }
       for (;;) {
         const now = this.d.clock.scheduler.now();
         if (this.bucket.tryTake(now)) break;
@@ -194,6 +204,7 @@ export class ApiWriter {
           contentType: PatchType.strategic,
           body: withPrecondition,
           timeoutMs: 10_000,
+          throttled: this.d.limiter !== undefined,
         });
         return { kind: 'applied', object, attempts: attempt };
       } catch (err) {
@@ -315,6 +326,7 @@ export class ApiWriter {
           contentType: PatchType.merge,
           body: { count: prev.count, lastTimestamp: nowWall },
           timeoutMs: 10_000,
+          throttled: this.d.limiter !== undefined,
         });
       } else {
         const name = `${spec.involved.name}.${randomBytes(8).toString('hex')}`;
@@ -337,6 +349,7 @@ export class ApiWriter {
             count: 1,
           },
           timeoutMs: 10_000,
+          throttled: this.d.limiter !== undefined,
         });
         this.events.set(key, { name, namespace, count: 1, at: nowMono });
         if (this.events.size > 10_000) this.pruneEvents(nowMono);

@@ -18,6 +18,8 @@ import { NodeHealthTracker } from '../health/index.js';
 import { type Check, startHttpServers } from '../http/server.js';
 import { KubeClient } from '../kube/client.js';
 import { homeDirectory, type KubeconfigEnv, resolveKubeconfig } from '../kube/kubeconfig.js';
+import type { ProxyEnv } from '../kube/proxy.js';
+import { RequestRateLimiter } from '../kube/rate-limit.js';
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import { createApiRequestMetrics, createRegistry } from '../metrics/registry.js';
@@ -34,6 +36,8 @@ export interface RunOptions {
   env: KubeconfigEnv;
   /** Environment an exec credential plugin (kubeconfig user.exec) inherits. */
   processEnv?: NodeJS.ProcessEnv;
+  /** HTTPS_PROXY, HTTP_PROXY, NO_PROXY (and lower case): honoured as client-go does. */
+  proxyEnv?: ProxyEnv;
   version: string;
   /** Process exit (injected so tests and the demo can run the controller in-process). */
   exit: (code: number) => void;
@@ -57,12 +61,16 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     env: o.env,
     homeDir: homeDirectory(),
     processEnv: o.processEnv,
+    proxyEnv: o.proxyEnv,
+    logger: log,
   });
   log.info('Using kubeconfig', {
     source: kube.source,
     paths: kube.paths,
     server: kube.server,
     auth: kube.auth,
+    proxy: kube.proxy?.url ?? 'none',
+    ...(kube.proxy ? { proxyFrom: kube.proxy.from } : {}),
   });
   log.info('Starting', {
     version: o.version,
@@ -75,10 +83,18 @@ export async function runController(o: RunOptions): Promise<RunningController> {
   });
 
   const registry = createRegistry();
+  // One client-side rate limiter for every request but watches, reads and writes alike (client-go).
+  const limiter = new RequestRateLimiter(config.kubeApi.qps, config.kubeApi.burst, clock.scheduler);
   const client = await KubeClient.fromCredentials(await kube.credentials(), {
     observer: createApiRequestMetrics(registry),
     userAgent: `${COMPONENT}/${o.version} (${config.leaderElection.identity})`,
     defaultTimeoutMs: 30_000,
+    rateLimiter: limiter,
+  });
+  // Leader election has its own limiter on the same connections, as kube-controller-manager gives
+  // it its own client: lock renewals never queue behind a burst of node and pod requests.
+  const electionClient = client.derive({
+    rateLimiter: new RequestRateLimiter(config.kubeApi.qps, config.kubeApi.burst, clock.scheduler),
   });
   const metrics = createControllerMetrics(registry);
   const disruptionMetrics = createDisruptionMetrics(registry);
@@ -134,10 +150,14 @@ export async function runController(o: RunOptions): Promise<RunningController> {
   let identity: IdentityLeases | undefined;
   const healthz = new LeaderHealthzAdaptor(20_000);
   if (le.enabled) {
-    lock = watchLock({ client, clock, logger: log, metrics: watchMetrics }, le.namespace, le.name);
+    lock = watchLock(
+      { client: electionClient, clock, logger: log, metrics: watchMetrics },
+      le.namespace,
+      le.name,
+    );
     elector = new LeaderElector({
       config: le,
-      client,
+      client: electionClient,
       clock,
       logger: log,
       metrics: electionMetrics,
@@ -145,7 +165,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     });
     healthz.setLeaderElection(elector);
     identity = new IdentityLeases({
-      client,
+      client: electionClient,
       clock,
       logger: log,
       metrics: electionMetrics,
@@ -174,6 +194,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     clock,
     qps: config.kubeApi.qps,
     burst: config.kubeApi.burst,
+    limiter,
     component: EVENT_COMPONENT,
     instance: le.identity,
   });
