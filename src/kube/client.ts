@@ -527,7 +527,9 @@ export class KubeClient {
           if (isConnectionFailure(err)) creds.connectionFailed?.();
           throw err;
         }
-        if (res.statusCode === 401 && attempt === 1 && (await dl.race(creds.unauthorized(auth)))) {
+        // A source that cannot refresh (e.g. the plugin fails now) leaves the 401 as the answer.
+        const refreshed = () => dl.race(creds.unauthorized(auth).catch(() => false));
+        if (res.statusCode === 401 && attempt === 1 && (await refreshed())) {
           // New credentials: this response is discarded and the request sent once more.
           res.resume();
           this.observe(a, '401');

@@ -79,8 +79,8 @@ async function stub(
 const PLUGIN = `
 import { appendFileSync, readFileSync } from 'node:fs';
 const dir = process.argv[2];
-const s = JSON.parse(readFileSync(dir + '/state.json', 'utf8'));
 appendFileSync(dir + '/runs', 'x\\n');
+const s = JSON.parse(readFileSync(dir + '/state.json', 'utf8'));
 const status = {};
 const exp = s.expiresInMs === undefined ? undefined : Date.now() + s.expiresInMs;
 if (s.token) status.token = s.token === 'embed-expiry' ? 'tok-' + exp : s.token;
@@ -191,6 +191,20 @@ describe('exec credential plugin', () => {
     // One request; the plugin ran again and returned the same token, so no retry was sent.
     expect(seen).toHaveLength(1);
     expect(plugin.runs()).toBe(2);
+  });
+
+  it('a plugin that fails when run again after a 401 leaves the 401 as the answer; the next request runs it again', async () => {
+    const { server, seen } = await stub((auth) => auth === 'Bearer good');
+    const plugin = execPlugin('fails-later', { token: 'stale' });
+    const client = await clientFor(kubeconfig('fails-later', server, plugin.user));
+    writeFileSync(path.join(plugin.dir, 'state.json'), 'not json');
+    const err = await get(client).catch((e: unknown) => e);
+    expect((err as { status?: number }).status).toBe(401);
+    expect(plugin.runs()).toBe(2);
+    plugin.set({ token: 'good' });
+    await expect(get(client)).resolves.toEqual({ ok: true });
+    expect(plugin.runs()).toBe(3);
+    expect(seen.map((s) => s.auth)).toEqual(['Bearer stale', 'Bearer good']);
   });
 
   it('never sends a token after its expirationTimestamp', async () => {
