@@ -380,11 +380,6 @@ export class ExecCredentials implements AuthSource {
     return await this.refresh();
   }
 
-  /** Back-compat helper: the headers of the current credential. */
-  async headers(): Promise<Record<string, string>> {
-    return (await this.auth()).headers;
-  }
-
   private refresh(): Promise<ClientAuth> {
     this.pending ??= this.run().finally(() => {
       this.pending = undefined;
