@@ -5,6 +5,7 @@ import { runController } from './cli/run.js';
 import { loadConfig } from './config/config.js';
 import { FlagError, helpText } from './config/flags.js';
 import { KubeconfigError } from './kube/kubeconfig.js';
+import { proxyEnvOf } from './kube/proxy.js';
 import { createLogger } from './log/logger.js';
 import { guardUnhandledRxjsErrors } from './watch/isolate.js';
 
@@ -76,8 +77,16 @@ async function main(argv: string[]): Promise<void> {
   }
   const { config } = loaded;
   const logger = createLogger({ format: config.log.format, verbosity: config.log.verbosity });
+  // A promise rejection or exception nobody handles means this process is in a state we did not
+  // plan for: log it and exit non-zero, so that Kubernetes restarts it clean and another replica
+  // can take over (the leader lease is not released: it runs out, as for a crash).
+  const fatal = (msg: string) => (err: unknown) => {
+    logger.error(msg, { err, stack: err instanceof Error ? err.stack : undefined });
+    process.exit(1);
+  };
+  process.on('unhandledRejection', fatal('Unhandled promise rejection: exiting'));
+  process.on('uncaughtException', fatal('Uncaught exception: exiting'));
   // Nothing a consumer of a stream throws may take the process down: count and log it instead.
-  process.on('unhandledRejection', (reason) => logger.error('Unhandled rejection', { err: reason }));
   guardUnhandledRxjsErrors((err) => logger.error('Unhandled error in a stream consumer', { err }));
   try {
     await runController({
@@ -89,13 +98,14 @@ async function main(argv: string[]): Promise<void> {
         KUBERNETES_SERVICE_PORT: process.env.KUBERNETES_SERVICE_PORT,
       },
       processEnv: process.env,
+      proxyEnv: proxyEnvOf(process.env),
       version: version(),
       exit: (code) => process.exit(code),
       signals: process,
     });
   } catch (err) {
     if (err instanceof KubeconfigError) {
-      logger.error('No usable kubeconfig', { err: err.message });
+      logger.error('No usable kubeconfig or proxy settings', { err: err.message });
       process.exit(2);
     }
     if (err instanceof FlagError) {

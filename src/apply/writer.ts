@@ -22,7 +22,7 @@ import type { Logger } from '../log/logger.js';
  * - is a patch with a resourceVersion precondition (optimistic concurrency), recomputed from a
  *   fresh read on 409 Conflict;
  * - waits out 429 Retry-After and backs off on 5xx / transport errors;
- * - is paced by a client-side token bucket (--kube-api-qps / --kube-api-burst);
+ * - is paced by the client-side rate limiter (--kube-api-qps / --kube-api-burst) that reads share;
  * - in dry-run is computed, logged and counted but never sent.
  */
 
@@ -97,6 +97,12 @@ export interface WriterDeps {
   clock: Clock;
   qps: number;
   burst: number;
+  /**
+   * The API client's rate limiter (shared by reads and writes, as in client-go). When set, the
+   * writer waits for its token here, before the fence check, and its writes skip the client's own
+   * wait; qps/burst are then unused.
+   */
+  limiter?: { acquire(signal?: AbortSignal): Promise<void> };
   /** Component and instance recorded on Events. */
   component: string;
   instance: string;
@@ -168,10 +174,11 @@ export class ApiWriter {
     try {
       return await this.d.client.request<T>({
         ...req,
-        // The API server abandons the request at the same moment (Go duration syntax).
-        // A Go duration, as the API server parses it.
+        // The API server abandons the request at the same moment (a Go duration, as it parses it).
         query: { ...req.query, timeout: formatDuration(ms) },
         timeoutMs: ms,
+        // The token was taken before the fence check (throttle()): the client must not wait again.
+        throttled: this.d.limiter !== undefined,
       });
     } finally {
       this.sending--;
@@ -185,6 +192,10 @@ export class ApiWriter {
     this.waiting++;
     this.d.metrics.queueDepth.set(this.waiting);
     try {
+      if (this.d.limiter) {
+        await this.d.limiter.acquire();
+        return;
+      }
       for (;;) {
         const now = this.d.clock.scheduler.now();
         if (this.bucket.tryTake(now)) break;

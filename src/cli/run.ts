@@ -31,6 +31,8 @@ import { createServingCertMetrics, ServingCertificate } from '../http/serving-ce
 import { KubeClient, type RequestObserver } from '../kube/client.js';
 import type { Credentials } from '../kube/credentials.js';
 import { homeDirectory, type KubeconfigEnv, resolveKubeconfig } from '../kube/kubeconfig.js';
+import type { ProxyEnv } from '../kube/proxy.js';
+import { RequestRateLimiter } from '../kube/rate-limit.js';
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import { createApiRequestMetrics, createRegistry } from '../metrics/registry.js';
@@ -48,6 +50,8 @@ export interface RunOptions {
   env: KubeconfigEnv;
   /** Environment an exec credential plugin (kubeconfig user.exec) inherits. */
   processEnv?: NodeJS.ProcessEnv;
+  /** HTTPS_PROXY, HTTP_PROXY, NO_PROXY (and lower case): honoured as client-go does. */
+  proxyEnv?: ProxyEnv;
   version: string;
   /** Process exit (injected so tests and the demo can run the controller in-process). */
   exit: (code: number) => void;
@@ -92,12 +96,16 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     env: o.env,
     homeDir: homeDirectory(),
     processEnv: o.processEnv,
+    proxyEnv: o.proxyEnv,
+    logger: log,
   });
   log.info('Using kubeconfig', {
     source: kube.source,
     paths: kube.paths,
     server: kube.server,
     auth: kube.auth,
+    proxy: kube.proxy?.url ?? 'none',
+    ...(kube.proxy ? { proxyFrom: kube.proxy.from } : {}),
   });
   log.info('Starting', {
     version: o.version,
@@ -113,10 +121,18 @@ export async function runController(o: RunOptions): Promise<RunningController> {
   const credentials = await kube.credentials();
   const apiObserver = createApiRequestMetrics(registry);
   const userAgent = `${COMPONENT}/${o.version} (${config.leaderElection.identity})`;
+  // One client-side rate limiter for every request but watches, reads and writes alike (client-go).
+  const limiter = new RequestRateLimiter(config.kubeApi.qps, config.kubeApi.burst, clock.scheduler);
   const client = await KubeClient.fromCredentials(credentials, {
     observer: apiObserver,
     userAgent,
     defaultTimeoutMs: 30_000,
+    rateLimiter: limiter,
+  });
+  // Leader election has its own limiter on the same connections, as kube-controller-manager gives
+  // it its own client: lock renewals never queue behind a burst of node and pod requests.
+  const electionClient = client.derive({
+    rateLimiter: new RequestRateLimiter(config.kubeApi.qps, config.kubeApi.burst, clock.scheduler),
   });
   const metricsServing = await secureMetricsServing(o, credentials, apiObserver, userAgent, registry);
   const metrics = createControllerMetrics(registry);
@@ -172,10 +188,14 @@ export async function runController(o: RunOptions): Promise<RunningController> {
   let identity: IdentityLeases | undefined;
   const healthz = new LeaderHealthzAdaptor(20_000);
   if (le.enabled) {
-    lock = watchLock({ client, clock, logger: log, metrics: watchMetrics }, le.namespace, le.name);
+    lock = watchLock(
+      { client: electionClient, clock, logger: log, metrics: watchMetrics },
+      le.namespace,
+      le.name,
+    );
     elector = new LeaderElector({
       config: le,
-      client,
+      client: electionClient,
       clock,
       logger: log,
       metrics: electionMetrics,
@@ -183,7 +203,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     });
     healthz.setLeaderElection(elector);
     identity = new IdentityLeases({
-      client,
+      client: electionClient,
       clock,
       logger: log,
       metrics: electionMetrics,
@@ -217,6 +237,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     clock,
     qps: config.kubeApi.qps,
     burst: config.kubeApi.burst,
+    limiter,
     component: EVENT_COMPONENT,
     instance: le.identity,
   });

@@ -2,6 +2,7 @@ import { systemClock } from '../clock/clock.js';
 import { type FlagSpec, helpText, parseArgs } from '../config/flags.js';
 import { KubeClient } from '../kube/client.js';
 import { homeDirectory, type KubeconfigEnv, resolveKubeconfig } from '../kube/kubeconfig.js';
+import { proxyEnvOf } from '../kube/proxy.js';
 import { watchNodeLeases, watchNodes } from '../watch/index.js';
 import { FleetView } from './view.js';
 
@@ -60,6 +61,7 @@ export async function runStatus(argv: string[], env: KubeconfigEnv): Promise<num
     env,
     homeDir: homeDirectory(),
     processEnv: env as NodeJS.ProcessEnv,
+    proxyEnv: proxyEnvOf(env as Record<string, string | undefined>),
   });
   const client = await KubeClient.fromCredentials(await kube.credentials(), {
     userAgent: 'node-lifecycle-controller/status',

@@ -296,7 +296,7 @@ export const FLAGS: readonly FlagSpec[] = [
     default: '50',
     greaterThan: 0,
     max: 100_000,
-    help: 'Average writes per second this controller sends to the API server.',
+    help: 'Average requests per second to the API server, reads and writes alike (watches excepted; leader election has its own budget).',
   },
   {
     group: 'Operation',
@@ -305,7 +305,7 @@ export const FLAGS: readonly FlagSpec[] = [
     default: '100',
     min: 1,
     max: 100_000,
-    help: 'Burst of writes allowed above --kube-api-qps.',
+    help: 'Burst of requests allowed above --kube-api-qps.',
   },
   {
     group: 'Operation',

@@ -67,8 +67,12 @@ export interface NodeLifecycleOptions {
   /** Safety-net full re-check period (--node-monitor-period). */
   monitorPeriodMs: number;
   markPodsNotReady: 'always' | 'upstream';
-  /** While a node is not Ready its pods are re-listed this often (newly bound pods get marked). */
+  /**
+   * While a node is not Ready its pods are re-listed (newly bound pods get marked): first after this
+   * long, then at doubling intervals up to podRecheckMaxMs while a re-list finds nothing to mark.
+   */
   podRecheckMs?: number;
+  podRecheckMaxMs?: number;
   /**
    * Leader election, told when this replica can see (eligible to lead) and asked to step down when
    * it has led blind for `blindStepDownMs`. Absent without leader election.
@@ -131,7 +135,8 @@ export class NodeLifecycleController {
   private disruptionTickPending = false;
   private readonly admitted = new Set<string>();
   private readonly dryRunMarked = new Set<string>();
-  private readonly podsCheckedAt = new Map<string, number>();
+  /** Nodes not Ready whose pods we listed: when, the interval to the next list, its resourceVersion. */
+  private readonly podsCheckedAt = new Map<string, { at: number; everyMs: number; rv: string | undefined }>();
   private readonly nodeStates = new Map<string, ReturnType<typeof stateOf>>();
   private readonly workerLoops: Promise<void>[] = [];
   private stopped = false;
@@ -141,6 +146,7 @@ export class NodeLifecycleController {
   constructor(opts: NodeLifecycleOptions) {
     this.o = {
       podRecheckMs: 30_000,
+      podRecheckMaxMs: 5 * 60_000,
       workers: 8,
       blindStepDownMs: 0,
       ...opts,
@@ -765,22 +771,38 @@ export class NodeLifecycleController {
     if (mode === 'upstream' && !flipped && !this.podsCheckedAt.has(name)) return undefined;
     const now = this.now();
     const last = this.podsCheckedAt.get(name);
-    if (!flipped && last !== undefined && now - last < this.o.podRecheckMs) {
-      return this.o.podRecheckMs - (now - last);
+    if (!flipped && last !== undefined && now - last.at < last.everyMs) {
+      return last.everyMs - (now - last.at);
     }
-    this.podsCheckedAt.set(name, now);
-    const pods = await this.o.client.request<List<Pod>>({
-      method: 'GET',
-      path: paths.pods(),
-      query: { fieldSelector: `spec.nodeName=${name}` },
-      timeoutMs: 30_000,
-    });
+    this.podsCheckedAt.set(name, { at: now, everyMs: last?.everyMs ?? this.o.podRecheckMs, rv: last?.rv });
+    // The first list after the node stopped being Ready is a quorum read. A re-list only needs data
+    // at least as new as the previous list (resourceVersionMatch=NotOlderThan): the API server's
+    // watch cache serves it without a round trip to etcd; a stale view is caught by the next one,
+    // and a pod status write carries its own resourceVersion precondition.
+    const rv = flipped ? undefined : last?.rv;
+    let pods: List<Pod>;
+    try {
+      pods = await this.o.client.request<List<Pod>>({
+        method: 'GET',
+        path: paths.pods(),
+        query: {
+          fieldSelector: `spec.nodeName=${name}`,
+          ...(rv ? { resourceVersion: rv, resourceVersionMatch: 'NotOlderThan' } : {}),
+        },
+        timeoutMs: 30_000,
+      });
+    } catch (err) {
+      // Next time a quorum read (e.g. "too large resource version" after an etcd restore).
+      if (rv) this.podsCheckedAt.set(name, { at: now, everyMs: this.o.podRecheckMs, rv: undefined });
+      throw err;
+    }
     const wall = this.o.clock.wall();
     const decisions = podsToMarkNotReady(node, pods.items, wall, {
       mode,
       trigger: flipped ? 'node-flipped' : 'resync',
     });
     let failures = 0;
+    let marked = 0;
     for (const d of decisions) {
       const pod = pods.items.find((p) => p.metadata.namespace === d.namespace && p.metadata.name === d.name);
       const out = await this.o.writer.patchPodStatus(d.namespace, d.name, pod, (current) => {
@@ -791,6 +813,7 @@ export class NodeLifecycleController {
       if (out.kind === 'fenced') return undefined;
       if (out.kind === 'failed') failures++;
       if (out.kind === 'applied' || out.kind === 'dry-run') {
+        marked++;
         this.o.metrics.transitions.inc({ kind: 'pods_marked_not_ready' });
         this.log.info(out.kind === 'dry-run' ? 'Dry run: would mark pod not ready' : 'Marked pod not ready', {
           node: name,
@@ -803,7 +826,13 @@ export class NodeLifecycleController {
       this.podsCheckedAt.delete(name);
       throw new Error(`${failures} pod status writes failed on node ${name}`);
     }
-    // Keep looking while the node is not Ready: pods bound to it later get marked too.
-    return this.o.podRecheckMs;
+    // Keep looking while the node is not Ready: pods bound to it later get marked too. Back off
+    // while there is nothing to mark (a pod on a node that stopped reporting cannot become Ready).
+    const everyMs =
+      flipped || marked > 0 || last === undefined
+        ? this.o.podRecheckMs
+        : Math.min(last.everyMs * 2, Math.max(this.o.podRecheckMs, this.o.podRecheckMaxMs));
+    this.podsCheckedAt.set(name, { at: now, everyMs, rv: pods.metadata?.resourceVersion });
+    return everyMs;
   }
 }

@@ -298,7 +298,12 @@ describe('secure metrics server', () => {
     });
     // Reviews use a client of their own (own sockets), as run.ts wires it.
     const reviewClient = await KubeClient.fromCredentials(
-      { server: new URL(api.client.server), tls: {}, headers: async () => ({ Authorization: 'Bearer x' }) },
+      {
+        server: new URL(api.client.server),
+        tls: {},
+        auth: async () => ({ headers: { Authorization: 'Bearer x' } }),
+        unauthorized: async () => false,
+      },
       { maxSockets: 8 },
     );
     closers.push(() => reviewClient.close());

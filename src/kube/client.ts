@@ -1,8 +1,12 @@
 import http from 'node:http';
 import https from 'node:https';
+import type stream from 'node:stream';
+import tls from 'node:tls';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { formatDuration } from '../disruption/duration.js';
-import { type Credentials, credentialsFromKubeConfig } from './credentials.js';
+import { type ClientAuth, type Credentials, credentialsFromKubeConfig } from './credentials.js';
+import { connectTunnel } from './proxy.js';
+import type { RequestRateLimiter } from './rate-limit.js';
 
 /** Content types the API server accepts for PATCH. */
 export const PatchType = {
@@ -23,6 +27,11 @@ export interface KubeRequest {
   /** Whole-request deadline in milliseconds (connect, headers and body). */
   timeoutMs?: number;
   signal?: AbortSignal;
+  /**
+   * The caller already took a token from this client's rate limiter (the writer does, so that it
+   * checks its fence after the wait): do not wait for another.
+   */
+  throttled?: boolean;
 }
 
 export interface KubeResponse<T = unknown> {
@@ -36,10 +45,13 @@ export interface RequestObservation {
   verb: string;
   resource: string;
   code: string;
+  /** From sending (after the rate limiter) to the end of the body, or a watch's headers. */
   durationSeconds: number;
   /** HTTP method (GET, POST, ...) and the server's host:port, as client-go's rest_client_* label them. */
   method: string;
   host: string;
+  /** Time spent waiting for the client-side rate limiter (only for requests that went through it). */
+  rateLimiterSeconds?: number;
 }
 export type RequestObserver = (o: RequestObservation) => void;
 
@@ -138,48 +150,219 @@ export interface KubeClientOptions {
   /** Upper bound of pooled sockets to the API server. */
   maxSockets?: number;
   userAgent?: string;
+  /**
+   * Client-side rate limiter (client-go's QPS/burst): every request waits for a token before its
+   * deadline starts, except watches (as in client-go) and requests marked `throttled`.
+   */
+  rateLimiter?: RequestRateLimiter | undefined;
 }
 
-interface ConnectionSettings {
+/** Milliseconds allowed for a proxy to answer CONNECT (the request's own deadline applies too). */
+const PROXY_CONNECT_TIMEOUT_MS = 30_000;
+/** The client certificate a socket was opened with (to retire idle sockets after a rotation). */
+const CLIENT_CERT = Symbol('clientCert');
+type Tagged = { [CLIENT_CERT]?: Buffer | undefined };
+
+/**
+ * The connection pool to an https API server. TLS options (CA, client certificate) come with each
+ * request, so they are part of the pool key: after a certificate rotation new requests open new
+ * connections with the new pair, requests in flight (watches) keep theirs, and idle sockets with an
+ * older pair are closed instead of being reused. With a proxy, each new connection is an HTTP
+ * CONNECT tunnel.
+ */
+class ApiAgent extends https.Agent {
+  constructor(
+    opts: https.AgentOptions,
+    private readonly tunnel: { proxy: URL; proxyCa: Buffer | undefined } | undefined,
+    private readonly currentCert: () => Buffer | undefined,
+  ) {
+    super(opts);
+  }
+
+  override createConnection(
+    options: tls.ConnectionOptions & { host?: string; port?: number },
+    cb?: (err: Error | null, socket: stream.Duplex) => void,
+  ): stream.Duplex | null | undefined {
+    const cert = options.cert as Buffer | undefined;
+    if (!this.tunnel) {
+      const s = super.createConnection(options as never, cb as never) as unknown as tls.TLSSocket & Tagged;
+      s[CLIENT_CERT] = cert;
+      return s;
+    }
+    connectTunnel({
+      proxy: this.tunnel.proxy,
+      host: options.host ?? 'localhost',
+      port: options.port ?? 443,
+      proxyCa: this.tunnel.proxyCa,
+      timeoutMs: PROXY_CONNECT_TIMEOUT_MS,
+    }).then(
+      (raw) => {
+        const s = tls.connect({ ...options, socket: raw }) as tls.TLSSocket & Tagged;
+        s[CLIENT_CERT] = cert;
+        cb?.(null, s);
+      },
+      (err: Error) => cb?.(err, undefined as unknown as stream.Duplex),
+    );
+    return undefined;
+  }
+
+  override keepSocketAlive(socket: stream.Duplex): boolean {
+    if ((socket as stream.Duplex & Tagged)[CLIENT_CERT] !== this.currentCert()) return false;
+    return (super.keepSocketAlive as (s: stream.Duplex) => boolean)(socket);
+  }
+
+  /** Closes idle sockets opened with another client certificate than the current one. */
+  retireIdle(): void {
+    const current = this.currentCert();
+    for (const list of Object.values(this.freeSockets)) {
+      for (const s of [...(list ?? [])])
+        if ((s as stream.Duplex & Tagged)[CLIENT_CERT] !== current) s.destroy();
+    }
+  }
+}
+
+/** What clients derived from one another share: credentials, sockets, the server. */
+interface Transport {
   base: URL;
+  credentials: Credentials;
   agent: http.Agent;
-  tls: Pick<https.RequestOptions, 'ca' | 'cert' | 'key' | 'rejectUnauthorized' | 'servername'>;
+  /** An http:// server through a proxy: absolute-form requests to the proxy (Go does the same). */
+  forwardProxy: URL | undefined;
+  /** The client certificate of the latest request. */
+  currentCert: Buffer | undefined;
 }
 
-const AUTH_REFRESH_MS = 30_000;
+/** One request's deadline: a timer and the caller's signal, as one AbortSignal. */
+class Deadline {
+  private readonly ac = new AbortController();
+  private timer: NodeJS.Timeout | undefined;
+  private readonly onCallerAbort: () => void;
+
+  constructor(
+    readonly timeoutMs: number,
+    private readonly caller: AbortSignal | undefined,
+    what: string,
+  ) {
+    this.timer = setTimeout(
+      () =>
+        this.ac.abort(
+          new KubeTransportError(`${what}: timed out after ${formatDuration(timeoutMs)}`, 'TIMEOUT'),
+        ),
+      timeoutMs,
+    );
+    this.onCallerAbort = () => this.ac.abort(new KubeTransportError(`${what}: aborted`, 'ABORTED'));
+    if (caller?.aborted) this.onCallerAbort();
+    else caller?.addEventListener('abort', this.onCallerAbort, { once: true });
+  }
+
+  get signal(): AbortSignal {
+    return this.ac.signal;
+  }
+
+  /** The caller's signal still aborts; the timer no longer does (a watch past its headers). */
+  stopTimer(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  dispose(): void {
+    this.stopTimer();
+    this.caller?.removeEventListener('abort', this.onCallerAbort);
+  }
+
+  /** `p`, or the deadline's reason if it passes first (`p` goes on; its result is then ignored). */
+  race<T>(p: Promise<T>): Promise<T> {
+    const signal = this.ac.signal;
+    if (signal.aborted) {
+      p.catch(() => undefined);
+      return Promise.reject(signal.reason);
+    }
+    return new Promise<T>((resolve, reject) => {
+      const onAbort = () => reject(signal.reason);
+      signal.addEventListener('abort', onAbort, { once: true });
+      p.then(
+        (v) => {
+          signal.removeEventListener('abort', onAbort);
+          resolve(v);
+        },
+        (err: unknown) => {
+          signal.removeEventListener('abort', onAbort);
+          reject(err);
+        },
+      );
+    });
+  }
+}
+
+/** Per-request bookkeeping for metrics. */
+interface Attempt {
+  verb: string;
+  resource: string;
+  /** The HTTP method, for client-go's rest_client_* labels. */
+  method: string;
+  started: number;
+  /** Seconds waited for the rate limiter; undefined when the request did not go through it. */
+  throttleSeconds: number | undefined;
+}
+
+/** Errors after which client certificate files are re-checked at once (handshake or reset). */
+function isConnectionFailure(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException)?.code ?? '';
+  return /SSL|TLS|CERT|EPROTO|ECONNRESET/.test(code);
+}
 
 /**
  * A small HTTP client for kube-apiserver. Credentials come from our kubeconfig loader (or a
  * @kubernetes/client-node KubeConfig); this class owns the sockets so that watches, timeouts and
  * metrics are under our control.
+ *
+ * Per request: a rate-limiter token (not for watches), then the deadline starts and covers getting
+ * credentials (an exec plugin run counts against it), connecting (through a proxy if configured),
+ * and the response (headers for a watch, the whole body otherwise). A 401 tells the credentials
+ * source, and the request is retried once when it has new credentials.
  */
 export class KubeClient {
-  private readonly conn: ConnectionSettings;
-  private authHeaders: Record<string, string> = {};
-  private authFetchedAt = Number.NEGATIVE_INFINITY;
-  private authPending: Promise<void> | undefined;
   private readonly observer: RequestObserver | undefined;
   private readonly defaultTimeoutMs: number;
   private readonly userAgent: string;
+  private readonly limiter: RequestRateLimiter | undefined;
 
   private constructor(
-    private readonly credentials: Credentials,
-    conn: ConnectionSettings,
-    opts: KubeClientOptions,
+    private readonly t: Transport,
+    private readonly opts: KubeClientOptions,
   ) {
-    this.conn = conn;
     this.observer = opts.observer;
     this.defaultTimeoutMs = opts.defaultTimeoutMs ?? 30_000;
     this.userAgent = opts.userAgent ?? 'node-lifecycle-controller';
+    this.limiter = opts.rateLimiter;
   }
 
   static async fromCredentials(credentials: Credentials, opts: KubeClientOptions = {}): Promise<KubeClient> {
     const base = credentials.server;
-    const tls = credentials.tls;
-    const agentOpts = { keepAlive: true, maxSockets: opts.maxSockets ?? 64, ...tls };
-    const agent = base.protocol === 'https:' ? new https.Agent(agentOpts) : new http.Agent(agentOpts);
-    const client = new KubeClient(credentials, { base, agent, tls }, opts);
-    await client.refreshAuth();
+    const proxy = credentials.proxy;
+    const agentOpts = { keepAlive: true, maxSockets: opts.maxSockets ?? 64 };
+    const t: Transport = {
+      base,
+      credentials,
+      agent: undefined as unknown as http.Agent,
+      forwardProxy: undefined,
+      currentCert: undefined,
+    };
+    if (base.protocol === 'https:') {
+      t.agent = new ApiAgent(
+        agentOpts,
+        proxy ? { proxy, proxyCa: credentials.tls.ca } : undefined,
+        () => t.currentCert,
+      );
+    } else if (proxy) {
+      t.forwardProxy = proxy;
+      t.agent = proxy.protocol === 'https:' ? new https.Agent(agentOpts) : new http.Agent(agentOpts);
+    } else {
+      t.agent = new http.Agent(agentOpts);
+    }
+    const client = new KubeClient(t, opts);
+    // Fail at start when no credentials can be had (e.g. the exec plugin fails).
+    t.currentCert = (await credentials.auth()).cert;
     return client;
   }
 
@@ -188,36 +371,35 @@ export class KubeClient {
     return await KubeClient.fromCredentials(await credentialsFromKubeConfig(kc), opts);
   }
 
+  /**
+   * A client sharing this one's credentials and sockets with other options (e.g. its own rate
+   * limiter for leader election, as kube-controller-manager gives leader election its own client).
+   * close() on either closes the shared sockets.
+   */
+  derive(opts: Partial<KubeClientOptions>): KubeClient {
+    return new KubeClient(this.t, { ...this.opts, ...opts });
+  }
+
   get server(): string {
-    return this.conn.base.toString();
+    return this.t.base.toString();
+  }
+
+  /** The proxy requests go through, if any. */
+  get proxy(): URL | undefined {
+    return this.t.credentials.proxy;
   }
 
   /** Frees pooled sockets. In-flight requests are not interrupted. */
   close(): void {
-    this.conn.agent.destroy();
-  }
-
-  private async refreshAuth(): Promise<void> {
-    this.authHeaders = await this.credentials.headers();
-    this.authFetchedAt = performance.now();
-  }
-
-  /** Credentials can rotate (projected service-account tokens, exec plugins): refresh periodically. */
-  private async auth(): Promise<Record<string, string>> {
-    if (performance.now() - this.authFetchedAt > AUTH_REFRESH_MS) {
-      this.authPending ??= this.refreshAuth().finally(() => {
-        this.authPending = undefined;
-      });
-      await this.authPending;
-    }
-    return this.authHeaders;
+    this.t.agent.destroy();
   }
 
   private url(path: string, query?: KubeRequest['query']): URL {
-    const u = new URL(path, this.conn.base);
+    const base = this.t.base;
+    const u = new URL(path, base);
     // Keep a server path prefix (e.g. a proxy at https://host/k8s/clusters/x).
-    if (this.conn.base.pathname !== '/' && !path.startsWith(this.conn.base.pathname)) {
-      u.pathname = this.conn.base.pathname.replace(/\/$/, '') + path;
+    if (base.pathname !== '/' && !path.startsWith(base.pathname)) {
+      u.pathname = base.pathname.replace(/\/$/, '') + path;
     }
     for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) u.searchParams.set(k, String(v));
     return u;
@@ -228,10 +410,9 @@ export class KubeClient {
    * KubeTransportError (no status at all).
    */
   async raw<T = unknown>(req: KubeRequest): Promise<KubeResponse<T>> {
-    const { verb, resource } = describeRequest(req.method, req.path, req.query);
-    const started = performance.now();
+    const a = this.attempt(req.method, req.path, req.query);
     try {
-      const res = await this.send(req);
+      const res = await this.send(req, a);
       const text = await readBody(res);
       let body: unknown = text;
       if (text && (res.headers['content-type'] ?? '').includes('json')) {
@@ -241,11 +422,11 @@ export class KubeClient {
           body = text;
         }
       }
-      this.observe(req.method, verb, resource, String(res.statusCode ?? 0), started);
+      this.observe(a, String(res.statusCode ?? 0));
       return { status: res.statusCode ?? 0, headers: res.headers, body: body as T };
     } catch (err) {
       const e = toTransportError(err);
-      this.observe(req.method, verb, resource, `<error:${e.code}>`, started);
+      this.observe(a, `<error:${e.code}>`);
       throw e;
     }
   }
@@ -262,25 +443,26 @@ export class KubeClient {
   /**
    * Opens a streaming GET (a watch). Resolves once headers arrive with the live response; the caller
    * reads and must eventually destroy it (or abort the signal). Non-2xx rejects with KubeApiError.
+   * Watches do not wait for the rate limiter (client-go does not limit them either).
    */
   async stream(
     req: Omit<KubeRequest, 'method' | 'body'> & { connectTimeoutMs?: number },
   ): Promise<http.IncomingMessage> {
-    const { verb, resource } = describeRequest('GET', req.path, req.query);
-    const started = performance.now();
+    const a = this.attempt('GET', req.path, req.query);
     let res: http.IncomingMessage;
     try {
       res = await this.send(
         { ...req, method: 'GET', timeoutMs: req.connectTimeoutMs ?? this.defaultTimeoutMs },
+        a,
         true,
       );
     } catch (err) {
       const e = toTransportError(err);
-      this.observe('GET', verb, resource, `<error:${e.code}>`, started);
+      this.observe(a, `<error:${e.code}>`);
       throw e;
     }
     const status = res.statusCode ?? 0;
-    this.observe('GET', verb, resource, String(status), started);
+    this.observe(a, String(status));
     if (status < 200 || status >= 300) {
       const text = await readBody(res).catch(() => '');
       let body: unknown = text;
@@ -294,84 +476,167 @@ export class KubeClient {
     return res;
   }
 
-  private observe(method: string, verb: string, resource: string, code: string, started: number): void {
+  private attempt(method: string, path: string, query: KubeRequest['query']): Attempt {
+    const { verb, resource } = describeRequest(method, path, query);
+    return { verb, resource, method, started: performance.now(), throttleSeconds: undefined };
+  }
+
+  private observe(a: Attempt, code: string): void {
     if (!this.observer) return;
     try {
-      this.observer({
-        verb,
-        resource,
+      const o: RequestObservation = {
+        verb: a.verb,
+        resource: a.resource,
         code,
-        durationSeconds: (performance.now() - started) / 1000,
-        method,
-        host: this.conn.base.host,
-      });
+        durationSeconds: (performance.now() - a.started) / 1000,
+        method: a.method,
+        host: this.t.base.host,
+      };
+      if (a.throttleSeconds !== undefined) o.rateLimiterSeconds = a.throttleSeconds;
+      this.observer(o);
     } catch {
       /* metrics must never break a request */
     }
+  }
+
+  /** Waits for a rate-limiter token (not part of the request's deadline, as in client-go). */
+  private async throttle(req: KubeRequest, a: Attempt, signal: AbortSignal | undefined): Promise<void> {
+    if (!this.limiter || req.throttled) return;
+    const t0 = performance.now();
+    try {
+      await this.limiter.acquire(signal);
+    } catch (err) {
+      throw err instanceof KubeTransportError
+        ? err
+        : new KubeTransportError(`${req.method} ${req.path}: aborted`, 'ABORTED');
+    }
+    const waited = performance.now() - t0;
+    a.throttleSeconds = (a.throttleSeconds ?? 0) + waited / 1000;
+    a.started += waited;
   }
 
   /**
    * Sends the request and resolves at response headers. When `streaming` is set the deadline only
    * covers reaching the headers; otherwise it covers the whole body too.
    */
-  private async send(req: KubeRequest, streaming = false): Promise<http.IncomingMessage> {
-    const auth = await this.auth();
-    const url = this.url(req.path, req.query);
+  private async send(req: KubeRequest, a: Attempt, streaming = false): Promise<http.IncomingMessage> {
+    if (!streaming) await this.throttle(req, a, req.signal);
+    const what = `${req.method} ${req.path}`;
+    const timeoutMs = req.timeoutMs ?? this.defaultTimeoutMs;
+    const dl = new Deadline(timeoutMs, req.signal, what);
     const payload =
       req.body === undefined ? undefined : typeof req.body === 'string' ? req.body : JSON.stringify(req.body);
+    const creds = this.t.credentials;
+    try {
+      for (let attempt = 1; ; attempt++) {
+        const auth = await dl.race(creds.auth());
+        this.useCert(auth.cert);
+        let res: http.IncomingMessage;
+        try {
+          res = await this.dispatch(req, auth, payload, dl);
+        } catch (err) {
+          if (isConnectionFailure(err)) creds.connectionFailed?.();
+          throw err;
+        }
+        // A source that cannot refresh (e.g. the plugin fails now) leaves the 401 as the answer.
+        const refreshed = () => dl.race(creds.unauthorized(auth).catch(() => false));
+        if (res.statusCode === 401 && attempt === 1 && (await refreshed())) {
+          // New credentials: this response is discarded and the request sent once more.
+          res.resume();
+          this.observe(a, '401');
+          if (!streaming) await dl.race(this.throttle(req, a, dl.signal));
+          continue;
+        }
+        if (streaming) {
+          dl.stopTimer();
+          res.once('close', () => dl.dispose());
+        } else {
+          res.once('close', () => dl.dispose());
+          res.once('end', () => dl.dispose());
+        }
+        return res;
+      }
+    } catch (err) {
+      dl.dispose();
+      throw err;
+    }
+  }
+
+  /** Remembers the client certificate in use; idle sockets with an older one are closed. */
+  private useCert(cert: Buffer | undefined): void {
+    if (cert === this.t.currentCert) return;
+    this.t.currentCert = cert;
+    if (this.t.agent instanceof ApiAgent) this.t.agent.retireIdle();
+  }
+
+  private dispatch(
+    req: KubeRequest,
+    auth: ClientAuth,
+    payload: string | undefined,
+    dl: Deadline,
+  ): Promise<http.IncomingMessage> {
+    const url = this.url(req.path, req.query);
     const headers: Record<string, string | number> = {
       Accept: 'application/json',
       'User-Agent': this.userAgent,
-      ...auth,
+      ...auth.headers,
     };
     if (payload !== undefined) {
       headers['Content-Type'] = req.contentType ?? 'application/json';
       headers['Content-Length'] = Buffer.byteLength(payload);
     }
-    const timeoutMs = req.timeoutMs ?? this.defaultTimeoutMs;
-    const mod = url.protocol === 'https:' ? https : http;
-    return await new Promise<http.IncomingMessage>((resolve, reject) => {
-      let settled = false;
-      const r = mod.request(url, { method: req.method, headers, agent: this.conn.agent, ...this.conn.tls });
+    const { tls: trust } = this.t.credentials;
+    const proxy = this.t.forwardProxy;
+    let r: http.ClientRequest;
+    if (url.protocol === 'https:') {
+      const options: https.RequestOptions = { method: req.method, headers, agent: this.t.agent };
+      if (trust.ca) options.ca = trust.ca;
+      if (trust.rejectUnauthorized !== undefined) options.rejectUnauthorized = trust.rejectUnauthorized;
+      if (trust.servername) options.servername = trust.servername;
+      if (auth.cert && auth.key) {
+        options.cert = auth.cert;
+        options.key = auth.key;
+      }
+      r = https.request(url, options);
+    } else if (proxy) {
+      // An http:// server through a proxy: the absolute URL goes to the proxy, as Go does.
+      if (proxy.username || proxy.password) {
+        const user = decodeURIComponent(proxy.username);
+        const pass = decodeURIComponent(proxy.password);
+        headers['Proxy-Authorization'] = `Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}`;
+      }
+      headers.Host = url.host;
+      const options: https.RequestOptions = {
+        method: req.method,
+        headers,
+        agent: this.t.agent,
+        host: proxy.hostname.replace(/^\[(.*)\]$/, '$1'),
+        port: Number(proxy.port || (proxy.protocol === 'https:' ? 443 : 80)),
+        path: url.href,
+      };
+      r = proxy.protocol === 'https:' ? https.request(options) : http.request(options);
+    } else {
+      r = http.request(url, { method: req.method, headers, agent: this.t.agent });
+    }
+    return new Promise<http.IncomingMessage>((resolve, reject) => {
+      let response: http.IncomingMessage | undefined;
       const onAbort = () => {
-        r.destroy(new KubeTransportError(`${req.method} ${req.path}: aborted`, 'ABORTED'));
+        const reason = dl.signal.reason as Error;
+        if (response) response.destroy(reason);
+        else r.destroy(reason);
       };
-      const timer = setTimeout(() => {
-        r.destroy(
-          new KubeTransportError(
-            `${req.method} ${req.path}: timed out after ${formatDuration(timeoutMs)}`,
-            'TIMEOUT',
-          ),
-        );
-      }, timeoutMs);
-      const cleanup = () => {
-        clearTimeout(timer);
-        req.signal?.removeEventListener('abort', onAbort);
-      };
-      if (req.signal?.aborted) onAbort();
-      else req.signal?.addEventListener('abort', onAbort, { once: true });
+      if (dl.signal.aborted) onAbort();
+      else dl.signal.addEventListener('abort', onAbort, { once: true });
+      const detach = () => dl.signal.removeEventListener('abort', onAbort);
       r.on('error', (err) => {
-        cleanup();
-        if (!settled) {
-          settled = true;
+        if (!response) {
+          detach();
           reject(err);
         }
       });
       r.on('response', (res) => {
-        settled = true;
-        if (streaming) {
-          clearTimeout(timer);
-          // Aborting the signal later must still tear the stream down.
-          if (req.signal) {
-            const abortStream = () => res.destroy(new KubeTransportError('watch aborted', 'ABORTED'));
-            req.signal.addEventListener('abort', abortStream, { once: true });
-            res.once('close', () => req.signal?.removeEventListener('abort', abortStream));
-          }
-          res.once('close', cleanup);
-        } else {
-          res.once('close', cleanup);
-          res.once('end', cleanup);
-        }
+        response = res;
+        res.once('close', detach);
         resolve(res);
       });
       r.end(payload);

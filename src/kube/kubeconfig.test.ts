@@ -142,7 +142,7 @@ describe('our kubeconfig loader (no @kubernetes/client-node at runtime)', () => 
     });
     expect(tok.auth).toBe('token');
     const c = await tok.credentials();
-    expect(await c.headers()).toEqual({ Authorization: 'Bearer abc' });
+    expect((await c.auth()).headers).toEqual({ Authorization: 'Bearer abc' });
     expect(c.tls.ca?.toString()).toBe('CA-PEM');
     expect(c.server.toString()).toBe('https://s.example:6443/');
 
@@ -151,7 +151,7 @@ describe('our kubeconfig loader (no @kubernetes/client-node at runtime)', () => 
       env: {},
       homeDir: dir,
     }).credentials();
-    expect(await basic.headers()).toEqual({
+    expect((await basic.auth()).headers).toEqual({
       Authorization: `Basic ${Buffer.from('me:pw').toString('base64')}`,
     });
 
@@ -169,17 +169,19 @@ describe('our kubeconfig loader (no @kubernetes/client-node at runtime)', () => 
     expect(certs.auth).toBe('client-certificate');
     const cc = await certs.credentials();
     expect(cc.tls).toMatchObject({ rejectUnauthorized: false, servername: 'api.internal' });
-    expect(cc.tls.cert?.toString()).toBe('CERT');
-    expect(cc.tls.key?.toString()).toBe('KEY');
-    expect(await cc.headers()).toEqual({});
+    const ccAuth = await cc.auth();
+    expect(ccAuth.cert?.toString()).toBe('CERT');
+    expect(ccAuth.key?.toString()).toBe('KEY');
+    expect(ccAuth.headers).toEqual({});
   });
 
   it('re-reads a token file (rotating service-account tokens)', async () => {
     const tokenPath = path.join(dir, 'token');
     writeFileSync(tokenPath, 'one\n');
     let now = 0;
-    const { staticHeaders } = await import('./credentials.js');
-    const h = staticHeaders({ kind: 'token-file', tokenFile: tokenPath }, () => now);
+    const { staticAuthSource } = await import('./credentials.js');
+    const src = staticAuthSource({ kind: 'token-file', tokenFile: tokenPath }, { now: () => now });
+    const h = async () => (await src.auth()).headers;
     expect(await h()).toEqual({ Authorization: 'Bearer one' });
     writeFileSync(tokenPath, 'two\n');
     now = 59_000;
@@ -216,8 +218,8 @@ describe('our kubeconfig loader (no @kubernetes/client-node at runtime)', () => 
     });
     expect(r.auth).toBe('exec');
     const c = await r.credentials();
-    expect(await c.headers()).toEqual({ Authorization: 'Bearer from-exec' });
-    expect(await c.headers()).toEqual({ Authorization: 'Bearer from-exec' });
+    expect((await c.auth()).headers).toEqual({ Authorization: 'Bearer from-exec' });
+    expect((await c.auth()).headers).toEqual({ Authorization: 'Bearer from-exec' });
     expect(readFileSync(counter, 'utf8').trim().split('\n')).toHaveLength(1);
 
     // A plugin that fails says so.

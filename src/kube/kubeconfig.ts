@@ -2,13 +2,25 @@ import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { load as loadYaml } from 'js-yaml';
+import type { Logger } from '../log/logger.js';
 import {
+  type AuthSource,
+  CertKeyFiles,
   type Credentials,
   credentialsFromKubeConfig,
   ExecCredentials,
+  makeCredentials,
   type StaticAuth,
-  staticHeaders,
+  staticAuthSource,
+  withClientCert,
 } from './credentials.js';
+import {
+  ProxyConfigError,
+  type ProxyEnv,
+  parseProxyUrl,
+  proxyFromEnvironment,
+  redactProxy,
+} from './proxy.js';
 
 export type KubeconfigSourceKind = 'flag' | 'env' | 'in-cluster' | 'home';
 
@@ -19,6 +31,8 @@ export interface KubeconfigResolution {
   server: string;
   /** How the user authenticates: token, token-file, client-certificate, exec, basic, auth-provider:<name>, none. */
   auth: string;
+  /** The proxy in use (password masked) and where it came from, or undefined (direct). */
+  proxy: { url: string; from: string } | undefined;
   /** Builds the credentials (runs an exec plugin once, or loads client-node for auth providers). */
   credentials(): Promise<Credentials>;
 }
@@ -110,11 +124,34 @@ function fileOrData(
   }
 }
 
+interface LoadOptions {
+  processEnv: NodeJS.ProcessEnv;
+  proxyEnv: ProxyEnv;
+  logger: Logger | undefined;
+}
+
+/** kubeconfig proxy-url wins; else the environment (HTTPS_PROXY, NO_PROXY, ...) as Go reads it. */
+function chooseProxy(
+  server: string,
+  proxyUrl: string | undefined,
+  where: string,
+  env: ProxyEnv,
+): { url: URL; from: string } | undefined {
+  try {
+    if (proxyUrl)
+      return { url: parseProxyUrl(proxyUrl, `${where}: proxy-url`), from: 'kubeconfig proxy-url' };
+    return proxyFromEnvironment(env, new URL(server));
+  } catch (err) {
+    if (err instanceof ProxyConfigError) throw new KubeconfigError(err.message);
+    throw err;
+  }
+}
+
 function fromMerged(
   merged: MergedConfig,
   source: KubeconfigSourceKind,
   files: string[],
-  processEnv: NodeJS.ProcessEnv,
+  o: LoadOptions,
 ): KubeconfigResolution {
   const where = `kubeconfig from ${source} (${files.join(', ')})`;
   const ctxName = merged.currentContext;
@@ -127,11 +164,20 @@ function fromMerged(
     throw new KubeconfigError(`${where}: context ${JSON.stringify(ctxName)} has no cluster with a server`);
   }
   const server = str(cluster.body.server)!;
-  if (str(cluster.body['proxy-url'])) {
+  try {
+    new URL(server);
+  } catch {
     throw new KubeconfigError(
-      `${where}: cluster ${JSON.stringify(cluster.name)} uses proxy-url, which is not supported`,
+      `${where}: cluster ${JSON.stringify(cluster.name)}: server ${JSON.stringify(server)} is not a URL`,
     );
   }
+  const proxy = chooseProxy(
+    server,
+    str(cluster.body['proxy-url']),
+    `${where}: cluster ${JSON.stringify(cluster.name)}`,
+    o.proxyEnv,
+  );
+  const proxyInfo = proxy ? { url: redactProxy(proxy.url), from: proxy.from } : undefined;
   const userName = str(ctx.body.user);
   const user: Named = (userName ? merged.users.get(userName) : undefined) ?? {
     name: userName ?? '',
@@ -147,10 +193,26 @@ function fromMerged(
   if (sni) tls.servername = sni;
   const cert = fileOrData(user, 'client-certificate', 'client-certificate-data', 'user');
   const key = fileOrData(user, 'client-key', 'client-key-data', 'user');
-  if (cert?.data) tls.cert = cert.data;
-  if (key?.data) tls.key = key.data;
+  if (!cert !== !key) {
+    throw new KubeconfigError(
+      `${where}: user ${JSON.stringify(user.name)} has a client ${cert ? 'certificate without a key' : 'key without a certificate'}`,
+    );
+  }
+  // Files are reloaded when they change (short-lived certificates); inline data is fixed.
+  const clientCert = (): CertKeyFiles | { cert: Buffer; key: Buffer } | undefined => {
+    if (!cert?.data || !key?.data) return undefined;
+    if (cert.file && key.file) {
+      return new CertKeyFiles(cert.file, key.file, {
+        logger: o.logger?.with({ component: 'kube-credentials' }),
+      });
+    }
+    return { cert: cert.data, key: key.data };
+  };
 
-  const base = (headers: Credentials['headers']): Credentials => ({ server: new URL(server), tls, headers });
+  const base = (auth: AuthSource): Credentials => {
+    const c = clientCert();
+    return makeCredentials(new URL(server), tls, c ? withClientCert(auth, c) : auth, proxy?.url);
+  };
   const authProvider = asDict(user.body['auth-provider']);
   const exec = asDict(user.body.exec);
   if (str(authProvider.name)) {
@@ -160,6 +222,7 @@ function fromMerged(
       paths: files,
       server,
       auth: `auth-provider:${str(authProvider.name)}`,
+      proxy: proxyInfo,
       async credentials() {
         const { KubeConfig } = await import('@kubernetes/client-node');
         const kc = new KubeConfig();
@@ -171,7 +234,10 @@ function fromMerged(
             kc.mergeConfig(extra, true);
           }
         });
-        return await credentialsFromKubeConfig(kc);
+        const creds = await credentialsFromKubeConfig(kc);
+        // client-node reads proxy-url only; the environment's proxy is ours to apply.
+        if (proxy) creds.proxy = proxy.url;
+        return creds;
       },
     };
   }
@@ -184,18 +250,19 @@ function fromMerged(
         env: Array.isArray(exec.env) ? (exec.env as { name: string; value: string }[]) : [],
         baseDir: user.dir,
       },
-      processEnv,
+      o.processEnv,
+      { logger: o.logger?.with({ component: 'kube-credentials' }) },
     );
     return {
       source,
       paths: files,
       server,
       auth: 'exec',
+      proxy: proxyInfo,
       async credentials() {
-        const status = await plugin.status();
-        if (status.clientCertificateData) tls.cert = Buffer.from(status.clientCertificateData);
-        if (status.clientKeyData) tls.key = Buffer.from(status.clientKeyData);
-        return base(() => plugin.headers());
+        // Run it once now: a plugin that cannot produce credentials stops the start with its error.
+        await plugin.auth();
+        return base(plugin);
       },
     };
   }
@@ -211,9 +278,16 @@ function fromMerged(
   } else if (str(user.body.username)) {
     auth = { kind: 'basic', username: str(user.body.username), password: str(user.body.password) };
   }
-  const label = auth.kind === 'none' ? (tls.cert ? 'client-certificate' : 'none') : auth.kind;
-  const headers = staticHeaders(auth);
-  return { source, paths: files, server, auth: label, credentials: async () => base(headers) };
+  const label = auth.kind === 'none' ? (cert ? 'client-certificate' : 'none') : auth.kind;
+  return {
+    source,
+    paths: files,
+    server,
+    auth: label,
+    proxy: proxyInfo,
+    credentials: async () =>
+      base(staticAuthSource(auth, { logger: o.logger?.with({ component: 'kube-credentials' }) })),
+  };
 }
 
 /**
@@ -230,32 +304,42 @@ export function resolveKubeconfig(opts: {
   serviceAccountDir?: string;
   /** Environment an exec credential plugin inherits. */
   processEnv?: NodeJS.ProcessEnv;
+  /** HTTPS_PROXY, NO_PROXY, ... (read by main; a kubeconfig proxy-url wins over them). */
+  proxyEnv?: ProxyEnv;
+  /** Where credential reloads (token file, certificate files, exec plugin) are logged. */
+  logger?: Logger;
 }): KubeconfigResolution {
   const exists = opts.exists ?? existsSync;
   const saDir = opts.serviceAccountDir ?? SERVICE_ACCOUNT_DIR;
-  const processEnv = opts.processEnv ?? {};
+  const load: LoadOptions = {
+    processEnv: opts.processEnv ?? {},
+    proxyEnv: opts.proxyEnv ?? {},
+    logger: opts.logger,
+  };
   if (opts.flag) {
     if (!exists(opts.flag)) throw new KubeconfigError(`--kubeconfig ${opts.flag}: file does not exist`);
-    return fromMerged(readKubeconfigs([opts.flag]), 'flag', [opts.flag], processEnv);
+    return fromMerged(readKubeconfigs([opts.flag]), 'flag', [opts.flag], load);
   }
   if (opts.env.KUBECONFIG) {
     const files = opts.env.KUBECONFIG.split(path.delimiter).filter((p) => p !== '' && exists(p));
     if (files.length === 0) {
       throw new KubeconfigError(`$KUBECONFIG=${opts.env.KUBECONFIG}: none of its files exist`);
     }
-    return fromMerged(readKubeconfigs(files), 'env', files, processEnv);
+    return fromMerged(readKubeconfigs(files), 'env', files, load);
   }
   const host = opts.env.KUBERNETES_SERVICE_HOST;
   const port = opts.env.KUBERNETES_SERVICE_PORT;
   if (host && port && exists(path.join(saDir, 'token'))) {
-    // The token file is re-read every minute: projected service-account tokens rotate.
+    // The token file is re-read every minute, and at once on a 401: projected service-account
+    // tokens rotate.
     const server = `https://${host.includes(':') ? `[${host}]` : host}:${port}`;
-    const headers = staticHeaders({ kind: 'token-file', tokenFile: path.join(saDir, 'token') });
+    const proxy = chooseProxy(server, undefined, 'in-cluster', load.proxyEnv);
     return {
       source: 'in-cluster',
       paths: [saDir],
       server,
       auth: 'token-file',
+      proxy: proxy ? { url: redactProxy(proxy.url), from: proxy.from } : undefined,
       async credentials() {
         let ca: Buffer;
         try {
@@ -263,13 +347,16 @@ export function resolveKubeconfig(opts: {
         } catch (err) {
           throw new KubeconfigError(`in-cluster: ${path.join(saDir, 'ca.crt')}: ${(err as Error).message}`);
         }
-        return { server: new URL(server), tls: { ca }, headers };
+        const auth = staticAuthSource(
+          { kind: 'token-file', tokenFile: path.join(saDir, 'token') },
+          { logger: load.logger?.with({ component: 'kube-credentials' }) },
+        );
+        return makeCredentials(new URL(server), { ca }, auth, proxy?.url);
       },
     };
   }
   const home = opts.homeDir === undefined ? undefined : path.join(opts.homeDir, '.kube', 'config');
-  if (home !== undefined && exists(home))
-    return fromMerged(readKubeconfigs([home]), 'home', [home], processEnv);
+  if (home !== undefined && exists(home)) return fromMerged(readKubeconfigs([home]), 'home', [home], load);
   throw new KubeconfigError(
     'no kubeconfig found: tried --kubeconfig, $KUBECONFIG, the in-cluster service account ' +
       `(${saDir}) and ${home ?? '~/.kube/config (no home directory: $HOME unset and no passwd entry)'}; ` +

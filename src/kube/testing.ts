@@ -1,12 +1,53 @@
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { KubeClient, type KubeClientOptions } from './client.js';
 
 /**
- * Unit-test helper (not built into dist): a plain-HTTP server on loopback standing in for the API
- * server's HTTP edge, and a KubeClient pointed at it. The real API server is exercised in e2e.
+ * Unit-test helper (not built into dist): a server on loopback standing in for the API server's
+ * HTTP edge (plain HTTP, or HTTPS with an optional client-certificate check), and a KubeClient
+ * pointed at it. The real API server is exercised in e2e.
  */
+export interface StubServer {
+  server: http.Server;
+  /** http://127.0.0.1:port or https://127.0.0.1:port */
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+export interface StubTls {
+  cert: string;
+  key: string;
+  /** CA that client certificates must chain to (requests a client certificate when set). */
+  clientCa?: string;
+}
+
+export async function startStubServer(handler: http.RequestListener, tls?: StubTls): Promise<StubServer> {
+  const server: http.Server = tls
+    ? https.createServer(
+        {
+          cert: tls.cert,
+          key: tls.key,
+          ...(tls.clientCa ? { ca: tls.clientCa, requestCert: true, rejectUnauthorized: false } : {}),
+        },
+        handler,
+      )
+    : http.createServer(handler);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  return {
+    server,
+    url: `${tls ? 'https' : 'http'}://127.0.0.1:${port}`,
+    port,
+    async close() {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
+
 export interface LoopbackServer {
   server: http.Server;
   client: KubeClient;
@@ -15,27 +56,31 @@ export interface LoopbackServer {
 
 export async function loopbackServer(
   handler: http.RequestListener,
-  opts: { token?: string; client?: KubeClientOptions } = {},
+  opts: { token?: string; client?: KubeClientOptions; proxyUrl?: string } = {},
 ): Promise<LoopbackServer> {
-  const server = http.createServer(handler);
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as AddressInfo;
+  const stub = await startStubServer(handler);
   const kc = new KubeConfig();
   kc.loadFromOptions({
     // client-node only allows plain HTTP with skipTLSVerify set.
-    clusters: [{ name: 'c', server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
+    clusters: [
+      {
+        name: 'c',
+        server: stub.url,
+        skipTLSVerify: true,
+        ...(opts.proxyUrl ? { proxyUrl: opts.proxyUrl } : {}),
+      },
+    ],
     users: [{ name: 'u', token: opts.token ?? 't' }],
     contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
     currentContext: 'x',
   });
   const client = await KubeClient.fromKubeConfig(kc, opts.client);
   return {
-    server,
+    server: stub.server,
     client,
     async close() {
       client.close();
-      server.closeAllConnections();
-      await new Promise((r) => server.close(r));
+      await stub.close();
     },
   };
 }

@@ -33,7 +33,12 @@ describe('API request metrics', () => {
     stream.destroy();
     // A server that refuses connections: a transport error.
     const dead = await KubeClient.fromCredentials(
-      { server: new URL('http://127.0.0.1:1'), tls: {}, headers: async () => ({}) },
+      {
+        server: new URL('http://127.0.0.1:1'),
+        tls: {},
+        auth: async () => ({ headers: {} }),
+        unauthorized: async () => false,
+      },
       { observer },
     );
     await expect(dead.raw({ method: 'PATCH', path: '/api/v1/nodes/n1', body: {} })).rejects.toThrow();

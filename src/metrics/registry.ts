@@ -27,9 +27,17 @@ export function createApiRequestMetrics(registry: Registry): RequestObserver {
     registers: [registry],
   });
   const rest = createRestClientMetrics(registry);
+  const limiter = new Histogram({
+    name: 'nlc_api_rate_limiter_duration_seconds',
+    help: 'Time requests waited for the client-side rate limiter (--kube-api-qps/--kube-api-burst) by verb (client-go: rest_client_rate_limiter_duration_seconds).',
+    labelNames: ['verb'] as const,
+    buckets: [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry],
+  });
   return (o) => {
     total.inc({ verb: o.verb, resource: o.resource, code: o.code });
     if (o.verb !== 'watch') duration.observe({ verb: o.verb, resource: o.resource }, o.durationSeconds);
+    if (o.rateLimiterSeconds !== undefined) limiter.observe({ verb: o.verb }, o.rateLimiterSeconds);
     rest(o);
   };
 }

@@ -1,0 +1,151 @@
+import { VirtualTimeScheduler } from 'rxjs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { monotonicScheduler } from '../clock/clock.js';
+import { KubeClient } from './client.js';
+import { RequestRateLimiter } from './rate-limit.js';
+import { type LoopbackServer, loopbackServer } from './testing.js';
+
+/** Moves virtual time forward by `ms` in 10 ms steps, letting promise callbacks run at each. */
+async function advance(s: VirtualTimeScheduler, ms: number): Promise<void> {
+  const end = s.now() + ms;
+  for (;;) {
+    const to = Math.min(end, s.now() + 10);
+    s.schedule(() => undefined, to - s.now()); // the clock only moves with an action
+    s.maxFrames = to;
+    s.flush();
+    for (let i = 0; i < 5; i++) await Promise.resolve();
+    if (s.now() >= end) return;
+  }
+}
+
+describe('RequestRateLimiter (client-go token bucket, FIFO waiters, virtual time)', () => {
+  it('starts with `burst` tokens, then admits `qps` per second, first come first served', async () => {
+    const s = new VirtualTimeScheduler();
+    const lim = new RequestRateLimiter(10, 3, s);
+    const admitted: [number, number][] = [];
+    for (let i = 0; i < 7; i++) void lim.acquire().then(() => admitted.push([i, s.now()]));
+    await advance(s, 0);
+    expect(admitted).toEqual([
+      [0, 0],
+      [1, 0],
+      [2, 0],
+    ]);
+    await advance(s, 400);
+    expect(admitted.slice(3)).toEqual([
+      [3, 100],
+      [4, 200],
+      [5, 300],
+      [6, 400],
+    ]);
+    expect(lim.waiting).toBe(0);
+  });
+
+  it('refills up to burst while idle, never more', async () => {
+    const s = new VirtualTimeScheduler();
+    const lim = new RequestRateLimiter(2, 2, s);
+    await lim.acquire();
+    await lim.acquire();
+    await advance(s, 60_000);
+    const at: number[] = [];
+    for (let i = 0; i < 3; i++) void lim.acquire().then(() => at.push(s.now()));
+    await advance(s, 0);
+    expect(at).toEqual([60_000, 60_000]);
+    await advance(s, 500);
+    expect(at).toEqual([60_000, 60_000, 60_500]);
+  });
+
+  it('an aborted waiter leaves the queue without spending a token', async () => {
+    const s = new VirtualTimeScheduler();
+    const lim = new RequestRateLimiter(1, 1, s);
+    await lim.acquire();
+    const ac = new AbortController();
+    const aborted = lim.acquire(ac.signal);
+    const next: number[] = [];
+    void lim.acquire().then(() => next.push(s.now()));
+    ac.abort(new Error('gone'));
+    await expect(aborted).rejects.toThrow('gone');
+    await advance(s, 1000);
+    expect(next).toEqual([1000]);
+    await expect(lim.acquire(AbortSignal.abort(new Error('already')))).rejects.toThrow('already');
+  });
+
+  it('refuses a qps or burst out of range', () => {
+    const s = new VirtualTimeScheduler();
+    expect(() => new RequestRateLimiter(0, 1, s)).toThrow(/qps must be > 0/);
+    expect(() => new RequestRateLimiter(1, 0, s)).toThrow(/burst must be >= 1/);
+  });
+});
+
+describe('KubeClient with a rate limiter (real time, loopback stub)', () => {
+  let stub: LoopbackServer;
+  const arrivals: { url: string; at: number }[] = [];
+  const observed: { verb: string; rateLimiterSeconds?: number }[] = [];
+  let limiter: RequestRateLimiter;
+  beforeAll(async () => {
+    limiter = new RequestRateLimiter(20, 2, monotonicScheduler);
+    stub = await loopbackServer(
+      (req, res) => {
+        arrivals.push({ url: req.url ?? '', at: performance.now() });
+        res.writeHead(200, { 'content-type': 'application/json' });
+        if (req.url?.includes('watch=true')) {
+          res.write('{}\n'); // a watch stays open
+          return;
+        }
+        res.end('{}');
+      },
+      { client: { rateLimiter: limiter, observer: (o) => observed.push(o) } },
+    );
+  });
+  afterAll(async () => {
+    await stub?.close();
+  });
+
+  it('paces reads and writes alike: burst, then one per 1/qps', async () => {
+    arrivals.length = 0;
+    const t0 = performance.now();
+    await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        stub.client.request(
+          i % 2
+            ? { method: 'GET', path: `/api/v1/pods?i=${i}` }
+            : { method: 'PATCH', path: `/api/v1/nodes/n${i}`, body: {} },
+        ),
+      ),
+    );
+    const times = arrivals.map((a) => a.at - t0).sort((a, b) => a - b);
+    // 2 at once, then 4 more at 50 ms intervals: the 6th no earlier than 200 ms.
+    expect(times[5]!).toBeGreaterThanOrEqual(195);
+    expect(times[2]!).toBeGreaterThanOrEqual(45);
+    expect(observed.some((o) => (o.rateLimiterSeconds ?? 0) > 0.1)).toBe(true);
+  });
+
+  it('watches and requests marked `throttled` do not wait for a token', async () => {
+    // Drain the bucket with a queue of reads, then open a watch and send a pre-throttled write.
+    const reads = Array.from({ length: 10 }, () =>
+      stub.client.request({ method: 'GET', path: '/api/v1/nodes' }),
+    );
+    const t0 = performance.now();
+    const watch = await stub.client.stream({ path: '/api/v1/pods', query: { watch: true } });
+    const watchMs = performance.now() - t0;
+    await stub.client.request({ method: 'PATCH', path: '/api/v1/nodes/x', body: {}, throttled: true });
+    const writeMs = performance.now() - t0;
+    watch.destroy();
+    expect(limiter.waiting).toBeGreaterThan(0);
+    expect(watchMs).toBeLessThan(150);
+    expect(writeMs).toBeLessThan(150);
+    await Promise.all(reads);
+  });
+
+  it('derive() gives a client with its own limiter on the same connection pool', async () => {
+    const own = stub.client.derive({ rateLimiter: undefined });
+    const reads = Array.from({ length: 10 }, () =>
+      stub.client.request({ method: 'GET', path: '/api/v1/nodes' }),
+    );
+    const t0 = performance.now();
+    await own.request({ method: 'GET', path: '/apis/coordination.k8s.io/v1/namespaces/x/leases/lock' });
+    expect(performance.now() - t0).toBeLessThan(150);
+    expect(limiter.waiting).toBeGreaterThan(0);
+    await Promise.all(reads);
+    expect(own).toBeInstanceOf(KubeClient);
+  });
+});
