@@ -24,11 +24,13 @@ COPY src ./src
 # and Go-built binaries; it is not part of the image. Nothing else imports those folders.
 # Production dependencies come from a fresh `npm ci --omit=dev` out of npm's cache (no network):
 # `npm prune --omit=dev` leaves the platform binaries of dev tools (biome, esbuild, rolldown) behind.
+# --omit=optional leaves out @kubernetes/client-node (about 70 MB with its dependencies), needed
+# only for kubeconfig auth providers (oidc, gcp, azure); in a cluster the ServiceAccount is used.
 RUN npx tsc -p tsconfig.build.json \
  && rm -rf dist/cli/demo.js dist/cli/demo.js.map dist/localcluster dist/fleet \
  && find dist -name '*.map' -delete \
  && rm -rf node_modules \
- && npm ci --omit=dev --offline --ignore-scripts --no-audit --no-fund
+ && npm ci --omit=dev --omit=optional --offline --ignore-scripts --no-audit --no-fund
 
 FROM gcr.io/distroless/nodejs24-debian12:nonroot
 LABEL org.opencontainers.image.title="node-lifecycle-controller" \

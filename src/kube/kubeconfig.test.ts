@@ -270,4 +270,33 @@ describe('our kubeconfig loader (no @kubernetes/client-node at runtime)', () => 
     });
     expect(r.auth).toBe('auth-provider:oidc');
   });
+
+  it('says clearly when an auth provider needs @kubernetes/client-node and the build left it out', async () => {
+    let loads = 0;
+    const r = resolveKubeconfig({
+      flag: write('oidc-missing.yaml', cfg('auth-provider: {name: oidc, config: {id-token: x}}')),
+      env: {},
+      homeDir: dir,
+      loadClientNode: () => {
+        loads++;
+        return Promise.reject(
+          Object.assign(new Error("Cannot find package '@kubernetes/client-node'"), {
+            code: 'ERR_MODULE_NOT_FOUND',
+          }),
+        );
+      },
+    });
+    await expect(r.credentials()).rejects.toThrow(
+      /uses auth-provider "oidc", which needs the optional package @kubernetes\/client-node.*exec credential plugin/,
+    );
+    expect(loads).toBe(1);
+    // Any other failure to load is not disguised as a missing package.
+    const other = resolveKubeconfig({
+      flag: write('oidc-broken.yaml', cfg('auth-provider: {name: oidc, config: {id-token: x}}')),
+      env: {},
+      homeDir: dir,
+      loadClientNode: () => Promise.reject(new SyntaxError('broken module')),
+    });
+    await expect(other.credentials()).rejects.toThrow(/broken module/);
+  });
 });

@@ -124,10 +124,14 @@ function fileOrData(
   }
 }
 
+/** Loads @kubernetes/client-node (an optional dependency: the container image leaves it out). */
+export type ClientNodeLoader = () => Promise<typeof import('@kubernetes/client-node')>;
+
 interface LoadOptions {
   processEnv: NodeJS.ProcessEnv;
   proxyEnv: ProxyEnv;
   logger: Logger | undefined;
+  loadClientNode: ClientNodeLoader;
 }
 
 /** kubeconfig proxy-url wins; else the environment (HTTPS_PROXY, NO_PROXY, ...) as Go reads it. */
@@ -224,7 +228,16 @@ function fromMerged(
       auth: `auth-provider:${str(authProvider.name)}`,
       proxy: proxyInfo,
       async credentials() {
-        const { KubeConfig } = await import('@kubernetes/client-node');
+        const providerName = str(authProvider.name);
+        const { KubeConfig } = await o.loadClientNode().catch((err: unknown) => {
+          if ((err as { code?: unknown }).code !== 'ERR_MODULE_NOT_FOUND') throw err;
+          throw new KubeconfigError(
+            `${where}: user ${JSON.stringify(user.name)} uses auth-provider ${JSON.stringify(providerName)}, ` +
+              'which needs the optional package @kubernetes/client-node, left out of this build (the ' +
+              'container image leaves it out: in a cluster the controller uses its ServiceAccount). Use an ' +
+              'exec credential plugin (what client-go replaced auth providers with), or install the package',
+          );
+        });
         const kc = new KubeConfig();
         files.forEach((f, i) => {
           if (i === 0) kc.loadFromFile(f);
@@ -308,6 +321,8 @@ export function resolveKubeconfig(opts: {
   proxyEnv?: ProxyEnv;
   /** Where credential reloads (token file, certificate files, exec plugin) are logged. */
   logger?: Logger;
+  /** How @kubernetes/client-node is loaded for auth providers (tests replace it). */
+  loadClientNode?: ClientNodeLoader;
 }): KubeconfigResolution {
   const exists = opts.exists ?? existsSync;
   const saDir = opts.serviceAccountDir ?? SERVICE_ACCOUNT_DIR;
@@ -315,6 +330,7 @@ export function resolveKubeconfig(opts: {
     processEnv: opts.processEnv ?? {},
     proxyEnv: opts.proxyEnv ?? {},
     logger: opts.logger,
+    loadClientNode: opts.loadClientNode ?? (() => import('@kubernetes/client-node')),
   };
   if (opts.flag) {
     if (!exists(opts.flag)) throw new KubeconfigError(`--kubeconfig ${opts.flag}: file does not exist`);

@@ -29,8 +29,9 @@ import {
 import { waitUntil } from '../support/wait.js';
 
 /**
- * What the Dockerfile's runtime stage promises, checked without Docker (this machine has no engine):
- * the same layout (package.json, production node_modules from `npm ci --omit=dev`, dist/), the same
+ * What the Dockerfile's runtime stage promises, checked without Docker (the kind suite runs the real
+ * image where Docker exists): the same layout (package.json, production node_modules from
+ * `npm ci --omit=dev --omit=optional`, so no @kubernetes/client-node, and dist/), the same
  * user (65532:65532, non-root), an application tree that user cannot write (as with
  * readOnlyRootFilesystem), an environment holding only the downward-API variables, and a kubeconfig
  * mounted read-only. The controller must do its job from there and leave every file untouched.
@@ -95,15 +96,25 @@ describe.skipIf(!isRoot)(
       const t = performance.now();
       execFileSync(
         'npm',
-        ['ci', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund', '--prefer-offline'],
+        [
+          'ci',
+          '--omit=dev',
+          '--omit=optional',
+          '--ignore-scripts',
+          '--no-audit',
+          '--no-fund',
+          '--prefer-offline',
+        ],
         {
           cwd: app,
           stdio: 'pipe',
           timeout: 180_000,
         },
       );
-      console.log(`npm ci --omit=dev: ${((performance.now() - t) / 1000).toFixed(1)} s`);
+      console.log(`npm ci --omit=dev --omit=optional: ${((performance.now() - t) / 1000).toFixed(1)} s`);
       rmSync(path.join(app, 'package-lock.json'));
+      // Like the image: the optional auth-provider package is not there.
+      expect(existsSync(path.join(app, 'node_modules', '@kubernetes', 'client-node'))).toBe(false);
       cpSync(path.join(ROOT, 'dist'), path.join(app, 'dist'), { recursive: true });
       // Our Node binary may live under a directory the image user cannot enter (/root): copy it.
       copyFileSync(process.execPath, path.join(work, 'node'));
