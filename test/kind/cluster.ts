@@ -3,7 +3,18 @@
  * controller turned off, the controller image built from the Dockerfile (or a prebuilt one) and
  * loaded, manifests/overlays/kind applied. Deleted at the end unless NLC_KIND_KEEP=1.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+
+import { spawn } from 'node:child_process';
+import {
+  chmodSync,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { dump as dumpYaml, load as loadYaml } from 'js-yaml';
@@ -217,13 +228,74 @@ export class KindCluster {
     for (const pod of pods.split('\n').filter((p) => p && !p.startsWith('('))) {
       const logs = await k(['-n', NS, 'logs', pod, '--tail=400']);
       const previous = await k(['-n', NS, 'logs', pod, '--previous', '--tail=200']);
-      const metrics = await k(['get', '--raw', `/api/v1/namespaces/${NS}/pods/${pod}:8080/proxy/metrics`]);
+      const metrics = await safe('/metrics', () => this.scrape(pod));
       writeDiagnostics(dir, `${pod}.log`, `${logs}\n--- previous container ---\n${previous}`);
       writeDiagnostics(dir, `${pod}.metrics`, metrics);
       summary += `--- ${pod}: last log lines\n${logs.split('\n').slice(-25).join('\n')}\n`;
     }
     console.log(`diagnostics written to ${dir}\n${summary}`);
     return dir;
+  }
+
+  /**
+   * One replica's /metrics as a scraper sees it: through `kubectl port-forward`, over HTTPS, with the
+   * token of monitoring/prometheus (bound to the shipped metrics-reader ClusterRole).
+   */
+  async scrape(pod: string): Promise<string> {
+    const token = (await this.t.kubectl(['-n', 'monitoring', 'create', 'token', 'prometheus'])).trim();
+    const child = spawn(
+      'kubectl',
+      ['--kubeconfig', this.s.kubeconfig, '-n', NS, 'port-forward', `pod/${pod}`, ':8080'],
+      {
+        env: this.s.env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    try {
+      const port = await new Promise<number>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error('kubectl port-forward did not start')), 20_000);
+        child.stdout.on('data', (b: Buffer) => {
+          const m = /Forwarding from 127\.0\.0\.1:(\d+)/.exec(b.toString());
+          if (m?.[1]) {
+            clearTimeout(timer);
+            resolve(Number(m[1]));
+          }
+        });
+        child.on('exit', (code) => reject(new Error(`kubectl port-forward exited ${code}`)));
+      });
+      return await new Promise<string>((resolve, reject) => {
+        const req = https.get(
+          {
+            host: '127.0.0.1',
+            port,
+            path: '/metrics',
+            rejectUnauthorized: false,
+            headers: { Authorization: `Bearer ${token}` },
+          },
+          (res) => {
+            let body = '';
+            res.on('data', (c: Buffer) => {
+              body += c.toString();
+            });
+            res.on('end', () => resolve(`HTTP ${res.statusCode}\n${body}`));
+          },
+        );
+        req.setTimeout(15_000, () => req.destroy(new Error('timed out')));
+        req.on('error', reject);
+      });
+    } finally {
+      child.kill();
+    }
+  }
+
+  /** monitoring/prometheus, bound to the shipped metrics-reader ClusterRole: who scrapes. */
+  async installScraperAccount(): Promise<void> {
+    const docs = prometheusManifests([]).filter((d) =>
+      ['Namespace', 'ServiceAccount', 'ClusterRoleBinding'].includes((d as { kind: string }).kind),
+    );
+    await this.t.kubectl(['apply', '-f', '-'], {
+      input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: docs }),
+    });
   }
 
   async delete(): Promise<void> {
@@ -234,4 +306,141 @@ export class KindCluster {
     await this.t.sh('kind', ['delete', 'cluster', '--name', this.s.cluster], { timeoutMs: 180_000 });
     rmSync(this.s.kubeconfig, { force: true });
   }
+}
+
+export const PROMETHEUS_IMAGE = 'nlc-e2e/prometheus:v3.16.0';
+
+/**
+ * A Prometheus image from the binary scripts/build-prometheus.sh builds (the one the loopback e2e
+ * suite runs): a static binary in a tree of its own, user nobody. Built here on every machine so
+ * the suite needs no registry.
+ */
+export async function buildPrometheusImage(t: Tools): Promise<void> {
+  const dir = (
+    await t.sh('bash', [path.join(REPO, 'scripts', 'build-prometheus.sh')], { timeoutMs: 30 * 60_000 })
+  )
+    .trim()
+    .split('\n')
+    .at(-1);
+  if (!dir) throw new Error('scripts/build-prometheus.sh printed no directory');
+  const tree = mkdtempSync(path.join(os.tmpdir(), 'nlc-prometheus-image-'));
+  try {
+    for (const d of ['bin', 'etc', 'prometheus', 'tmp']) mkdirSync(path.join(tree, d));
+    copyFileSync(path.join(dir, 'prometheus'), path.join(tree, 'bin', 'prometheus'));
+    chmodSync(path.join(tree, 'bin', 'prometheus'), 0o755);
+    writeFileSync(
+      path.join(tree, 'etc', 'passwd'),
+      'root:x:0:0::/:/nonexistent\nnobody:x:65534:65534::/:/nonexistent\n',
+    );
+    writeFileSync(path.join(tree, 'etc', 'group'), 'root:x:0:\nnobody:x:65534:\n');
+    const tar = path.join(os.tmpdir(), `nlc-prometheus-${process.pid}.tar`);
+    await t.sh('tar', ['-C', tree, '--numeric-owner', '--owner=0', '--group=0', '-cf', tar, '.']);
+    await t.sh('docker', [
+      'import',
+      '--change',
+      'USER 65534',
+      '--change',
+      'ENTRYPOINT ["/bin/prometheus"]',
+      tar,
+      PROMETHEUS_IMAGE,
+    ]);
+    rmSync(tar, { force: true });
+  } finally {
+    rmSync(tree, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Prometheus in `monitoring`, as kube-prometheus runs it (pods labelled app.kubernetes.io/name=
+ * prometheus, its ServiceAccount bound to the shipped metrics-reader ClusterRole), scraping each
+ * replica over HTTPS with its ServiceAccount token, and once more without a token (must be refused).
+ */
+export function prometheusManifests(targets: string[]): object[] {
+  const config = {
+    global: { scrape_interval: '5s', scrape_timeout: '4s' },
+    scrape_configs: [
+      {
+        job_name: 'node-lifecycle-controller',
+        scheme: 'https',
+        authorization: { credentials_file: '/var/run/secrets/kubernetes.io/serviceaccount/token' },
+        // The controller's self-signed certificate, as the shipped ServiceMonitor accepts it.
+        tls_config: { insecure_skip_verify: true },
+        static_configs: [{ targets }],
+      },
+      {
+        job_name: 'no-token',
+        scheme: 'https',
+        tls_config: { insecure_skip_verify: true },
+        static_configs: [{ targets }],
+      },
+    ],
+  };
+  const labels = { 'app.kubernetes.io/name': 'prometheus' };
+  return [
+    { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'monitoring' } },
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'prometheus', namespace: 'monitoring' } },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: 'nlc-e2e-prometheus-metrics-reader' },
+      roleRef: {
+        apiGroup: 'rbac.authorization.k8s.io',
+        kind: 'ClusterRole',
+        name: 'node-lifecycle-controller-metrics-reader',
+      },
+      subjects: [{ kind: 'ServiceAccount', name: 'prometheus', namespace: 'monitoring' }],
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'prometheus', namespace: 'monitoring' },
+      data: { 'prometheus.yml': JSON.stringify(config) },
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'prometheus', namespace: 'monitoring', labels },
+      spec: {
+        serviceAccountName: 'prometheus',
+        securityContext: { runAsUser: 65534, runAsGroup: 65534, fsGroup: 65534 },
+        containers: [
+          {
+            name: 'prometheus',
+            image: PROMETHEUS_IMAGE,
+            imagePullPolicy: 'Never',
+            args: [
+              '--config.file=/etc/prometheus/prometheus.yml',
+              '--storage.tsdb.path=/prometheus',
+              '--web.listen-address=:9090',
+            ],
+            ports: [{ name: 'web', containerPort: 9090 }],
+            volumeMounts: [
+              { name: 'config', mountPath: '/etc/prometheus' },
+              { name: 'data', mountPath: '/prometheus' },
+            ],
+          },
+        ],
+        volumes: [
+          { name: 'config', configMap: { name: 'prometheus' } },
+          { name: 'data', emptyDir: {} },
+        ],
+      },
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'prometheus', namespace: 'monitoring' },
+      spec: { selector: labels, ports: [{ name: 'web', port: 9090, targetPort: 'web' }] },
+    },
+  ];
+}
+
+/** Prometheus's HTTP API, through the API server's service proxy. */
+export async function prometheusApi<T>(t: Tools, pathAndQuery: string): Promise<T> {
+  const out = await t.kubectl([
+    'get',
+    '--raw',
+    `/api/v1/namespaces/monitoring/services/prometheus:9090/proxy${pathAndQuery}`,
+  ]);
+  return (JSON.parse(out) as { data: T }).data;
 }

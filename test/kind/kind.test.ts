@@ -18,7 +18,15 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
-import { KindCluster, pass, waitFor } from './cluster.js';
+import {
+  buildPrometheusImage,
+  KindCluster,
+  PROMETHEUS_IMAGE,
+  pass,
+  prometheusApi,
+  prometheusManifests,
+  waitFor,
+} from './cluster.js';
 import {
   condition,
   DEPLOYMENT,
@@ -124,13 +132,23 @@ describe.skipIf(skip !== undefined)('kind cluster, controller from its image and
         npm: ['/usr/local/bin/npm', '/usr/bin/npm', '/nodejs/bin/npm'].filter((p) => fs.existsSync(p)),
         dev: devOnly.filter((p) => fs.existsSync(p)),
         prod: Object.keys(pkg.dependencies ?? {}).filter((d) => !fs.existsSync('node_modules/' + d)),
+        optional: Object.keys(pkg.optionalDependencies ?? {}).filter((d) => fs.existsSync('node_modules/' + d)),
         demo: ['dist/cli/demo.js', 'dist/localcluster', 'dist/fleet'].filter((p) => fs.existsSync(p)),
         maps: fs.readdirSync('dist', { recursive: true }).filter((f) => String(f).endsWith('.map')).length,
       }));`;
     const seen = JSON.parse(
       await t.docker(['run', '--rm', '--entrypoint', '/nodejs/bin/node', IMAGE, '-e', probe]),
     ) as Record<string, unknown>;
-    expect(seen).toEqual({ uid: 65532, shell: [], npm: [], dev: [], prod: [], demo: [], maps: 0 });
+    expect(seen).toEqual({
+      uid: 65532,
+      shell: [],
+      npm: [],
+      dev: [],
+      prod: [],
+      optional: [],
+      demo: [],
+      maps: 0,
+    });
     // The demo says it is not there, as a usage error.
     const demo = await t.docker(['run', '--rm', IMAGE, 'demo']).then(
       () => 'exit 0',
@@ -149,6 +167,7 @@ describe.skipIf(skip !== undefined)('kind cluster, controller from its image and
     expect(bootstrapTainted.length).toBeGreaterThan(0);
     const start = performance.now();
     await cluster.install();
+    await cluster.installScraperAccount();
     await cluster.rolloutStatus(240);
     const { leader } = await cluster.steady(120_000);
     const cleared = await waitFor('no node carries not-ready:NoSchedule', 120_000, async () => {
@@ -169,6 +188,51 @@ describe.skipIf(skip !== undefined)('kind cluster, controller from its image and
     });
     pass(
       `bootstrap: ${bootstrapTainted.length} nodes started tainted not-ready; replicas running and leader ${leader.pod} on ${leader.node}; taints gone ${secs(performance.now() - start)}s after install (${secs(cleared.ms)}s after the rollout); CoreDNS Ready`,
+    );
+  });
+
+  it('a real Prometheus in the cluster scrapes both replicas over HTTPS with a metrics-reader token; no token is refused', async () => {
+    collectOnFailure('prometheus');
+    await buildPrometheusImage(t);
+    await cluster.loadImage(PROMETHEUS_IMAGE);
+    const pods = (await cluster.controllerPods()).filter((p) => !p.metadata.deletionTimestamp);
+    const targets = pods.map((p) => `${p.status.podIP}:8080`);
+    expect(targets.every((x) => /^\d+\.\d+\.\d+\.\d+:8080$/.test(x))).toBe(true);
+    await t.kubectl(['apply', '-f', '-'], {
+      input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: prometheusManifests(targets) }),
+    });
+    await waitFor('Prometheus Ready', 120_000, async () => {
+      const p = await t.getJson<PodObj>(['-n', 'monitoring', 'pod', 'prometheus']);
+      return condition(p, 'Ready')?.status === 'True';
+    });
+    type Sample = { metric: Record<string, string>; value: [number, string] };
+    const query = (q: string) =>
+      prometheusApi<{ result: Sample[] }>(t, `/api/v1/query?query=${encodeURIComponent(q)}`);
+    const up = await waitFor('both replicas scraped (up == 1)', 90_000, async () => {
+      const r = await query('up{job="node-lifecycle-controller"} == 1');
+      return r.result.length === targets.length ? r.result : undefined;
+    });
+    await waitFor('exactly one replica reports leading', 60_000, async () => {
+      const r = await query('sum(leader_election_master_status{job="node-lifecycle-controller"})');
+      return r.result[0]?.value[1] === '1' ? r.result : undefined;
+    });
+    // The same targets without a token: the controller refuses the scrape.
+    const refused = await waitFor('the no-token scrapes refused with 401', 60_000, async () => {
+      const r = await prometheusApi<{
+        activeTargets: { scrapePool: string; health: string; lastError: string }[];
+      }>(t, '/api/v1/targets?state=active');
+      const noToken = r.activeTargets.filter((x) => x.scrapePool === 'no-token');
+      return noToken.length === targets.length &&
+        noToken.every((x) => x.health === 'down' && /401/.test(x.lastError))
+        ? noToken
+        : undefined;
+    });
+    await waitFor('the controller counts the refusals', 60_000, async () => {
+      const r = await query('sum(nlc_metrics_requests_total{job="node-lifecycle-controller",code="401"})');
+      return Number(r.result[0]?.value[1] ?? 0) > 0 ? r.result : undefined;
+    });
+    pass(
+      `Prometheus in monitoring scraped ${up.value.length} replicas over HTTPS (up == 1 after ${secs(up.ms)}s), one leader; without a token: ${refused.value[0]?.lastError}`,
     );
   });
 

@@ -210,7 +210,7 @@ export interface NodeObj {
 export interface PodObj {
   metadata: { name: string; namespace: string; deletionTimestamp?: string; creationTimestamp: string };
   spec: { nodeName?: string };
-  status: { phase?: string; conditions?: Condition[] };
+  status: { phase?: string; podIP?: string; conditions?: Condition[] };
 }
 export interface LeaseObj {
   spec: {
