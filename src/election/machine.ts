@@ -289,24 +289,7 @@ export function writeSucceeded(
   if (record.holderIdentity !== cfg.identity) return attemptFinished(cfg, s, now, 0);
   const key = recordKey(record);
   const same = s.lock.kind === 'present' && s.lock.key === key;
-  if (s.phase !== 'leader' && !s.eligible) {
-    // A renewal that was already on its way when we stepped down: we hold the lock again on the
-    // server, but we do not lead. Keep the fresh copy for the release.
-    return {
-      ...s,
-      lock: {
-        kind: 'present',
-        lease: response,
-        record,
-        key,
-        since: same && s.lock.kind === 'present' ? s.lock.since : now,
-      },
-      seq: same ? s.seq : s.seq + 1,
-    };
-  }
-  return {
-    ...s,
-    phase: 'leader',
+  const stored: Pick<ElectionState, 'lock' | 'seq'> = {
     lock: {
       kind: 'present',
       lease: response,
@@ -315,6 +298,14 @@ export function writeSucceeded(
       since: same && s.lock.kind === 'present' ? s.lock.since : now,
     },
     seq: same ? s.seq : s.seq + 1,
+  };
+  // A renewal that was already on its way when we stepped down: we hold the lock again on the
+  // server, but we do not lead. Keep the fresh copy for the release.
+  if (s.phase !== 'leader' && !s.eligible) return { ...s, ...stored };
+  return {
+    ...s,
+    ...stored,
+    phase: 'leader',
     renewedAt: sentAt,
     suspect: false,
     nextAttemptAt: now + cfg.retryPeriodMs,
