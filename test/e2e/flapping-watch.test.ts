@@ -1,12 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
-import { SimulatedFleet } from '../../src/fleet/fleet.js';
-import { startCluster, type TestCluster } from '../support/cluster.js';
+import type { SimulatedFleet } from '../../src/fleet/fleet.js';
 import { startController } from '../support/controller-process.js';
-import { FlakyTcpProxy } from '../support/flaky-tcp-proxy.js';
-import { ClusterObserver } from '../support/observer.js';
+import type { FlakyTcpProxy } from '../support/flaky-tcp-proxy.js';
+import type { ClusterObserver } from '../support/observer.js';
+import { type ProxiedCluster, startProxiedCluster } from '../support/proxied-cluster.js';
 import { sleep, waitUntil } from '../support/wait.js';
 
 /**
@@ -27,36 +24,27 @@ const REFUSE_MS = 6_000;
  */
 const WRITE_SLACK_MS = REFUSE_MS + 3_000;
 
-let cluster: TestCluster;
+let env: ProxiedCluster;
 let fleet: SimulatedFleet;
 let observer: ClusterObserver;
 let proxy: FlakyTcpProxy;
-let dir: string;
 
 beforeAll(async () => {
-  cluster = await startCluster();
-  fleet = await SimulatedFleet.start(cluster.admin, {
+  env = await startProxiedCluster({
     nodes: 6,
     namePrefix: 'flap-',
     timing: { renewIntervalMs: 1000, statusUpdateIntervalMs: 10_000 },
   });
-  observer = await ClusterObserver.start(cluster.admin);
-  proxy = await FlakyTcpProxy.start({ host: '127.0.0.1', port: Number(new URL(cluster.cp.server).port) });
-  dir = mkdtempSync(path.join(tmpdir(), 'nlc-flap-'));
+  ({ fleet, observer, proxy } = env);
 });
 
 afterAll(async () => {
-  observer?.stop();
-  fleet?.stop();
-  await proxy?.close();
-  await cluster?.stop();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  await env?.stop();
 });
 
 describe('a flapping connection to the API server (real kube-apiserver behind a cutting TCP proxy)', () => {
   it('marks a dead node within grace + the blind time, and no live node', { timeout: 330_000 }, async () => {
-    const kubeconfig = path.join(dir, 'via-proxy.kubeconfig');
-    proxy.writeKubeconfig(cluster.cp.kubeconfigPath, kubeconfig);
+    const kubeconfig = env.kubeconfig;
     const ctl = await startController(
       [
         `--kubeconfig=${kubeconfig}`,

@@ -1,17 +1,17 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { load } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { shutdownBudget } from '../../src/cli/shutdown.js';
 import { FLAGS, parseFlagValue } from '../../src/config/flags.js';
-import { SimulatedFleet } from '../../src/fleet/fleet.js';
+import type { SimulatedFleet } from '../../src/fleet/fleet.js';
 import { paths } from '../../src/kube/client.js';
 import type { Lease } from '../../src/kube/types.js';
-import { startCluster, type TestCluster } from '../support/cluster.js';
+import type { TestCluster } from '../support/cluster.js';
 import { exitWithin, startController } from '../support/controller-process.js';
-import { FlakyTcpProxy } from '../support/flaky-tcp-proxy.js';
-import { ClusterObserver } from '../support/observer.js';
+import type { FlakyTcpProxy } from '../support/flaky-tcp-proxy.js';
+import type { ClusterObserver } from '../support/observer.js';
+import { type ProxiedCluster, startProxiedCluster } from '../support/proxied-cluster.js';
 import { sleep, waitUntil } from '../support/wait.js';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..');
@@ -26,31 +26,24 @@ function terminationGraceMs(): number {
   return dep.spec.template.spec.terminationGracePeriodSeconds * 1000;
 }
 
+let env: ProxiedCluster;
 let cluster: TestCluster;
 let fleet: SimulatedFleet;
 let observer: ClusterObserver;
 let proxy: FlakyTcpProxy;
-let dir: string;
 
 beforeAll(async () => {
-  cluster = await startCluster();
-  fleet = await SimulatedFleet.start(cluster.admin, {
+  env = await startProxiedCluster({
     nodes: 3,
     podsPerNode: 30,
     namePrefix: 'shut-',
     timing: { renewIntervalMs: 1000, statusUpdateIntervalMs: 10_000 },
   });
-  observer = await ClusterObserver.start(cluster.admin);
-  proxy = await FlakyTcpProxy.start({ host: '127.0.0.1', port: Number(new URL(cluster.cp.server).port) });
-  dir = mkdtempSync(path.join(tmpdir(), 'nlc-shutdown-'));
+  ({ cluster, fleet, observer, proxy } = env);
 });
 
 afterAll(async () => {
-  observer?.stop();
-  fleet?.stop();
-  await proxy?.close();
-  await cluster?.stop();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  await env?.stop();
 });
 
 describe('SIGTERM (real kube-apiserver, default leader-election and shutdown flags)', () => {
@@ -58,8 +51,7 @@ describe('SIGTERM (real kube-apiserver, default leader-election and shutdown fla
     const budget = shutdownBudget(
       parseFlagValue(FLAGS.find((f) => f.name === 'shutdown-grace-period')!, '10s') as number,
     );
-    const kubeconfig = path.join(dir, 'via-proxy.kubeconfig');
-    proxy.writeKubeconfig(cluster.cp.kubeconfigPath, kubeconfig);
+    const kubeconfig = env.kubeconfig;
     // One write a second, so that the node's 30 pods take half a minute to mark.
     const ctl = await startController(
       [
