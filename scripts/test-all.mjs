@@ -53,7 +53,7 @@ function summary(status) {
 
 step('lint', 'npx', ['biome', 'check', '.']);
 step('typecheck', 'npx', ['tsc', '-p', 'tsconfig.json']);
-step('build', 'npx', ['tsc', '-p', 'tsconfig.build.json']);
+step('build', 'npm', ['run', 'build']);
 vitest('unit');
 if (!skipE2e) {
   step('control-plane binaries', 'bash', ['scripts/build-control-plane.sh']);

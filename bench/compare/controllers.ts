@@ -3,7 +3,7 @@
  * (the same ServiceAccount identity), the same grace periods and a 5 s monitor period where the flag
  * exists:
  *  - "kcm":  upstream kube-controller-manager v1.37.2, node-lifecycle-controller + taint-eviction-controller;
- *  - "ours": node dist/main.js (of this repo, built with `npx tsc -p tsconfig.build.json`).
+ *  - "ours": node dist/controller.mjs (this repo's bundle, as in the image; `npm run build`).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createWriteStream, existsSync } from 'node:fs';
@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { formatDuration } from '../../src/disruption/duration.js';
 import { ensureBinaries, K8S_VERSION } from '../../src/localcluster/binaries.js';
 import { freePort } from '../../src/localcluster/control-plane.js';
+import { imageNodeFlags } from '../../test/support/controller-process.js';
 import { trackChild } from './children.js';
 
 export type ControllerName = 'kcm' | 'ours';
@@ -22,6 +23,9 @@ export interface ControllerLaunch {
   graceMs: number;
   startupGraceMs: number;
   logDir: string;
+  /** Ours only: the entry script and node flags before it (default: the image's, {@link imageNodeFlags}). */
+  oursEntry?: string;
+  oursNodeFlags?: string[];
 }
 
 export interface RunningController {
@@ -37,7 +41,8 @@ export interface RunningController {
 }
 
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-export const OURS_ENTRY = path.join(REPO_ROOT, 'dist', 'main.js');
+/** What the image runs: the bundle `npm run build` makes (scripts/bundle.mjs). */
+export const OURS_ENTRY = path.join(REPO_ROOT, 'dist', 'controller.mjs');
 
 function launch(name: ControllerName, bin: string, args: string[], logDir: string) {
   const logPath = path.join(logDir, `${name}.log`);
@@ -101,17 +106,16 @@ export async function startKcm(l: ControllerLaunch): Promise<RunningController> 
 }
 
 /** Is our CLI built and does it start far enough to print its help? */
-export function oursUsable(): { ok: boolean; why: string } {
-  if (!existsSync(OURS_ENTRY))
-    return { ok: false, why: `${OURS_ENTRY} does not exist (npx tsc -p tsconfig.build.json)` };
+export function oursUsable(entry = OURS_ENTRY): { ok: boolean; why: string } {
+  if (!existsSync(entry)) return { ok: false, why: `${entry} does not exist (npm run build)` };
   try {
-    execFileSync(process.execPath, [OURS_ENTRY, '--help'], { stdio: 'pipe', timeout: 20_000 });
+    execFileSync(process.execPath, [entry, '--help'], { stdio: 'pipe', timeout: 20_000 });
     return { ok: true, why: '' };
   } catch (err) {
     const e = err as { stderr?: Buffer; stdout?: Buffer; status?: number };
     return {
       ok: false,
-      why: `node dist/main.js --help failed (exit ${e.status}): ${(e.stderr ?? e.stdout ?? '').toString().slice(0, 400)}`,
+      why: `node ${entry} --help failed (exit ${e.status}): ${(e.stderr ?? e.stdout ?? '').toString().slice(0, 400)}`,
     };
   }
 }
@@ -119,7 +123,8 @@ export function oursUsable(): { ok: boolean; why: string } {
 export async function startOurs(l: ControllerLaunch): Promise<RunningController> {
   const [metricsPort, probePort] = [await freePort(), await freePort()];
   const args = [
-    OURS_ENTRY,
+    ...(l.oursNodeFlags ?? imageNodeFlags()),
+    l.oursEntry ?? OURS_ENTRY,
     `--kubeconfig=${l.kubeconfigPath}`,
     '--leader-elect=false',
     `--node-monitor-grace-period=${formatDuration(l.graceMs)}`,

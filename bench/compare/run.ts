@@ -36,6 +36,7 @@ import { fleetSpecs } from '../../src/fleet/fleet.js';
 import { type KubeClient, PatchType, paths } from '../../src/kube/client.js';
 import { ETCD_VERSION, K8S_VERSION } from '../../src/localcluster/binaries.js';
 import { killAndWait, LocalControlPlane } from '../../src/localcluster/control-plane.js';
+import { imageNodeFlags } from '../../test/support/controller-process.js';
 import { AuditTail, type AuditWrite, attributeToNode, countByKind, readWrites } from './audit.js';
 import {
   type ControllerName,
@@ -94,6 +95,8 @@ function parseArgs(argv: string[]): Options {
     'recover',
     'preclean',
     'out',
+    'ours-entry',
+    'ours-node-flags',
   ];
   for (const k of m.keys()) if (!known.includes(k)) throw new Error(`unknown option --${k}`);
   const which = m.get('controller') ?? 'both';
@@ -124,6 +127,15 @@ function parseArgs(argv: string[]): Options {
     steadyMs: parseDurationMs(m.get('steady') ?? '60s'),
     recover: m.get('recover') !== 'false',
     preclean: m.get('preclean') === 'true',
+    oursEntry: path.resolve(m.get('ours-entry') ?? OURS_ENTRY),
+    // Default: the flags the image runs with (the Dockerfile's ENTRYPOINT); '' runs bare node.
+    oursNodeFlags:
+      m.get('ours-node-flags') === undefined
+        ? imageNodeFlags()
+        : m
+            .get('ours-node-flags')!
+            .split(' ')
+            .filter((f) => f !== ''),
     out: m.get('out') ?? path.join('/tmp/nlc-compare', `${stamp}-${simulator}-${m.get('nodes') ?? 100}`),
   };
 }
@@ -210,7 +222,7 @@ function sh(cmd: string, args: string[]): string {
   }
 }
 
-function machine() {
+function machine(oursEntry: string) {
   const model = sh('lscpu', [])
     .split('\n')
     .find((l) => l.startsWith('Model name:'));
@@ -224,7 +236,7 @@ function machine() {
     commit: commit + (dirty ? ' (uncommitted changes in tree)' : ''),
     oursBuiltAt: (() => {
       try {
-        return statSync(OURS_ENTRY).mtime.toISOString();
+        return statSync(oursEntry).mtime.toISOString();
       } catch {
         return 'not built';
       }
@@ -363,6 +375,8 @@ async function runOne(
       graceMs: o.graceMs,
       startupGraceMs: o.startupGraceMs,
       logDir: dir,
+      oursEntry: o.oursEntry,
+      oursNodeFlags: o.oursNodeFlags,
     });
     const spawnAt = nowMs();
     const pid = ctl.process.pid;
@@ -695,13 +709,13 @@ async function runOne(
 async function main(): Promise<void> {
   const o = parseArgs(process.argv.slice(2));
   if (o.controllers.includes('ours')) {
-    const u = oursUsable();
+    const u = oursUsable(o.oursEntry);
     if (!u.ok) throw new Error(`our controller is not usable yet: ${u.why} (run with --controller kcm)`);
   }
   const plan = makePlan(o);
   mkdirSync(o.out, { recursive: true });
   const cmd = `npx tsx bench/compare/run.ts ${process.argv.slice(2).join(' ')}`;
-  const info = machine();
+  const info = machine(o.oursEntry);
   log(`run folder ${o.out}; ${JSON.stringify(info)}`);
   const results: ControllerResult[] = [];
   for (const c of o.controllers) results.push(await runOne(c, o, plan, o.out));

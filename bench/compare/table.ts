@@ -19,6 +19,9 @@ export interface Options {
   steadyMs: number;
   recover: boolean;
   preclean: boolean;
+  /** Our controller's entry script and the node flags it runs with. */
+  oursEntry: string;
+  oursNodeFlags: string[];
   out: string;
 }
 
@@ -226,6 +229,11 @@ export function markdownTable(results: ControllerResult[], o: Options, cmd: stri
     `Nodes ${o.nodes} (${o.simulator}${o.preclean ? ', pre-cleaned: a controller restart' : ''}), ${o.zones} zones, ${o.pods} pods/node; ${o.fail} failed per wave x ${o.waves} wave(s) + 1 canary; grace ${o.graceMs / 1000} s, startup grace ${o.startupGraceMs / 1000} s, renew ${o.simulator === 'kwok' ? 10 : o.renewMs / 1000} s; steady window ${o.steadyMs / 1000} s.`,
     ...(extra?.length
       ? [`Ours also gets ${extra.join(' ')} (it requires a value below the grace period).`]
+      : []),
+    ...(o.oursEntry !== undefined
+      ? [
+          `Ours runs as \`node ${[...(o.oursNodeFlags ?? []), o.oursEntry.replace(/^.*\/(dist\/)/, '$1')].join(' ')}\`.`,
+        ]
       : []),
     ...results.map((r) => `Load ${r.controller}: start ${r.loadAtStart}; end ${r.loadAtEnd}.`),
   ];

@@ -1,10 +1,20 @@
 import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
 import type { RequestObserver } from '../kube/client.js';
 
+/**
+ * How often nodejs_eventloop_lag_* samples the event loop. prom-client's default, 10 ms, is a timer
+ * that wakes the process 100 times a second forever: about 200 epoll wake-ups per second, measured as
+ * the largest part of an idle controller's CPU (docs/benchmarks.md, "Steady-state cost"). At 100 ms
+ * the histogram still catches any stall longer than 100 ms (GC pauses, a large LIST decoded at once)
+ * and the process sleeps between events.
+ */
+export const EVENT_LOOP_SAMPLE_MS = 100;
+
 /** The one Registry of the process, created in main and passed to every module. */
 export function createRegistry(opts: { defaultMetrics?: boolean } = {}): Registry {
   const registry = new Registry();
-  if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
+  if (opts.defaultMetrics !== false)
+    collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
   return registry;
 }
 

@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import {
   chmodSync,
   copyFileSync,
@@ -24,17 +23,18 @@ import {
   type ControllerProcess,
   exitWithin,
   fastTestFlags,
+  imageNodeFlags,
   startController,
 } from '../support/controller-process.js';
 import { waitUntil } from '../support/wait.js';
 
 /**
  * What the Dockerfile's runtime stage promises, checked without Docker (the kind suite runs the real
- * image where Docker exists): the same layout (package.json, production node_modules from
- * `npm ci --omit=dev --omit=optional`, so no @kubernetes/client-node, and dist/), the same
- * user (65532:65532, non-root), an application tree that user cannot write (as with
- * readOnlyRootFilesystem), an environment holding only the downward-API variables, and a kubeconfig
- * mounted read-only. The controller must do its job from there and leave every file untouched.
+ * image where Docker exists): the same layout (package.json and the bundle, dist/controller.mjs with
+ * dist/chunks/, from `npm run build`; no node_modules at all), the same user (65532:65532, non-root),
+ * an application tree that user cannot write (as with readOnlyRootFilesystem), an environment holding
+ * only the downward-API variables, and a kubeconfig mounted read-only. The controller must do its
+ * job from there and leave every file untouched.
  */
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -75,7 +75,6 @@ function readOnlyForOthers(dir: string): void {
 
 const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
   dependencies: Record<string, string>;
-  devDependencies: Record<string, string>;
 };
 
 const SKIP_REASON =
@@ -83,39 +82,18 @@ const SKIP_REASON =
 if (!isRoot) console.log(`image-layout: ${SKIP_REASON}`);
 
 describe.skipIf(!isRoot)(
-  `the image layout without Docker: production dependencies only, user 65532, read-only files${isRoot ? '' : ` (${SKIP_REASON})`}`,
+  `the image layout without Docker: the bundle only, user 65532, read-only files${isRoot ? '' : ` (${SKIP_REASON})`}`,
   () => {
     beforeAll(async () => {
       work = mkdtempSync(path.join(os.tmpdir(), 'nlc-image-'));
       chmodSync(work, 0o755);
       app = path.join(work, 'app');
       mkdirSync(app);
-      // The Dockerfile's build stage: the lockfile's production tree, then our compiled dist/.
+      // The Dockerfile's runtime stage: package.json and the bundle that `npm run build` made.
       copyFileSync(path.join(ROOT, 'package.json'), path.join(app, 'package.json'));
-      copyFileSync(path.join(ROOT, 'package-lock.json'), path.join(app, 'package-lock.json'));
-      const t = performance.now();
-      execFileSync(
-        'npm',
-        [
-          'ci',
-          '--omit=dev',
-          '--omit=optional',
-          '--ignore-scripts',
-          '--no-audit',
-          '--no-fund',
-          '--prefer-offline',
-        ],
-        {
-          cwd: app,
-          stdio: 'pipe',
-          timeout: 180_000,
-        },
-      );
-      console.log(`npm ci --omit=dev --omit=optional: ${((performance.now() - t) / 1000).toFixed(1)} s`);
-      rmSync(path.join(app, 'package-lock.json'));
-      // Like the image: the optional auth-provider package is not there.
-      expect(existsSync(path.join(app, 'node_modules', '@kubernetes', 'client-node'))).toBe(false);
-      cpSync(path.join(ROOT, 'dist'), path.join(app, 'dist'), { recursive: true });
+      mkdirSync(path.join(app, 'dist'));
+      copyFileSync(path.join(ROOT, 'dist', 'controller.mjs'), path.join(app, 'dist', 'controller.mjs'));
+      cpSync(path.join(ROOT, 'dist', 'chunks'), path.join(app, 'dist', 'chunks'), { recursive: true });
       // Our Node binary may live under a directory the image user cannot enter (/root): copy it.
       copyFileSync(process.execPath, path.join(work, 'node'));
       chmodSync(path.join(work, 'node'), 0o555);
@@ -143,31 +121,44 @@ describe.skipIf(!isRoot)(
       if (work) rmSync(work, { recursive: true, force: true });
     });
 
-    it('node_modules holds every runtime dependency and no package the lockfile marks dev-only', () => {
+    it('the bundle holds every runtime dependency and no package the lockfile marks dev-only or optional', () => {
       const lock = JSON.parse(readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8')) as {
-        packages: Record<string, { dev?: boolean }>;
+        packages: Record<string, { dev?: boolean; optional?: boolean }>;
       };
-      const has = (rel: string) => existsSync(path.join(app, rel, 'package.json'));
-      const runtime = Object.keys(pkg.dependencies).map((d) => `node_modules/${d}`);
-      const devOnly = Object.entries(lock.packages)
-        .filter(([key, meta]) => key.startsWith('node_modules/') && meta.dev === true)
-        .map(([key]) => key);
-      console.log(
-        `lockfile: ${devOnly.length} dev-only packages; direct devDependencies: ${Object.keys(pkg.devDependencies).join(', ')}`,
-      );
-      expect(runtime.filter((d) => !has(d))).toEqual([]);
-      // Every direct devDependency is dev-only in the lockfile unless a runtime package needs it too
-      // (@types/node is a dependency of @kubernetes/client-node), and none of the dev-only ones shipped.
-      expect(devOnly).toContain('node_modules/vitest');
-      expect(devOnly).toContain('node_modules/typescript');
-      expect(devOnly.filter(has)).toEqual([]);
+      // esbuild names each bundled file in a comment: `// node_modules/<package>/<path>`.
+      const bundled = new Set<string>();
+      const ours = new Set<string>();
+      const files = [
+        path.join(app, 'dist', 'controller.mjs'),
+        ...readdirSync(path.join(app, 'dist', 'chunks'))
+          .filter((f) => f.endsWith('.mjs'))
+          .map((f) => path.join(app, 'dist', 'chunks', f)),
+      ];
+      for (const f of files)
+        for (const m of readFileSync(f, 'utf8').matchAll(/^\/\/ node_modules\/((?:@[^/]+\/)?[^/]+)\//gm))
+          bundled.add(m[1]!);
+      for (const f of files)
+        for (const m of readFileSync(f, 'utf8').matchAll(/^\/\/ dist\/(\S+)$/gm)) ours.add(m[1]!);
+      console.log(`bundled packages: ${[...bundled].sort().join(', ')}`);
+      expect(existsSync(path.join(app, 'node_modules'))).toBe(false);
+      expect(Object.keys(pkg.dependencies).filter((d) => !bundled.has(d))).toEqual([]);
+      const excluded = [...bundled].filter((d) => {
+        const meta = lock.packages[`node_modules/${d}`];
+        return meta === undefined || meta.dev === true || meta.optional === true;
+      });
+      expect(excluded).toEqual([]);
+      expect(bundled.has('@kubernetes/client-node')).toBe(false);
+      // Our modules, without the demo and what only it uses (the local control plane, the fleet).
+      expect(ours.has('cli/run.js')).toBe(true);
+      expect([...ours].filter((m) => /^(cli\/demo\.js|localcluster\/|fleet\/)/.test(m))).toEqual([]);
     });
 
     it('as user 65532 with a bare environment it marks a silent node, writes no file, and exits 0 on SIGTERM', async () => {
       const before = fingerprint(app);
       const c = await startController(fastTestFlags(path.join(work, 'kubeconfig'), GRACE_MS), {
         name: 'image-user',
-        install: { node: path.join(work, 'node'), main: path.join(app, 'dist', 'main.js'), cwd: app },
+        install: { node: path.join(work, 'node'), main: path.join(app, 'dist', 'controller.mjs'), cwd: app },
+        nodeFlags: imageNodeFlags(),
         user: IMAGE_USER,
         bareEnv: true,
         env: { POD_NAME: 'nlc-image-0', POD_NAMESPACE: NS, NODE_ENV: 'production' },

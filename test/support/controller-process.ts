@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import https from 'node:https';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -7,6 +7,14 @@ import { waitUntil } from './wait.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const MAIN = path.join(ROOT, 'dist', 'main.js');
+
+/** The Node.js flags the image runs its bundle with: those of the Dockerfile's ENTRYPOINT. */
+export function imageNodeFlags(): string[] {
+  const text = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
+  const entry = /^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(text)?.[1];
+  if (!entry) throw new Error('Dockerfile: no ENTRYPOINT in exec form');
+  return (JSON.parse(entry) as string[]).slice(1, -1);
+}
 
 export interface ControllerProcess {
   child: ChildProcess;
@@ -72,6 +80,8 @@ export async function startController(
     name?: string;
     /** Run another install of the controller (default: this repo's dist/main.js with this Node). */
     install?: { node: string; main: string; cwd: string };
+    /** Node.js flags before the entry script (e.g. V8 heap sizing, profilers). */
+    nodeFlags?: string[];
     /** Run as this user and group (the test process must be root). */
     user?: { uid: number; gid: number };
     /** The child's whole environment is `env` (no PATH or HOME of ours), as in a container. */
@@ -92,6 +102,7 @@ export async function startController(
   const child = spawn(
     opts.install?.node ?? process.execPath,
     [
+      ...(opts.nodeFlags ?? []),
       main,
       '--metrics-bind-address=127.0.0.1:0',
       `--metrics-secure=${opts.secureMetrics ? 'true' : 'false'}`,

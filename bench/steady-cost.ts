@@ -1,0 +1,191 @@
+/**
+ * The controller's cost in steady state (every node healthy, renewing every 10 s), compared across
+ * builds or Node.js flags on ONE local control plane and fleet, interleaved (A B A B ...) so that the
+ * machine's drifting load hits every variant alike. Per variant and round: start the controller
+ * (no leader election), wait until it has synced and is past its start-up writes, let it warm up,
+ * then measure for a window:
+ *  - CPU of the whole process and of its main thread (utime + stime from /proc), per lease renewal
+ *    the fleet made in the window, and as % of a core;
+ *  - event-loop wake-ups per second (voluntary context switches of the main thread);
+ *  - resident memory: VmHWM (peak) and VmRSS at the end, and the V8 heap from its metrics.
+ *
+ *   npx tsx bench/steady-cost.ts [--nodes=100] [--window=60s] [--warmup=20s] [--rounds=3]
+ *       [--variant=NAME=ENTRY[,NODE_FLAG...]] ...
+ *
+ * Default variants: `tsc=dist/main.js` (the per-module build the tests run) and
+ * `image=dist/controller.mjs` with the image's Node.js flags (the Dockerfile's ENTRYPOINT); build
+ * both with `npm run build`.
+ * Example, a V8 flag:  --variant=bundle=dist/controller.mjs --variant=semi1=dist/controller.mjs,--max-semi-space-size=1
+ * Take the shared lock: flock /tmp/nlc-e2e.lock npx tsx bench/steady-cost.ts ...
+ */
+import { readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { tryParseDuration } from '../src/disruption/duration.js';
+import { SimulatedFleet } from '../src/fleet/fleet.js';
+import { startCluster } from '../test/support/cluster.js';
+import { imageNodeFlags, startController } from '../test/support/controller-process.js';
+import { sleep, waitUntil } from '../test/support/wait.js';
+
+function args(name: string): string[] {
+  return process.argv.filter((a) => a.startsWith(`--${name}=`)).map((a) => a.slice(name.length + 3));
+}
+function arg(name: string, dflt: string): string {
+  return args(name).at(-1) ?? dflt;
+}
+function durationMs(name: string, dflt: string): number {
+  const v = arg(name, dflt);
+  const r = tryParseDuration(v);
+  const ms = r.ok ? r.ms : 0;
+  if (ms <= 0) {
+    console.error(`--${name}=${v}: need a positive duration such as 60s or 1m30s`);
+    process.exit(2);
+  }
+  return ms;
+}
+
+interface Variant {
+  name: string;
+  entry: string;
+  nodeFlags: string[];
+}
+const variants: Variant[] = (
+  args('variant').length
+    ? args('variant')
+    : ['tsc=dist/main.js', ['image=dist/controller.mjs', ...imageNodeFlags()].join(',')]
+).map((v) => {
+  const eq = v.indexOf('=');
+  if (eq <= 0) {
+    console.error(`--variant=${v}: expected NAME=ENTRY[,NODE_FLAG...]`);
+    process.exit(2);
+  }
+  const [entry, ...nodeFlags] = v.slice(eq + 1).split(',');
+  return { name: v.slice(0, eq), entry: path.resolve(entry!), nodeFlags };
+});
+const nodes = Number(arg('nodes', '100'));
+const rounds = Number(arg('rounds', '3'));
+if (!(Number.isInteger(nodes) && nodes > 0 && Number.isInteger(rounds) && rounds > 0)) {
+  console.error('--nodes and --rounds need whole numbers > 0');
+  process.exit(2);
+}
+const windowMs = durationMs('window', '60s');
+const warmupMs = durationMs('warmup', '20s');
+const TICK = 100; // clock ticks per second in /proc/<pid>/stat (USER_HZ on Linux)
+
+/** utime + stime in ms, and voluntary context switches, of a process or one of its threads. */
+function cpuOf(statDir: string): { cpuMs: number; wakeups: number } {
+  const stat = readFileSync(`${statDir}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const status = readFileSync(`${statDir}/status`, 'utf8');
+  const wakeups = Number(/voluntary_ctxt_switches:\s*(\d+)/.exec(status)?.[1] ?? 0);
+  return { cpuMs: ((Number(f[11]) + Number(f[12])) * 1000) / TICK, wakeups };
+}
+function memOf(pid: number): { hwmMiB: number; rssMiB: number } {
+  const s = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (k: string) => Number(new RegExp(`${k}:\\s*(\\d+)`).exec(s)?.[1] ?? 0);
+  return { hwmMiB: kb('VmHWM') / 1024, rssMiB: kb('VmRSS') / 1024 };
+}
+
+interface Sample {
+  variant: string;
+  round: number;
+  renewals: number;
+  cpuMs: number;
+  mainMs: number;
+  wakeupsPerS: number;
+  hwmMiB: number;
+  rssMiB: number;
+  heapUsedMiB: number;
+}
+
+const cluster = await startCluster();
+const fleet = await SimulatedFleet.start(cluster.admin, { nodes, podsPerNode: 2, startConcurrency: 4 });
+const renewals = () => [...fleet.kubelets.values()].reduce((n, k) => n + k.stats.renewals, 0);
+console.log(
+  `${nodes} nodes registered; load ${os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`,
+);
+const samples: Sample[] = [];
+try {
+  for (let round = 1; round <= rounds; round++) {
+    for (const v of variants) {
+      const ctl = await startController(
+        [
+          `--kubeconfig=${cluster.cp.kubeconfigPath}`,
+          '--leader-elect=false',
+          '--node-monitor-grace-period=40s',
+          '--node-startup-grace-period=60s',
+        ],
+        { install: { node: process.execPath, main: v.entry, cwd: process.cwd() }, nodeFlags: v.nodeFlags },
+      );
+      const pid = ctl.child.pid!;
+      // Past the first sync and the start-up writes (the not-ready taints of new nodes, once).
+      await waitUntil(
+        async () => (await ctl.metric('nlc_nodes', { state: 'ready' })) === nodes || undefined,
+        {
+          timeoutMs: 60_000,
+          what: `${v.name}: all ${nodes} nodes seen Ready`,
+        },
+      );
+      await sleep(warmupMs);
+      const r0 = renewals();
+      const p0 = cpuOf(`/proc/${pid}`);
+      const m0 = cpuOf(`/proc/${pid}/task/${pid}`);
+      await sleep(windowMs);
+      const p1 = cpuOf(`/proc/${pid}`);
+      const m1 = cpuOf(`/proc/${pid}/task/${pid}`);
+      const r1 = renewals();
+      const mem = memOf(pid);
+      const heapUsedMiB = (await ctl.metric('nodejs_heap_size_used_bytes')) / 2 ** 20;
+      await ctl.kill('SIGTERM');
+      const s: Sample = {
+        variant: v.name,
+        round,
+        renewals: r1 - r0,
+        cpuMs: p1.cpuMs - p0.cpuMs,
+        mainMs: m1.cpuMs - m0.cpuMs,
+        wakeupsPerS: ((m1.wakeups - m0.wakeups) * 1000) / windowMs,
+        ...mem,
+        heapUsedMiB,
+      };
+      samples.push(s);
+      console.log(
+        `round ${round} ${v.name}: ${s.renewals} renewals, CPU ${s.cpuMs} ms (main thread ${s.mainMs} ms), ` +
+          `${((s.cpuMs * 1000) / s.renewals).toFixed(0)} µs/renewal, ${((100 * s.cpuMs) / windowMs).toFixed(2)}% of a core, ` +
+          `${s.wakeupsPerS.toFixed(0)} wake-ups/s, peak RSS ${s.hwmMiB.toFixed(1)} MiB, RSS ${s.rssMiB.toFixed(1)} MiB, ` +
+          `heap used ${heapUsedMiB.toFixed(1)} MiB`,
+      );
+    }
+  }
+} finally {
+  fleet.stop();
+  await cluster.stop();
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+console.log(
+  `\n${nodes} nodes, window ${windowMs / 1000} s, ${rounds} round(s), node ${process.version}, load at end ${os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`,
+);
+console.log(
+  '| variant | CPU per renewal (µs) | CPU (% of a core) | main thread (% of a core) | wake-ups/s | peak RSS (MiB) | RSS at end (MiB) | heap used (MiB) |',
+);
+console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
+for (const v of variants) {
+  const mine = samples.filter((s) => s.variant === v.name);
+  const fmt = (f: (s: Sample) => number, d = 1) => {
+    const xs = mine.map(f);
+    return `${median(xs).toFixed(d)} (${Math.min(...xs).toFixed(d)}-${Math.max(...xs).toFixed(d)})`;
+  };
+  console.log(
+    `| ${v.name}: \`node ${[...v.nodeFlags, path.relative(process.cwd(), v.entry)].join(' ')}\` | ${fmt((s) => (s.cpuMs * 1000) / s.renewals, 0)} | ${fmt((s) => (100 * s.cpuMs) / windowMs, 2)} | ${fmt((s) => (100 * s.mainMs) / windowMs, 2)} | ${fmt((s) => s.wakeupsPerS, 0)} | ${fmt((s) => s.hwmMiB)} | ${fmt((s) => s.rssMiB)} | ${fmt((s) => s.heapUsedMiB)} |`,
+  );
+}
