@@ -43,7 +43,8 @@ COPY --from=build /out/ ./
 USER 65532:65532
 # node itself is PID 1 and handles SIGTERM/SIGINT (graceful shutdown, lease release).
 # --max-semi-space-size=1 (MiB): V8's young generation otherwise grows to 16 MiB semi-spaces in the
-# start-up burst and keeps the pages: peak RSS 129-134 -> 101 MiB at 1,000 nodes, 78 -> 73 MiB at
-# 100, for about 10% more CPU per renewal at 1,000 (docs/benchmarks.md, "Steady-state cost").
+# start-up burst and keeps the pages: peak RSS 129-134 -> 101-105 MiB at 1,000 nodes, 78 -> 73 MiB
+# at 100, with no steady-state CPU cost measurable and 10-25% less throughput in a large burst
+# (docs/benchmarks.md, "Steady-state cost").
 # The benchmarks read these flags from here, so they measure what ships.
 ENTRYPOINT ["/nodejs/bin/node", "--max-semi-space-size=1", "dist/controller.mjs"]

@@ -15,9 +15,12 @@
  * Default variants: `tsc=dist/main.js` (the per-module build the tests run) and
  * `image=dist/controller.mjs` with the image's Node.js flags (the Dockerfile's ENTRYPOINT); build
  * both with `npm run build`.
+ * `--variant=floor=bench/watch-floor.mjs[,NODE_FLAG...]` runs the floor instead of the controller:
+ * list + watch of the leases with node:https and a JSON.parse per event, nothing else.
  * Example, a V8 flag:  --variant=bundle=dist/controller.mjs --variant=semi1=dist/controller.mjs,--max-semi-space-size=1
  * Take the shared lock: flock /tmp/nlc-e2e.lock npx tsx bench/steady-cost.ts ...
  */
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -107,28 +110,64 @@ console.log(
     .map((l) => l.toFixed(2))
     .join(' ')}`,
 );
+interface Running {
+  pid: number;
+  heapUsedMiB(): Promise<number>;
+  stop(): Promise<void>;
+}
+
+/** The controller, or the floor (bench/watch-floor.mjs: list + watch + JSON.parse, nothing else). */
+async function start(v: Variant): Promise<Running> {
+  const kubeconfig = `--kubeconfig=${cluster.cp.kubeconfigPath}`;
+  if (path.basename(v.entry) === 'watch-floor.mjs') {
+    const child = spawn(process.execPath, [...v.nodeFlags, v.entry, kubeconfig], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => {
+      out += b.toString();
+    });
+    await waitUntil(() => out.includes(`synced ${nodes}\n`) || undefined, {
+      timeoutMs: 60_000,
+      what: `${v.name}: listed ${nodes} leases`,
+    });
+    return {
+      pid: child.pid!,
+      heapUsedMiB: async () => Number.NaN,
+      stop: async () => {
+        const exited = new Promise((resolve) => child.once('exit', resolve));
+        child.kill('SIGTERM');
+        await exited;
+      },
+    };
+  }
+  const ctl = await startController(
+    [
+      kubeconfig,
+      '--leader-elect=false',
+      '--node-monitor-grace-period=40s',
+      '--node-startup-grace-period=60s',
+    ],
+    { install: { node: process.execPath, main: v.entry, cwd: process.cwd() }, nodeFlags: v.nodeFlags },
+  );
+  // Past the first sync and the start-up writes (the not-ready taints of new nodes, once).
+  await waitUntil(async () => (await ctl.metric('nlc_nodes', { state: 'ready' })) === nodes || undefined, {
+    timeoutMs: 60_000,
+    what: `${v.name}: all ${nodes} nodes seen Ready`,
+  });
+  return {
+    pid: ctl.child.pid!,
+    heapUsedMiB: async () => (await ctl.metric('nodejs_heap_size_used_bytes')) / 2 ** 20,
+    stop: () => ctl.kill('SIGTERM'),
+  };
+}
+
 const samples: Sample[] = [];
 try {
   for (let round = 1; round <= rounds; round++) {
     for (const v of variants) {
-      const ctl = await startController(
-        [
-          `--kubeconfig=${cluster.cp.kubeconfigPath}`,
-          '--leader-elect=false',
-          '--node-monitor-grace-period=40s',
-          '--node-startup-grace-period=60s',
-        ],
-        { install: { node: process.execPath, main: v.entry, cwd: process.cwd() }, nodeFlags: v.nodeFlags },
-      );
-      const pid = ctl.child.pid!;
-      // Past the first sync and the start-up writes (the not-ready taints of new nodes, once).
-      await waitUntil(
-        async () => (await ctl.metric('nlc_nodes', { state: 'ready' })) === nodes || undefined,
-        {
-          timeoutMs: 60_000,
-          what: `${v.name}: all ${nodes} nodes seen Ready`,
-        },
-      );
+      const run = await start(v);
+      const pid = run.pid;
       await sleep(warmupMs);
       const r0 = renewals();
       const p0 = cpuOf(`/proc/${pid}`);
@@ -138,8 +177,8 @@ try {
       const m1 = cpuOf(`/proc/${pid}/task/${pid}`);
       const r1 = renewals();
       const mem = memOf(pid);
-      const heapUsedMiB = (await ctl.metric('nodejs_heap_size_used_bytes')) / 2 ** 20;
-      await ctl.kill('SIGTERM');
+      const heapUsedMiB = await run.heapUsedMiB();
+      await run.stop();
       const s: Sample = {
         variant: v.name,
         round,

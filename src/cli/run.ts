@@ -44,6 +44,18 @@ export const COMPONENT = 'node-lifecycle-controller';
 /** Source component on Events, as upstream's node lifecycle controller records them. */
 export const EVENT_COMPONENT = 'node-controller';
 
+/**
+ * Connections to the API server for node, lease and pod requests (watches included). client-go
+ * multiplexes everything over one HTTP/2 connection; over HTTP/1.1 each request in flight needs a
+ * connection of its own, and a burst of writes (the start-up removal of not-ready taints, a failure
+ * wave) opened up to 64 TLS connections. Each costs about 0.2 MiB that the process keeps after the
+ * burst: over 1,000 writes at 50/s, 64 connections peaked at 83 MiB and 8 at 70 MiB
+ * (docs/benchmarks.md). 16 still carry --kube-api-qps=50 while requests take up to ~250 ms.
+ */
+export const API_MAX_SOCKETS = 16;
+/** Leader election's own connections: the lock watch, renewals, identity leases. */
+export const ELECTION_MAX_SOCKETS = 4;
+
 export interface RunOptions {
   config: Config;
   logger: Logger;
@@ -128,11 +140,17 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     userAgent,
     defaultTimeoutMs: 30_000,
     rateLimiter: limiter,
+    maxSockets: API_MAX_SOCKETS,
   });
-  // Leader election has its own limiter on the same connections, as kube-controller-manager gives
-  // it its own client: lock renewals never queue behind a burst of node and pod requests.
-  const electionClient = client.derive({
+  // Leader election has its own limiter and its own connections, as kube-controller-manager gives
+  // it its own client: lock renewals never queue behind a burst of node and pod requests, neither
+  // for a rate-limiter token nor for a free connection.
+  const electionClient = await KubeClient.fromCredentials(credentials, {
+    observer: apiObserver,
+    userAgent,
+    defaultTimeoutMs: 30_000,
     rateLimiter: new RequestRateLimiter(config.kubeApi.qps, config.kubeApi.burst, clock.scheduler),
+    maxSockets: ELECTION_MAX_SOCKETS,
   });
   const metricsServing = await secureMetricsServing(o, credentials, apiObserver, userAgent, registry);
   const metrics = createControllerMetrics(registry);
@@ -350,6 +368,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
             await http.close();
             metricsServing.close();
             client.close();
+            electionClient.close();
           },
         },
         budget,
