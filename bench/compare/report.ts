@@ -24,7 +24,7 @@ const files = args.filter((a) => a !== '--median');
 const summaries = files.map((f) => JSON.parse(readFileSync(f, 'utf8')) as Summary);
 
 function machineLine(m: Record<string, string | number>): string {
-  return `Machine: ${m.nproc} cores (${m.cpuModel}), ${m.memGiB} GiB; node ${m.node}; k8s ${m.k8s}, etcd ${m.etcd}; commit ${m.commit}; dist/main.js built ${m.oursBuiltAt}`;
+  return `Machine: ${m.nproc} cores (${m.cpuModel}), ${m.memGiB} GiB; node ${m.node}; k8s ${m.k8s}, etcd ${m.etcd}; commit ${m.commit}; ours built ${m.oursBuiltAt}`;
 }
 
 function fmt(v: number): string {

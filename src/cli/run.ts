@@ -46,11 +46,11 @@ export const EVENT_COMPONENT = 'node-controller';
 
 /**
  * Connections to the API server for node, lease and pod requests (watches included). client-go
- * multiplexes everything over one HTTP/2 connection; over HTTP/1.1 each request in flight needs a
- * connection of its own, and a burst of writes (the start-up removal of not-ready taints, a failure
- * wave) opened up to 64 TLS connections. Each costs about 0.2 MiB that the process keeps after the
- * burst: over 1,000 writes at 50/s, 64 connections peaked at 83 MiB and 8 at 70 MiB
- * (docs/benchmarks.md). 16 still carry --kube-api-qps=50 while requests take up to ~250 ms.
+ * multiplexes everything over one HTTP/2 connection; over HTTP/1.1 each request in flight holds a
+ * TLS connection of its own, about 0.2 MiB each that the process keeps after a burst (a probe of
+ * 1,000 writes: 64 connections peaked at 83 MiB, 8 at 70 MiB; docs/benchmarks.md). The reconcile
+ * workers (8) keep today's bursts near that anyway; 16 bounds what any burst can open and still
+ * carries --kube-api-qps=50 while requests take up to ~250 ms.
  */
 export const API_MAX_SOCKETS = 16;
 /** Leader election's own connections: the lock watch, renewals, identity leases. */

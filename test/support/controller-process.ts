@@ -24,7 +24,8 @@ export interface ControllerProcess {
   logs: Record<string, unknown>[];
   /** Raw stderr/stdout text that was not JSON. */
   text: string[];
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Resolves when the process exits; `at` is performance.now() at the exit event. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>;
   metrics(): Promise<string>;
   /** Value of one sample, e.g. metric('nlc_transitions_total', {kind: 'marked_unknown'}). */
   metric(name: string, labels?: Record<string, string>): Promise<number>;
@@ -133,8 +134,8 @@ export async function startController(
   };
   child.stdout?.on('data', onData);
   child.stderr?.on('data', onData);
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal, at: performance.now() })),
   );
   const killOnExit = () => child.kill('SIGKILL');
   process.once('exit', killOnExit);
@@ -276,7 +277,8 @@ export async function exitWithin(
   let timer: NodeJS.Timeout | undefined;
   try {
     return await Promise.race([
-      cp.exited.then((e) => ({ ...e, at: performance.now() })),
+      // Stamped at the exit event, not here: the process may have exited before this call.
+      cp.exited,
       new Promise<never>((_, reject) => {
         timer = setTimeout(
           () => reject(new Error(`process did not exit within ${timeoutMs} ms:\n${cp.summary()}`)),
