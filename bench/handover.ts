@@ -417,24 +417,8 @@ try {
     timing: { renewIntervalMs: RENEW_MS },
     startConcurrency: 32,
   });
-  // Registered within seconds, the kubelets would renew in lock-step for a long time: restart each
-  // one's heartbeats at an even offset over one renew interval, as unrelated kubelets are.
-  const names = fleet.names;
-  for (const n of names) fleet.node(n).pauseHeartbeats();
-  await Promise.all(
-    names.map(
-      (n, i) =>
-        new Promise<void>((resolve) =>
-          setTimeout(
-            () => {
-              fleet!.node(n).resumeHeartbeats();
-              resolve();
-            },
-            (i * RENEW_MS) / names.length,
-          ),
-        ),
-    ),
-  );
+  // Registered within seconds, the kubelets would renew in lock-step: spread their phases.
+  await fleet.spreadPhases();
   console.log(
     `fleet: ${NODES} nodes (${PODS} pods each) up in ${((performance.now() - t) / 1000).toFixed(1)} s`,
   );

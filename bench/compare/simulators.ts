@@ -85,24 +85,7 @@ export class FleetSimulator implements Simulator {
    * unrelated moments; restart each node's heartbeats at an even offset over one renew interval.
    */
   private async spreadPhases(): Promise<void> {
-    const fleet = this.fleet!;
-    const names = fleet.names;
-    for (const n of names) fleet.node(n).pauseHeartbeats();
-    const interval = this.opts.renewIntervalMs;
-    await Promise.all(
-      names.map(
-        (n, i) =>
-          new Promise<void>((resolve) =>
-            setTimeout(
-              () => {
-                fleet.node(n).resumeHeartbeats();
-                resolve();
-              },
-              (i * interval) / names.length,
-            ),
-          ),
-      ),
-    );
+    await this.fleet!.spreadPhases();
   }
 
   private members(group: string): string[] {

@@ -83,6 +83,31 @@ export class SimulatedFleet {
     return [...this.kubelets.values()].filter((k) => k.zone === zone);
   }
 
+  /**
+   * Nodes registered within seconds renew in lock-step for a long time (a few % jitter barely moves
+   * them apart), unlike real kubelets, which start at unrelated moments. Restarts each node's
+   * heartbeats at an even offset over one renew interval; resolves when the last has restarted.
+   */
+  async spreadPhases(): Promise<void> {
+    const names = this.names;
+    for (const n of names) this.node(n).pauseHeartbeats();
+    const interval = this.timing.renewIntervalMs;
+    await Promise.all(
+      names.map(
+        (n, i) =>
+          new Promise<void>((resolve) =>
+            setTimeout(
+              () => {
+                this.node(n).resumeHeartbeats();
+                resolve();
+              },
+              (i * interval) / names.length,
+            ),
+          ),
+      ),
+    );
+  }
+
   /** Stops every kubelet's timers. Objects stay in the API server. */
   stop(): void {
     for (const k of this.kubelets.values()) k.kill();
