@@ -522,7 +522,8 @@ describe('RBAC of manifests/base (real API server, controller process with its S
 
       // Graceful stop: the lock is released and the identity lease deleted, with the same token.
       await ctl.kill('SIGTERM');
-      exit = await ctl.exited;
+      const e = await ctl.exited;
+      exit = { code: e.code, signal: e.signal };
     } finally {
       await ctl.kill('SIGKILL');
     }
