@@ -221,7 +221,7 @@ class ApiAgent extends https.Agent {
   }
 }
 
-/** What clients derived from one another share: credentials, sockets, the server. */
+/** A client's connection to one API server: credentials, sockets, the server. */
 interface Transport {
   base: URL;
   credentials: Credentials;
@@ -329,7 +329,7 @@ export class KubeClient {
 
   private constructor(
     private readonly t: Transport,
-    private readonly opts: KubeClientOptions,
+    opts: KubeClientOptions,
   ) {
     this.observer = opts.observer;
     this.defaultTimeoutMs = opts.defaultTimeoutMs ?? 30_000;
@@ -369,15 +369,6 @@ export class KubeClient {
   /** From a @kubernetes/client-node KubeConfig (tests, tools); the controller uses fromCredentials. */
   static async fromKubeConfig(kc: KubeConfig, opts: KubeClientOptions = {}): Promise<KubeClient> {
     return await KubeClient.fromCredentials(await credentialsFromKubeConfig(kc), opts);
-  }
-
-  /**
-   * A client sharing this one's credentials and sockets with other options (e.g. its own rate
-   * limiter for leader election, as kube-controller-manager gives leader election its own client).
-   * close() on either closes the shared sockets.
-   */
-  derive(opts: Partial<KubeClientOptions>): KubeClient {
-    return new KubeClient(this.t, { ...this.opts, ...opts });
   }
 
   get server(): string {

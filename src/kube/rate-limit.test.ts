@@ -1,7 +1,6 @@
 import { VirtualTimeScheduler } from 'rxjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { monotonicScheduler } from '../clock/clock.js';
-import { KubeClient } from './client.js';
 import { RequestRateLimiter } from './rate-limit.js';
 import { type LoopbackServer, loopbackServer } from './testing.js';
 
@@ -134,18 +133,5 @@ describe('KubeClient with a rate limiter (real time, loopback stub)', () => {
     expect(watchMs).toBeLessThan(150);
     expect(writeMs).toBeLessThan(150);
     await Promise.all(reads);
-  });
-
-  it('derive() gives a client with its own limiter on the same connection pool', async () => {
-    const own = stub.client.derive({ rateLimiter: undefined });
-    const reads = Array.from({ length: 10 }, () =>
-      stub.client.request({ method: 'GET', path: '/api/v1/nodes' }),
-    );
-    const t0 = performance.now();
-    await own.request({ method: 'GET', path: '/apis/coordination.k8s.io/v1/namespaces/x/leases/lock' });
-    expect(performance.now() - t0).toBeLessThan(150);
-    expect(limiter.waiting).toBeGreaterThan(0);
-    await Promise.all(reads);
-    expect(own).toBeInstanceOf(KubeClient);
   });
 });
