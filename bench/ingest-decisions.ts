@@ -19,6 +19,7 @@ import { Observable, type Subscription } from 'rxjs';
 import { monotonicScheduler } from '../src/clock/clock.js';
 import { NodeHealthTracker } from '../src/health/tracker.js';
 import type { Lease, Node } from '../src/kube/types.js';
+import { parseSkippingManagedFields } from '../src/watch/parse.js';
 import { Reflector } from '../src/watch/reflector.js';
 import { Store } from '../src/watch/store.js';
 import { stripLease, stripNode } from '../src/watch/strip.js';
@@ -38,6 +39,8 @@ const REALTIME_S = Number(args.get('realtime-seconds') ?? 40);
 const GRACE_MS = Number(args.get('grace-seconds') ?? 15) * 1000;
 const STOPPED = 50;
 const SECTIONS = new Set((args.get('sections') ?? 'A,B,C').split(','));
+/** --full-parse: JSON.parse every line whole (the watch path before managedFields was skipped). */
+const PARSE = args.has('full-parse') ? JSON.parse : parseSkippingManagedFields;
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) {
@@ -87,6 +90,7 @@ async function run(
     transport: memoryTransport(chunks, timing),
     scheduler: monotonicScheduler,
     strip: stripLease,
+    parse: PARSE, // as watchNodeLeases wires it
   });
   let events = 0;
   let sub: Subscription | undefined;
@@ -168,6 +172,7 @@ async function memoryPerNode(n: number): Promise<number> {
     transport: memoryTransport(leaseChunks, timing),
     scheduler: monotonicScheduler,
     strip: stripLease,
+    parse: PARSE, // as watchNodeLeases wires it
   });
   const sub = leases.events$.subscribe((ev) => {
     if (ev.type === 'InitApply' || ev.type === 'Apply')
@@ -256,6 +261,7 @@ async function precision(n: number) {
     transport,
     scheduler: monotonicScheduler,
     strip: stripLease,
+    parse: PARSE, // as watchNodeLeases wires it
   });
   const s = reflector.events$.subscribe((ev) => {
     if (ev.type === 'Apply' || ev.type === 'InitApply')
@@ -283,7 +289,7 @@ async function precision(n: number) {
 }
 
 console.log(
-  `node ${process.version}; sizes ${SIZES.join(', ')}; ${RUNS} runs; ${ROUNDS + 1} events per lease`,
+  `node ${process.version}; sizes ${SIZES.join(', ')}; ${RUNS} runs; ${ROUNDS + 1} events per lease; parse: ${PARSE === JSON.parse ? 'whole line' : 'managedFields skipped'}`,
 );
 if (SECTIONS.has('A')) {
   console.log('\n### A. Throughput ceiling (one core)\n');

@@ -9,6 +9,7 @@
  */
 import { monotonicScheduler } from '../src/clock/clock.js';
 import type { KubeObject, Lease, Node } from '../src/kube/types.js';
+import { parseSkippingManagedFields } from '../src/watch/parse.js';
 import { Reflector } from '../src/watch/reflector.js';
 import { stripLease, stripNode } from '../src/watch/strip.js';
 import type { StripFn } from '../src/watch/types.js';
@@ -23,6 +24,8 @@ const args = new Map(
 const quick = args.has('quick');
 const RUNS = Number(args.get('runs') ?? (quick ? 3 : 5));
 const ROUNDS = Number(args.get('rounds') ?? 5);
+/** --full-parse: JSON.parse every line whole (the watch path before managedFields was skipped). */
+const PARSE = args.has('full-parse') ? JSON.parse : parseSkippingManagedFields;
 const SIZES = quick ? [10_000] : [10_000, 100_000];
 
 const gc = (globalThis as { gc?: () => void }).gc;
@@ -47,6 +50,7 @@ async function ingest<T extends KubeObject>(
     transport: memoryTransport(chunks, timing),
     scheduler: monotonicScheduler,
     strip,
+    parse: PARSE,
   });
   reflector.start();
   await reflector.whenSynced();
@@ -176,7 +180,9 @@ async function memoryPer<T extends KubeObject>(
 }
 
 async function main(): Promise<void> {
-  console.log(`node ${process.version}, ${RUNS} runs, ${ROUNDS} renewal rounds after the ADDED round`);
+  console.log(
+    `node ${process.version}, ${RUNS} runs, ${ROUNDS} renewal rounds after the ADDED round; parse: ${PARSE === JSON.parse ? 'whole line' : 'managedFields skipped'}`,
+  );
   const rows: Row[] = [];
   for (const n of SIZES) {
     const row = await throughput(n);

@@ -1,6 +1,7 @@
 import { paths } from '../kube/client.js';
 import type { Lease } from '../kube/types.js';
 import { filter, map, type Observable } from '../rx/index.js';
+import { parseSkippingManagedFields } from '../watch/parse.js';
 import { Reflector, type ResourceWatchDeps } from '../watch/reflector.js';
 import { stripLease } from '../watch/strip.js';
 import { kubeTransport } from '../watch/transport.js';
@@ -19,6 +20,7 @@ export function watchLock(deps: ResourceWatchDeps, namespace: string, name: stri
     }),
     scheduler: deps.clock.scheduler,
     strip: stripLease,
+    parse: parseSkippingManagedFields,
     logger: deps.logger,
     metrics: deps.metrics,
   });

@@ -5,6 +5,7 @@ import { type Logger, silentLogger } from '../log/logger.js';
 import { type Observable, type SchedulerLike, Subject, type Subscription } from '../rx/index.js';
 import { isolateConsumers } from './isolate.js';
 import type { WatchMetrics } from './metrics.js';
+import { parseSkippingManagedFields } from './parse.js';
 import { WatchStatus } from './status.js';
 import { type IndexFunc, Store } from './store.js';
 import { stripLease, stripNode, stripPod } from './strip.js';
@@ -18,6 +19,8 @@ export interface ReflectorOptions<T extends KubeObject> {
   transport: WatchTransport;
   scheduler: SchedulerLike;
   strip?: StripFn<T>;
+  /** See WatchOptions.parse. */
+  parse?: (line: string) => unknown;
   keyOf?: (obj: T) => string;
   indexers?: Record<string, IndexFunc<T>>;
   logger?: Logger;
@@ -60,6 +63,7 @@ export class Reflector<T extends KubeObject> {
         transport: opts.transport,
         scheduler: opts.scheduler,
         strip: opts.strip,
+        parse: opts.parse,
         keyOf: this.store.keyOf,
         known: this.store,
         random: opts.random,
@@ -146,6 +150,8 @@ function reflectorFor<T extends KubeObject>(
     transport: deps.wrapTransport ? deps.wrapTransport(base) : base,
     scheduler: deps.clock.scheduler,
     strip,
+    // Every strip used here drops managedFields, so the parse need not build it.
+    parse: parseSkippingManagedFields,
     indexers,
     logger: deps.logger,
     metrics: deps.metrics,
