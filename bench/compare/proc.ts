@@ -114,6 +114,8 @@ export function sampleTree(root: number): TreeSample | undefined {
 export class TreeSampler {
   private timer: NodeJS.Timeout | undefined;
   last: TreeSample | undefined;
+  /** Every reading, in order (one per interval: ~1,200 for a 20-minute run). */
+  readonly series: TreeSample[] = [];
   peakRssKiB = 0;
   peakTreeRssKiB = 0;
 
@@ -130,6 +132,7 @@ export class TreeSampler {
     const s = sampleTree(this.pid);
     if (s) {
       this.last = s;
+      this.series.push(s);
       this.peakRssKiB = Math.max(this.peakRssKiB, s.peakRssKiB);
       this.peakTreeRssKiB = Math.max(this.peakTreeRssKiB, s.rssKiB);
     }

@@ -66,6 +66,45 @@ import {
   type WaveWindow,
 } from './table.js';
 
+// ------------------------------------------------------------------ memory timeline
+
+interface Phase {
+  at: number;
+  label: string;
+}
+
+/**
+ * The controller's memory through the run: one CSV row per sample (seconds since start, RSS and
+ * high-water mark of the largest process, CPU seconds, phase), and where the high-water mark first
+ * reached its final value.
+ */
+function memoryTimeline(
+  series: readonly TreeSample[],
+  phases: readonly Phase[],
+  spawnAt: number,
+): { csv: string; peak: { mib: number; seconds: number; phase: string } | undefined } {
+  const phaseAt = (at: number) => {
+    let label = phases[0]?.label ?? '';
+    for (const p of phases) if (p.at <= at) label = p.label;
+    return label;
+  };
+  const rows = ['seconds,rss_mib,hwm_mib,cpu_seconds,phase'];
+  let peak: { mib: number; seconds: number; phase: string } | undefined;
+  let top = 0;
+  for (const s of series) {
+    const seconds = round((s.at - spawnAt) / 1000, 1);
+    const phase = phaseAt(s.at);
+    rows.push(
+      `${seconds},${round(s.rssKiB / 1024, 1)},${round(s.peakRssKiB / 1024, 1)},${round(s.cpuSeconds, 2)},${phase}`,
+    );
+    if (s.peakRssKiB > top) {
+      top = s.peakRssKiB;
+      peak = { mib: round(top / 1024, 1), seconds, phase };
+    }
+  }
+  return { csv: `${rows.join('\n')}\n`, peak };
+}
+
 // ------------------------------------------------------------------ options
 
 function parseArgs(argv: string[]): Options {
@@ -382,6 +421,8 @@ async function runOne(
     const pid = ctl.process.pid;
     if (!pid) throw new Error(`${name} did not start: ${tail(ctl.logPath)}`);
     const sampler = new TreeSampler(pid, 1000);
+    // Phases of the run, to tell which one the memory peak belongs to (rss.csv, peakRssPhase).
+    const phases: Phase[] = [{ at: spawnAt, label: 'start-up' }];
     const apiSampler = cp.apiserverPid ? new TreeSampler(cp.apiserverPid, 5000) : undefined;
     let exited = false;
     ctl.process.once('exit', (code, sig) => {
@@ -449,6 +490,7 @@ async function runOne(
     }
     if (convergedAt === undefined)
       notes.push(`${name} did not converge (quiet for 5 s, stable nodes untainted) within 20 min`);
+    phases.push({ at: convergedAt ?? nowMs(), label: 'converged' });
     log(
       `${name}: converged ${convergedAt ? round((convergedAt - spawnAt) / 1000, 1) : '-'} s after start (${auditTail?.writes ?? 0} writes)`,
     );
@@ -461,6 +503,7 @@ async function runOne(
     const simPids = sim.pids();
     const simCpu0 = simPids.map((p) => sampleTree(p)?.cpuSeconds ?? 0);
     const steadyFrom = nowMs();
+    phases.push({ at: steadyFrom, label: 'steady window' });
     log(`${name}: steady window ${o.steadyMs / 1000} s (${uptime()})`);
     await sleep(o.steadyMs);
     alive();
@@ -483,6 +526,7 @@ async function runOne(
       const group = `wave-${w}`;
       const members = plan.filter((n) => n.group === group);
       const failAt = nowMs();
+      phases.push({ at: failAt, label: `${group} failed` });
       await sim.fail(group);
       log(`${name}: ${group}: failed ${members.length} nodes (${uptime()})`);
       const perZone = Math.ceil(members.length / zonesCount);
@@ -527,6 +571,7 @@ async function runOne(
       detections.push(...waveDetections);
       if (o.recover) {
         const recoverAt = nowMs();
+        phases.push({ at: recoverAt, label: `${group} recovering` });
         await sim.recover(group);
         const recWait = 120_000;
         await observer
@@ -562,6 +607,12 @@ async function runOne(
     writeFileSync(path.join(dir, 'metrics.txt'), metricsText);
     const final: TreeSample | undefined = sampler.stop();
     apiSampler?.stop();
+    const memory = memoryTimeline(sampler.series, phases, spawnAt);
+    writeFileSync(path.join(dir, 'rss.csv'), memory.csv);
+    if (memory.peak)
+      notes.push(
+        `peak RSS ${memory.peak.mib} MiB first reached ${memory.peak.seconds} s after start (${memory.peak.phase})`,
+      );
     await killAndWait(ctl.process, 'SIGTERM', 10_000);
     log(`${name}: done; reading the audit log`);
 
@@ -660,6 +711,7 @@ async function runOne(
       falsePositives,
       cpuSeconds: final ? final.cpuSeconds : Number.NaN,
       peakRssMiB: round(sampler.peakRssKiB / 1024, 1),
+      peakRssPhase: memory.peak?.phase,
       processes: final?.processes ?? 0,
       steady: {
         seconds: round((steadyTo - steadyFrom) / 1000, 1),

@@ -68,6 +68,8 @@ export interface ControllerResult {
   falsePositives: string[];
   cpuSeconds: number;
   peakRssMiB: number;
+  /** Phase of the run in which the high-water mark first reached its final value. */
+  peakRssPhase?: string;
   processes: number;
   steady: {
     seconds: number;

@@ -14,10 +14,14 @@ import { kubeTransport } from '../watch/transport.js';
 export function watchLock(deps: ResourceWatchDeps, namespace: string, name: string): Reflector<Lease> {
   return new Reflector<Lease>({
     resource: 'lock',
-    transport: kubeTransport(deps.client, {
-      path: paths.leases(namespace),
-      fieldSelector: `metadata.name=${name}`,
-    }),
+    transport: kubeTransport(
+      deps.client,
+      {
+        path: paths.leases(namespace),
+        fieldSelector: `metadata.name=${name}`,
+      },
+      { parseList: parseSkippingManagedFields },
+    ),
     scheduler: deps.clock.scheduler,
     strip: stripLease,
     parse: parseSkippingManagedFields,

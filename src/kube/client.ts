@@ -32,6 +32,8 @@ export interface KubeRequest {
    * checks its fence after the wait): do not wait for another.
    */
   throttled?: boolean;
+  /** Parses a JSON response body (default JSON.parse); a throw leaves the body as text. */
+  parse?: (text: string) => unknown;
 }
 
 export interface KubeResponse<T = unknown> {
@@ -408,7 +410,7 @@ export class KubeClient {
       let body: unknown = text;
       if (text && (res.headers['content-type'] ?? '').includes('json')) {
         try {
-          body = JSON.parse(text);
+          body = req.parse ? req.parse(text) : JSON.parse(text);
         } catch {
           body = text;
         }

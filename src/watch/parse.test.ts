@@ -83,6 +83,31 @@ describe('parseSkippingManagedFields', () => {
     );
   });
 
+  it('a list page: every item without managedFields, nothing else changed', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(fc.dictionary(key, value, { maxKeys: 3 }), fc.array(anyJson, { maxLength: 3 })), {
+          maxLength: 6,
+        }),
+        (items) => {
+          const list = {
+            kind: 'LeaseList',
+            metadata: { resourceVersion: '7', continue: 'c' },
+            items: items.map(([rest, managedFields]) => ({
+              metadata: { name: 'n', managedFields, ...rest },
+              spec: rest,
+            })),
+          };
+          const text = JSON.stringify(list);
+          const want = JSON.parse(text) as { items: Array<{ metadata: Record<string, unknown> }> };
+          for (const item of want.items) delete item.metadata.managedFields;
+          expect(parseSkippingManagedFields(text)).toEqual(want);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
   it('parses the whole line when the member is absent, first in its object or spaced out', () => {
     const first = '{"type":"ADDED","object":{"metadata":{"managedFields":[{"a":1}],"name":"n"}}}';
     expect(parseSkippingManagedFields(first)).toEqual(JSON.parse(first));

@@ -3,8 +3,8 @@
  * election lock) is stripped right after parsing, and no strip function keeps
  * `metadata.managedFields`: on a node lease it is ~40% of the line and most of its objects (one
  * per field the kubelet owns). Building those objects only to drop them is the largest avoidable
- * cost on the watch path, so the lease, node and pod watches parse the line with that member cut
- * out of the text first.
+ * cost on the watch path, so the lease, node and pod watches parse each line, and each list page,
+ * with that member cut out of the text first.
  *
  * The cut is exact for valid JSON: in a valid line, the text `,"managedFields":[` can only be a
  * member of an object (a `"` that follows a `,` inside a string would end the string, and
@@ -15,8 +15,8 @@
  * What differs from a full parse: the skipped array's contents are only bracket-matched, not
  * validated, so a line whose sole syntax error sits inside managedFields is accepted (the
  * kube-apiserver never sends one; any other error, a truncated line included, still throws).
- * When the member is absent, first in its object, or written with whitespace, the line is
- * parsed whole.
+ * Where the member is first in its object or written with whitespace, it is parsed and left
+ * for the strip to drop.
  */
 
 const MEMBER = ',"managedFields":[';
@@ -58,11 +58,21 @@ export function endOfValue(text: string, from: number): number {
   }
 }
 
-/** JSON.parse of the line with its first `managedFields` member left out (see the module note). */
-export function parseSkippingManagedFields(line: string): unknown {
-  const at = line.indexOf(MEMBER);
-  if (at === -1) return JSON.parse(line);
-  const end = endOfValue(line, at + MEMBER.length);
-  if (end === -1) return JSON.parse(line); // unterminated: let JSON.parse report it
-  return JSON.parse(line.slice(0, at) + line.slice(end));
+/**
+ * JSON.parse of the text with every `managedFields` member left out (see the module note): one per
+ * watch line, one per item of a list page.
+ */
+export function parseSkippingManagedFields(text: string): unknown {
+  let at = text.indexOf(MEMBER);
+  if (at === -1) return JSON.parse(text);
+  let kept = '';
+  let from = 0;
+  while (at !== -1) {
+    const end = endOfValue(text, at + MEMBER.length);
+    if (end === -1) return JSON.parse(text); // unterminated: let JSON.parse report it
+    kept += text.slice(from, at);
+    from = end;
+    at = text.indexOf(MEMBER, end);
+  }
+  return JSON.parse(kept + text.slice(from));
 }

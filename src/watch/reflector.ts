@@ -144,13 +144,13 @@ function reflectorFor<T extends KubeObject>(
   strip: StripFn<T>,
   indexers?: Record<string, IndexFunc<T>>,
 ): Reflector<T> {
-  const base = kubeTransport(deps.client, target);
+  // Every strip used here drops managedFields, so neither list pages nor watch lines need it built.
+  const base = kubeTransport(deps.client, target, { parseList: parseSkippingManagedFields });
   return new Reflector<T>({
     resource,
     transport: deps.wrapTransport ? deps.wrapTransport(base) : base,
     scheduler: deps.clock.scheduler,
     strip,
-    // Every strip used here drops managedFields, so the parse need not build it.
     parse: parseSkippingManagedFields,
     indexers,
     logger: deps.logger,

@@ -3,6 +3,7 @@ import { lastValueFrom, toArray } from 'rxjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeApiError, type KubeClient, KubeTransportError } from '../kube/client.js';
 import { type LoopbackServer, loopbackServer } from '../kube/testing.js';
+import { parseSkippingManagedFields } from './parse.js';
 import { kubeTransport, leaseTarget, podTarget } from './transport.js';
 
 // A loopback HTTP server scripted per test (real sockets, no timers involved).
@@ -35,6 +36,28 @@ describe('kubeTransport', () => {
       continue: 'tok',
       fieldSelector: 'spec.nodeName=n1',
     });
+  });
+
+  it('parses list pages with parseList: managedFields of every item cut, the rest as sent', async () => {
+    const item = (name: string) => ({
+      metadata: {
+        name,
+        uid: `u-${name}`,
+        managedFields: [{ manager: 'kubelet', fieldsV1: { 'f:spec': {} } }],
+      },
+      spec: { renewTime: '2026-12-01T00:00:00.000000Z' },
+    });
+    handler = (_req, res) => {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ metadata: { resourceVersion: '9' }, items: [item('a'), item('b')] }));
+    };
+    const t = kubeTransport(client, leaseTarget(), { parseList: parseSkippingManagedFields });
+    const page = await t.list({ limit: 50, timeoutMs: 5000 }, new AbortController().signal);
+    const want = [item('a'), item('b')].map((i) => ({
+      ...i,
+      metadata: { name: i.metadata.name, uid: i.metadata.uid },
+    }));
+    expect(page).toEqual({ metadata: { resourceVersion: '9' }, items: want });
   });
 
   it('watches with the right query and delivers the body as text, multi-byte characters intact', async () => {

@@ -36,6 +36,8 @@ export function podTarget(
 export interface KubeTransportOptions {
   /** Deadline for the watch response headers (the watcher's idle timeout also covers it). */
   connectTimeoutMs?: number;
+  /** Parses a list page (default JSON.parse); see parseSkippingManagedFields. */
+  parseList?: (text: string) => unknown;
 }
 
 const noop = () => undefined;
@@ -56,6 +58,7 @@ export function kubeTransport(
         // A little above the watcher's own deadline, which normally fires first.
         timeoutMs: req.timeoutMs + 1000,
         signal,
+        parse: opts.parseList,
       });
     },
     async watch(req: WatchRequest, signal: AbortSignal): Promise<Observable<string>> {
