@@ -1,5 +1,5 @@
 /**
- * Parsing one watch line. Every object kind the controller watches (leases, nodes, pods, the
+ * Parsing watch lines and list pages. Every object kind the controller watches (leases, nodes, pods, the
  * election lock) is stripped right after parsing, and no strip function keeps
  * `metadata.managedFields`: on a node lease it is ~40% of the line and most of its objects (one
  * per field the kubelet owns). Building those objects only to drop them is the largest avoidable
