@@ -98,11 +98,27 @@ describe('lease watch across control-plane trouble', () => {
     const leases = watchNodeLeases({ client, clock: systemClock, logger });
     const seen: WatchHealth[] = [];
     leases.health$.subscribe((h) => seen.push(h));
-    let applies = 0;
-    leases.events$.subscribe((e) => {
-      if (e.type === 'Apply') applies++;
-    });
     const renewals = () => fleet.names.reduce((n, name) => n + fleet.node(name).stats.renewals, 0);
+    // A restarted kube-apiserver may answer the resume with 410 (its watch cache starts past our
+    // resourceVersion); the watcher then relists, as client-go does, and the renewals written between
+    // the last event and the list arrive folded into that list, not as Apply events. Count them.
+    let applies = 0;
+    let atLastApply = 0;
+    let relistFrom: number | undefined;
+    let folded = 0;
+    let relistsAfterSync = 0;
+    leases.events$.subscribe((e) => {
+      if (e.type === 'Apply') {
+        applies++;
+        atLastApply = renewals();
+      } else if (e.type === 'Init' && leases.store.isSynced) {
+        relistFrom = atLastApply;
+        relistsAfterSync++;
+      } else if (e.type === 'InitDone' && relistFrom !== undefined) {
+        folded += renewals() - relistFrom;
+        relistFrom = undefined;
+      }
+    });
     try {
       leases.start();
       await leases.whenSynced();
@@ -125,13 +141,17 @@ describe('lease watch across control-plane trouble', () => {
       await sleep(10_000);
       fleet.stop();
       await expectStoreEqualsList(admin, leasePath, leases.store, 30_000);
-      // Each accepted renewal arrived once as an Apply: a resume from the wrong place would lose
-      // the renewals written between the restart and the reconnect (several per second). The slack
-      // covers writes in flight at the sync and at the kill (committed, response lost).
+      // Each accepted renewal arrived once as an Apply, or was folded into a relist's list: a resume
+      // from the wrong place would lose the renewals written between the restart and the reconnect
+      // (several per second). Without a relist nothing is folded. The slack covers writes in flight
+      // at the sync, at the kill and at the list (committed, response lost or counted late).
       const renewed = renewals() - renewalsAtSync;
-      console.log(`renewals after sync ${renewed}, Apply events ${applies}`);
+      console.log(
+        `renewals after sync ${renewed}, Apply events ${applies}, relists ${relistsAfterSync} folding at most ${folded}`,
+      );
       expect(renewed).toBeGreaterThan(50 * 10);
-      expect(Math.abs(applies - renewed)).toBeLessThanOrEqual(25);
+      expect(applies).toBeLessThanOrEqual(renewed + 25);
+      expect(renewed - applies).toBeLessThanOrEqual(folded + 25);
       // Renewals written after the restart are in the store.
       const fresh = [...leases.store.values()].filter(
         (l) => Date.parse(String(l.spec?.renewTime)) > restartedAt,
