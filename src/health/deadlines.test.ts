@@ -1,45 +1,58 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { DeadlineHeap } from './deadlines.js';
+import { DeadlineHeap, type Scheduled } from './deadlines.js';
+
+interface Item extends Scheduled {
+  key: string;
+}
+const item = (key: string): Item => ({ key, due: 0, heapAt: -1 });
 
 describe('DeadlineHeap', () => {
   it('orders by due time and supports moves in both directions and removal', () => {
-    const h = new DeadlineHeap();
-    h.upsert('a', 30);
-    h.upsert('b', 10);
-    h.upsert('c', 20);
-    expect(h.peek()).toEqual({ key: 'b', due: 10 });
-    h.upsert('b', 40); // later
-    expect(h.peek()).toEqual({ key: 'c', due: 20 });
-    h.upsert('a', 5); // earlier
-    expect(h.peek()).toEqual({ key: 'a', due: 5 });
-    expect(h.remove('a')).toBe(true);
-    expect(h.remove('a')).toBe(false);
+    const h = new DeadlineHeap<Item>();
+    const [a, b, c] = [item('a'), item('b'), item('c')];
+    h.schedule(a, 30);
+    h.schedule(b, 10);
+    h.schedule(c, 20);
+    expect(h.peek()).toBe(b);
+    expect(h.peekDue()).toBe(10);
+    h.schedule(b, 40); // later
+    expect(h.peek()).toBe(c);
+    h.schedule(a, 5); // earlier
+    expect(h.peek()).toBe(a);
+    expect(h.remove(a)).toBe(true);
+    expect(a.heapAt).toBe(-1);
+    expect(h.remove(a)).toBe(false);
+    expect(h.has(a)).toBe(false);
     expect(h.size).toBe(2);
-    expect(h.pop()).toEqual({ key: 'c', due: 20 });
-    expect(h.pop()).toEqual({ key: 'b', due: 40 });
+    expect(h.pop()).toBe(c);
+    expect(h.pop()).toBe(b);
+    expect([b.due, b.heapAt]).toEqual([40, -1]);
     expect(h.pop()).toBeUndefined();
     expect(h.peek()).toBeUndefined();
+    expect(h.peekDue()).toBeUndefined();
   });
 
-  it('rebuild replaces content in one pass', () => {
-    const h = new DeadlineHeap();
-    h.upsert('old', 1);
-    h.rebuild([
-      ['x', 3],
-      ['y', 1],
-      ['z', 2],
-      ['y', 0.5],
-    ]);
-    expect(h.has('old')).toBe(false);
+  it('rebuild replaces content in one pass, at each item due time, an item listed twice once', () => {
+    const h = new DeadlineHeap<Item>();
+    const old = item('old');
+    h.schedule(old, 1);
+    const [x, y, z] = [item('x'), item('y'), item('z')];
+    x.due = 3;
+    y.due = 0.5;
+    z.due = 2;
+    h.rebuild([x, y, z, y]);
+    expect(h.has(old)).toBe(false);
+    expect(old.heapAt).toBe(-1);
     expect(h.size).toBe(3);
-    expect([h.pop()?.key, h.pop()?.key, h.pop()?.key]).toEqual(['y', 'z', 'x']);
+    expect([h.pop(), h.pop(), h.pop()]).toEqual([y, z, x]);
+    expect(h.size).toBe(0);
   });
 
   it('matches a brute-force map under random operations (property)', () => {
     const op = fc.oneof(
       fc.record({
-        t: fc.constant('upsert' as const),
+        t: fc.constant('schedule' as const),
         k: fc.integer({ min: 0, max: 15 }),
         d: fc.integer({ min: 0, max: 100 }),
       }),
@@ -54,32 +67,41 @@ describe('DeadlineHeap', () => {
     );
     fc.assert(
       fc.property(fc.array(op, { maxLength: 200 }), (ops) => {
-        const h = new DeadlineHeap();
-        const oracle = new Map<string, number>();
+        const h = new DeadlineHeap<Item>();
+        const items = Array.from({ length: 16 }, (_, k) => item(`k${k}`));
+        const oracle = new Map<Item, number>();
         for (const o of ops) {
-          if (o.t === 'upsert') {
-            h.upsert(`k${o.k}`, o.d);
-            oracle.set(`k${o.k}`, o.d);
+          if (o.t === 'schedule') {
+            h.schedule(items[o.k]!, o.d);
+            oracle.set(items[o.k]!, o.d);
           } else if (o.t === 'remove') {
-            expect(h.remove(`k${o.k}`)).toBe(oracle.delete(`k${o.k}`));
+            expect(h.remove(items[o.k]!)).toBe(oracle.delete(items[o.k]!));
           } else if (o.t === 'rebuild') {
-            h.rebuild(o.es.map(([k, d]) => [`k${k}`, d] as const));
             oracle.clear();
-            for (const [k, d] of o.es) oracle.set(`k${k}`, d);
+            // The caller sets due before rebuild; the last value given for an item wins.
+            for (const [k, d] of o.es) {
+              items[k]!.due = d;
+              oracle.set(items[k]!, d);
+            }
+            h.rebuild(o.es.map(([k]) => items[k]!));
           } else {
             const min = Math.min(...oracle.values());
             const got = h.pop();
             if (oracle.size === 0) expect(got).toBeUndefined();
             else {
               expect(got?.due).toBe(min);
-              expect(oracle.get(got!.key)).toBe(min);
-              oracle.delete(got!.key);
+              expect(oracle.get(got!)).toBe(min);
+              oracle.delete(got!);
             }
           }
           expect(h.size).toBe(oracle.size);
           const top = h.peek();
           if (oracle.size > 0) expect(top?.due).toBe(Math.min(...oracle.values()));
-          for (const [k, d] of oracle) expect(h.dueOf(k)).toBe(d);
+          for (const it of items) {
+            expect(h.has(it)).toBe(oracle.has(it));
+            if (oracle.has(it)) expect(it.due).toBe(oracle.get(it));
+            else expect(it.heapAt).toBe(-1);
+          }
         }
       }),
       { numRuns: 300 },

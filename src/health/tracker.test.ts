@@ -501,34 +501,36 @@ describe('event-driven detection in virtual time', () => {
     const N = 5000;
     const deadAt = 120_000;
     const stopAt = 300_000;
-    const queue = new DeadlineHeap();
-    const TIMER = '~timer';
+    const queue = new DeadlineHeap<{ key: string; due: number; heapAt: number }>();
+    const ev = (key: string) => ({ key, due: 0, heapAt: -1 });
+    const timer = ev('~timer');
+    const kubelets = Array.from({ length: N }, (_, i) => ev(`node-${i}`));
     const detected = new Map<string, number>();
     let now = 0;
     let popCalls = 0;
     const arm = () => {
       const at = t.nextDeadline();
-      if (at === undefined) queue.remove(TIMER);
-      else queue.upsert(TIMER, at);
+      if (at === undefined) queue.remove(timer);
+      else queue.schedule(timer, at);
     };
     for (let i = 0; i < N; i++) {
       t.observeNode(node(`node-${i}`, [ready('True', 1)]), 0);
-      queue.upsert(`node-${i}`, (i * 7) % 10_000);
+      queue.schedule(kubelets[i]!, (i * 7) % 10_000);
     }
     arm();
-    for (let ev = queue.pop(); ev !== undefined; ev = queue.pop()) {
-      now = ev.due;
-      if (ev.key === TIMER) {
+    for (let next = queue.pop(); next !== undefined; next = queue.pop()) {
+      now = next.due;
+      if (next === timer) {
         popCalls++;
         for (const name of t.popDue(now)) {
           expect(detected.has(name)).toBe(false);
           detected.set(name, now);
         }
       } else {
-        const dead = ev.key === 'node-42' && now >= deadAt;
+        const dead = next.key === 'node-42' && now >= deadAt;
         if (!dead && now < stopAt) {
-          t.observeLease(lease(ev.key, micro(now)), now);
-          queue.upsert(ev.key, now + 10_000);
+          t.observeLease(lease(next.key, micro(now)), now);
+          queue.schedule(next, now + 10_000);
         }
       }
       arm();

@@ -7,7 +7,7 @@ import {
   type UnknownConditionsOptions,
   unknownConditionsDecision,
 } from './conditions.js';
-import { DeadlineHeap } from './deadlines.js';
+import { DeadlineHeap, type Scheduled } from './deadlines.js';
 import {
   AnomalyKind,
   ConditionStatusValue,
@@ -108,7 +108,8 @@ interface SavedReady {
   transition: string | null | undefined;
 }
 
-interface Entry {
+/** One node's state; it is also its own item in the deadline heap (`due`, `heapAt`). */
+interface Entry extends Scheduled {
   name: string;
   hasNode: boolean;
   uid: string | undefined;
@@ -140,7 +141,7 @@ function validMs(v: unknown): v is number {
  */
 export class NodeHealthTracker {
   private readonly entries = new Map<string, Entry>();
-  private readonly heap = new DeadlineHeap();
+  private readonly heap = new DeadlineHeap<Entry>();
   private readonly orphanLeases = new Set<string>();
   private readonly seenAnomalies = new Map<string, Set<AnomalyKind>>();
   private readonly anomalyCounts: Partial<Record<AnomalyKind, number>> = {};
@@ -343,7 +344,7 @@ export class NodeHealthTracker {
     entry.uid = undefined;
     entry.reported = false;
     this.nodeCount--;
-    this.heap.remove(name);
+    this.heap.remove(entry);
     if (entry.hasLease) this.orphanLeases.add(name);
     else this.deleteEntry(name);
     return true;
@@ -371,12 +372,15 @@ export class NodeHealthTracker {
    */
   resetAll(now: number): void {
     if (!Number.isFinite(now)) return;
-    const scheduled: Array<readonly [string, number]> = [];
+    const scheduled: Entry[] = [];
     for (const entry of this.entries.values()) {
       entry.probe = now;
       entry.transition = now;
       entry.reported = false;
-      if (entry.hasNode) scheduled.push([entry.name, now + entry.graceMs]);
+      if (entry.hasNode) {
+        entry.due = entry.probe + entry.graceMs;
+        scheduled.push(entry);
+      }
     }
     this.heap.rebuild(scheduled);
   }
@@ -392,11 +396,14 @@ export class NodeHealthTracker {
    */
   extendAll(blindMs: number, now: number): void {
     if (!Number.isFinite(now) || !Number.isFinite(blindMs) || blindMs <= 0) return;
-    const scheduled: Array<readonly [string, number]> = [];
+    const scheduled: Entry[] = [];
     for (const entry of this.entries.values()) {
       entry.probe = Math.max(entry.probe, Math.min(entry.probe + blindMs, now));
       entry.reported = false;
-      if (entry.hasNode) scheduled.push([entry.name, entry.probe + entry.graceMs]);
+      if (entry.hasNode) {
+        entry.due = entry.probe + entry.graceMs;
+        scheduled.push(entry);
+      }
     }
     this.heap.rebuild(scheduled);
   }
@@ -440,10 +447,9 @@ export class NodeHealthTracker {
       const top = this.heap.peek();
       if (top === undefined || !(now > top.due)) break;
       this.heap.pop();
-      const entry = this.entries.get(top.key);
-      if (!entry?.hasNode) continue;
-      entry.reported = true;
-      out.push(top.key);
+      if (!top.hasNode) continue;
+      top.reported = true;
+      out.push(top.name);
     }
     return out;
   }
@@ -457,17 +463,17 @@ export class NodeHealthTracker {
     if (!Number.isFinite(now)) return out;
     for (const entry of this.entries.values()) {
       if (!entry.hasNode) {
-        this.heap.remove(entry.name);
+        this.heap.remove(entry);
         continue;
       }
       const due = entry.probe + entry.graceMs;
       if (now > due) {
         entry.reported = true;
-        this.heap.remove(entry.name);
+        this.heap.remove(entry);
         out.push(entry.name);
       } else {
         entry.reported = false;
-        this.heap.upsert(entry.name, due);
+        this.heap.schedule(entry, due);
       }
     }
     return out.sort();
@@ -551,6 +557,8 @@ export class NodeHealthTracker {
         renewMicros: undefined,
         renewRaw: undefined,
         history: [],
+        due: 0,
+        heapAt: -1,
       };
       this.entries.set(name, entry);
     }
@@ -558,8 +566,9 @@ export class NodeHealthTracker {
   }
 
   private deleteEntry(name: string): void {
+    const entry = this.entries.get(name);
     this.entries.delete(name);
-    this.heap.remove(name);
+    if (entry !== undefined) this.heap.remove(entry);
     this.orphanLeases.delete(name);
     this.seenAnomalies.delete(name);
   }
@@ -582,13 +591,13 @@ export class NodeHealthTracker {
 
   private reschedule(entry: Entry, now: number): void {
     if (!entry.hasNode) {
-      this.heap.remove(entry.name);
+      this.heap.remove(entry);
       return;
     }
     const due = entry.probe + entry.graceMs;
     if (entry.reported && now > due) return; // still timed out, already reported
     entry.reported = false;
-    this.heap.upsert(entry.name, due);
+    this.heap.schedule(entry, due);
   }
 
   private resolveGrace(node: Node, name: string, anomalies: Anomaly[]): GraceConfig {
