@@ -128,6 +128,33 @@ describe('ApiWriter', () => {
     );
   });
 
+  it("reads answers (the patched object, a conflict's re-read) without their managedFields", async () => {
+    const { w } = writer();
+    const managed = (rv: string) => ({
+      ...node(rv),
+      metadata: {
+        name: 'n1',
+        resourceVersion: rv,
+        managedFields: [{ manager: 'kubelet', fieldsV1: { 'f:spec': { 'f:taints': {} } } }],
+        labels: { zone: 'a' },
+      },
+    });
+    script = [
+      { status: 409, body: { reason: 'Conflict', code: 409 } },
+      { status: 200, body: managed('5') },
+      { status: 200, body: managed('6') },
+    ];
+    const out = await w.patchNode('n1', node('4'), (n) => {
+      // The re-read object is what mutate sees after the conflict.
+      if (n.metadata.resourceVersion === '5') expect(n.metadata).not.toHaveProperty('managedFields');
+      return addOurTaint(n);
+    });
+    expect(out.kind).toBe('applied');
+    expect(requests.map((r) => r.method)).toEqual(['PATCH', 'GET', 'PATCH']);
+    const written = (out as { object: Node }).object;
+    expect(written.metadata).toEqual({ name: 'n1', resourceVersion: '6', labels: { zone: 'a' } });
+  });
+
   it('waits out 429 Retry-After before retrying', async () => {
     const { w, sleeps } = writer();
     script = [

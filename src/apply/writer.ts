@@ -13,6 +13,7 @@ import {
 } from '../kube/client.js';
 import type { KubeObject, Node, Pod } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
+import { parseSkippingManagedFields } from '../watch/parse.js';
 
 /**
  * The only place that writes Nodes, Pods and Events. Every write:
@@ -177,6 +178,8 @@ export class ApiWriter {
         // The API server abandons the request at the same moment (a Go duration, as it parses it).
         query: { ...req.query, timeout: formatDuration(ms) },
         timeoutMs: ms,
+        // The answer is the whole object; its managedFields (often half of a Node) are never read.
+        parse: parseSkippingManagedFields,
         // The token was taken before the fence check (throttle()): the client must not wait again.
         throttled: this.d.limiter !== undefined,
       });
@@ -253,7 +256,12 @@ export class ApiWriter {
     for (let attempt = 1; ; attempt++) {
       if (!current) {
         try {
-          current = await this.d.client.request<T>({ method: 'GET', path: opts.getPath, timeoutMs: 10_000 });
+          current = await this.d.client.request<T>({
+            method: 'GET',
+            path: opts.getPath,
+            timeoutMs: 10_000,
+            parse: parseSkippingManagedFields,
+          });
         } catch (err) {
           if (err instanceof KubeApiError && err.isNotFound) return { kind: 'gone' };
           if (++errors > maxErrors) return { kind: 'failed', error: err as Error };
