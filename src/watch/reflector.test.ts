@@ -284,7 +284,7 @@ describe('convenience constructors', () => {
     expect(calls[0]).toMatchObject({
       method: 'GET',
       path: '/api/v1/pods',
-      query: { limit: 500, fieldSelector: 'spec.nodeName=n1' },
+      query: { limit: 100, fieldSelector: 'spec.nodeName=n1' },
     });
     expect(events.map((e) => e.type)).toEqual(['Init', 'InitDone']);
     r.dispose();

@@ -96,7 +96,11 @@ export interface WatchHealth {
 
 /** Knobs of the watch loop. Defaults in `DEFAULT_TUNING`. */
 export interface WatchTuning {
-  /** List page size. */
+  /**
+   * List page size (objects per page). Each page is read and parsed whole before its items are
+   * stripped, so the page, not the store, sets the memory peak of a (re)list: 100 Nodes are about
+   * 1 MB of JSON, 500 are 5 MB and its parsed tree on top (client-go pages by 500).
+   */
   pageSize: number;
   /** Deadline per list page. */
   listTimeoutMs: number;
@@ -138,7 +142,7 @@ export const DEFAULT_BACKOFF: Readonly<BackoffOptions> = Object.freeze({
 });
 
 export const DEFAULT_TUNING: Readonly<WatchTuning> = Object.freeze({
-  pageSize: 500,
+  pageSize: 100,
   listTimeoutMs: 60_000,
   idleTimeoutMs: 90_000,
   watchTimeoutSeconds: Object.freeze({ min: 300, max: 600 }),
