@@ -98,8 +98,9 @@ export interface WatchHealth {
 export interface WatchTuning {
   /**
    * List page size (objects per page). Each page is read and parsed whole before its items are
-   * stripped, so the page, not the store, sets the memory peak of a (re)list: 100 Nodes are about
-   * 1 MB of JSON, 500 are 5 MB and its parsed tree on top (client-go pages by 500).
+   * stripped, so the page, not the store, sets the memory peak of a (re)list: a Node is 4 KB of JSON
+   * bare and several times that with a kubelet's image list, and the parsed tree comes on top
+   * (client-go pages by 500).
    */
   pageSize: number;
   /** Deadline per list page. */
