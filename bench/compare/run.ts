@@ -114,6 +114,8 @@ function parseArgs(argv: string[]): Options {
     if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
     const eq = a.indexOf('=');
     if (eq > 0) m.set(a.slice(2, eq), a.slice(eq + 1));
+    // Its value is Node.js flags, which start with `--` themselves.
+    else if (a === '--ours-node-flags' && argv[i + 1] !== undefined) m.set('ours-node-flags', argv[++i]!);
     else if (a.startsWith('--no-')) m.set(a.slice(5), 'false');
     else if (argv[i + 1] !== undefined && !argv[i + 1]!.startsWith('--')) m.set(a.slice(2), argv[++i]!);
     else m.set(a.slice(2), 'true');
