@@ -18,8 +18,8 @@
 import { Observable, type Subscription } from 'rxjs';
 import { monotonicScheduler } from '../src/clock/clock.js';
 import { NodeHealthTracker } from '../src/health/tracker.js';
+import { parseSkippingManagedFields } from '../src/kube/json.js';
 import type { Lease, Node } from '../src/kube/types.js';
-import { parseSkippingManagedFields } from '../src/watch/parse.js';
 import { Reflector } from '../src/watch/reflector.js';
 import { Store } from '../src/watch/store.js';
 import { stripLease, stripNode } from '../src/watch/strip.js';

@@ -8,8 +8,8 @@
  * Options: --runs=N (default 5), --rounds=R renewals per lease (default 5), --quick (10k only, 3 runs).
  */
 import { monotonicScheduler } from '../src/clock/clock.js';
+import { parseSkippingManagedFields } from '../src/kube/json.js';
 import type { KubeObject, Lease, Node } from '../src/kube/types.js';
-import { parseSkippingManagedFields } from '../src/watch/parse.js';
 import { Reflector } from '../src/watch/reflector.js';
 import { stripLease, stripNode } from '../src/watch/strip.js';
 import type { StripFn } from '../src/watch/types.js';

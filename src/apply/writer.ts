@@ -11,9 +11,9 @@ import {
   PatchType,
   paths,
 } from '../kube/client.js';
+import { parseSkippingManagedFields } from '../kube/json.js';
 import type { KubeObject, Node, Pod } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
-import { parseSkippingManagedFields } from '../watch/parse.js';
 
 /**
  * The only place that writes Nodes, Pods and Events. Every write:

@@ -1,7 +1,7 @@
 import { paths } from '../kube/client.js';
+import { parseSkippingManagedFields } from '../kube/json.js';
 import type { Lease } from '../kube/types.js';
 import { filter, map, type Observable } from '../rx/index.js';
-import { parseSkippingManagedFields } from '../watch/parse.js';
 import { Reflector, type ResourceWatchDeps } from '../watch/reflector.js';
 import { stripLease } from '../watch/strip.js';
 import { kubeTransport } from '../watch/transport.js';

@@ -1,7 +1,6 @@
 export { backoffDelay, watchTimeoutSeconds } from './backoff.js';
 export { guardUnhandledRxjsErrors, isolateConsumers } from './isolate.js';
 export { createWatchMetrics, type WatchMetrics } from './metrics.js';
-export { parseSkippingManagedFields } from './parse.js';
 export {
   POD_NODE_INDEX,
   Reflector,

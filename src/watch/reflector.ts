@@ -1,11 +1,11 @@
 import type { Clock } from '../clock/clock.js';
 import type { KubeClient } from '../kube/client.js';
+import { parseSkippingManagedFields } from '../kube/json.js';
 import type { KubeObject, Lease, Node, Pod } from '../kube/types.js';
 import { type Logger, silentLogger } from '../log/logger.js';
 import { type Observable, type SchedulerLike, Subject, type Subscription } from '../rx/index.js';
 import { isolateConsumers } from './isolate.js';
 import type { WatchMetrics } from './metrics.js';
-import { parseSkippingManagedFields } from './parse.js';
 import { WatchStatus } from './status.js';
 import { type IndexFunc, Store } from './store.js';
 import { stripLease, stripNode, stripPod } from './strip.js';

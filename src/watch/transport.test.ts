@@ -2,8 +2,8 @@ import type http from 'node:http';
 import { lastValueFrom, toArray } from 'rxjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeApiError, type KubeClient, KubeTransportError } from '../kube/client.js';
+import { parseSkippingManagedFields } from '../kube/json.js';
 import { type LoopbackServer, loopbackServer } from '../kube/testing.js';
-import { parseSkippingManagedFields } from './parse.js';
 import { kubeTransport, leaseTarget, podTarget } from './transport.js';
 
 // A loopback HTTP server scripted per test (real sockets, no timers involved).

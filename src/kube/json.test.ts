@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { endOfValue, parseSkippingManagedFields } from './parse.js';
-import { stripLease, stripNode } from './strip.js';
+import { stripLease, stripNode } from '../watch/strip.js';
+import { endOfValue, parseSkippingManagedFields } from './json.js';
 
 /** The full parse with the first managedFields member deleted: what the cut must produce. */
 function expected(line: string): unknown {
