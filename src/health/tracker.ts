@@ -128,6 +128,11 @@ interface Entry extends Scheduled {
   history: number[];
 }
 
+/** The moment a tracked node times out: it is timed out when `now > deadlineOf(entry)`. */
+function deadlineOf(entry: Entry): number {
+  return entry.probe + entry.graceMs;
+}
+
 function validMs(v: unknown): v is number {
   return typeof v === 'number' && Number.isFinite(v) && v >= 0;
 }
@@ -372,17 +377,10 @@ export class NodeHealthTracker {
    */
   resetAll(now: number): void {
     if (!Number.isFinite(now)) return;
-    const scheduled: Entry[] = [];
-    for (const entry of this.entries.values()) {
+    this.rescheduleAll((entry) => {
       entry.probe = now;
       entry.transition = now;
-      entry.reported = false;
-      if (entry.hasNode) {
-        entry.due = entry.probe + entry.graceMs;
-        scheduled.push(entry);
-      }
-    }
-    this.heap.rebuild(scheduled);
+    });
   }
 
   /**
@@ -396,12 +394,19 @@ export class NodeHealthTracker {
    */
   extendAll(blindMs: number, now: number): void {
     if (!Number.isFinite(now) || !Number.isFinite(blindMs) || blindMs <= 0) return;
+    this.rescheduleAll((entry) => {
+      entry.probe = Math.max(entry.probe, Math.min(entry.probe + blindMs, now));
+    });
+  }
+
+  /** Moves every entry's probe (`move`), clears `reported` and rebuilds the heap at the new deadlines. O(N). */
+  private rescheduleAll(move: (entry: Entry) => void): void {
     const scheduled: Entry[] = [];
     for (const entry of this.entries.values()) {
-      entry.probe = Math.max(entry.probe, Math.min(entry.probe + blindMs, now));
+      move(entry);
       entry.reported = false;
       if (entry.hasNode) {
-        entry.due = entry.probe + entry.graceMs;
+        entry.due = deadlineOf(entry);
         scheduled.push(entry);
       }
     }
@@ -466,7 +471,7 @@ export class NodeHealthTracker {
         this.heap.remove(entry);
         continue;
       }
-      const due = entry.probe + entry.graceMs;
+      const due = deadlineOf(entry);
       if (now > due) {
         entry.reported = true;
         this.heap.remove(entry);
@@ -484,7 +489,7 @@ export class NodeHealthTracker {
   /** now > probe + grace, for a node we track (a lease without a node is never timed out). */
   isTimedOut(name: string, now: number): boolean {
     const entry = this.entries.get(name);
-    return entry?.hasNode === true && now > entry.probe + entry.graceMs;
+    return entry?.hasNode === true && now > deadlineOf(entry);
   }
 
   /**
@@ -517,7 +522,7 @@ export class NodeHealthTracker {
       readyStatus: e.ready?.status,
       graceMs: e.graceMs,
       graceKind: e.graceKind,
-      deadline: e.hasNode ? e.probe + e.graceMs : undefined,
+      deadline: e.hasNode ? deadlineOf(e) : undefined,
       reported: e.reported,
     };
   }
@@ -594,7 +599,7 @@ export class NodeHealthTracker {
       this.heap.remove(entry);
       return;
     }
-    const due = entry.probe + entry.graceMs;
+    const due = deadlineOf(entry);
     if (entry.reported && now > due) return; // still timed out, already reported
     entry.reported = false;
     this.heap.schedule(entry, due);
