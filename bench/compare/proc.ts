@@ -145,3 +145,58 @@ export class TreeSampler {
     return this.sample();
   }
 }
+
+/** Cumulative CPU time of the whole machine (all CPUs) from /proc/stat, in clock ticks. */
+export interface MachineCpu {
+  total: number;
+  /** user + nice + system + irq + softirq (guest time is already in user). */
+  busy: number;
+  /** Time the hypervisor ran something else while this machine wanted a CPU. */
+  steal: number;
+}
+
+export function machineCpu(): MachineCpu | undefined {
+  let line: string | undefined;
+  try {
+    line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0];
+  } catch {
+    return undefined;
+  }
+  const f = line?.split(/\s+/).slice(1, 9).map(Number);
+  if (
+    line === undefined ||
+    !line.startsWith('cpu ') ||
+    f === undefined ||
+    f.length < 8 ||
+    f.some((x) => !Number.isFinite(x))
+  )
+    return undefined;
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = f as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  return {
+    total: user + nice + system + idle + iowait + irq + softirq + steal,
+    busy: user + nice + system + irq + softirq,
+    steal,
+  };
+}
+
+/** Share of the machine's CPU time between two readings, in percent of all CPUs (undefined without both). */
+export function machineShare(
+  a: MachineCpu | undefined,
+  b: MachineCpu | undefined,
+): { busyPct: number; stealPct: number } | undefined {
+  if (a === undefined || b === undefined || b.total <= a.total) return undefined;
+  const t = b.total - a.total;
+  return {
+    busyPct: Math.round((1000 * (b.busy - a.busy)) / t) / 10,
+    stealPct: Math.round((1000 * (b.steal - a.steal)) / t) / 10,
+  };
+}

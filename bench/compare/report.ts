@@ -45,7 +45,7 @@ if (!wantMedian) {
   console.log('');
   console.log('| metric | kcm median (min-max) | ours median (min-max) | ours / kcm, median of runs |');
   console.log('| --- | --- | --- | --- |');
-  for (const [label, val] of ROWS) {
+  for (const [label, val, , opts] of ROWS) {
     const k = summaries.map((s) => pick(s, 'kcm')).map((r) => (r ? (val(r) ?? Number.NaN) : Number.NaN));
     const u = summaries.map((s) => pick(s, 'ours')).map((r) => (r ? (val(r) ?? Number.NaN) : Number.NaN));
     if (k.every((v) => !Number.isFinite(v)) && u.every((v) => !Number.isFinite(v))) continue;
@@ -55,7 +55,7 @@ if (!wantMedian) {
       return `${fmt(median(ok))} (${fmt(Math.min(...ok))}-${fmt(Math.max(...ok))})`;
     };
     const ratios = k.map((kv, i) => (kv !== 0 ? u[i]! / kv : Number.NaN)).filter((x) => Number.isFinite(x));
-    const r = median(ratios);
+    const r = opts?.ratio === false ? Number.NaN : median(ratios);
     const rs = Number.isFinite(r) ? `${r >= 1 ? round(r, 2) : Number(r.toPrecision(2))}x` : '-';
     console.log(
       `| ${label.replace(/ p50 \/ max| \/ max/, (m) => (m.includes('p50') ? ' p50' : ''))} | ${cell(k)} | ${cell(u)} | ${rs} |`,

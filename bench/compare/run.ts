@@ -48,7 +48,7 @@ import {
 } from './controllers.js';
 import { CONTROLLER_USER, controllerKubeconfig } from './identity.js';
 import { hasTaint, Observer, UNREACHABLE } from './observer.js';
-import { nowMs, sampleTree, type TreeSample, TreeSampler } from './proc.js';
+import { machineCpu, machineShare, nowMs, sampleTree, type TreeSample, TreeSampler } from './proc.js';
 import {
   FleetSimulator,
   forEachLimited,
@@ -504,12 +504,14 @@ async function runOne(
     const h0 = process.cpuUsage();
     const simPids = sim.pids();
     const simCpu0 = simPids.map((p) => sampleTree(p)?.cpuSeconds ?? 0);
+    const m0 = machineCpu();
     const steadyFrom = nowMs();
     phases.push({ at: steadyFrom, label: 'steady window' });
     log(`${name}: steady window ${o.steadyMs / 1000} s (${uptime()})`);
     await sleep(o.steadyMs);
     alive();
     const steadyTo = nowMs();
+    const m1 = machineCpu();
     const s1 = sampler.sample();
     const a1 = apiSampler?.sample();
     const h1 = process.cpuUsage(h0);
@@ -604,6 +606,7 @@ async function runOne(
     }
 
     const endAt = nowMs();
+    const m2 = machineCpu();
     const loadAtEnd = uptime();
     const metricsText = await ctl.metrics();
     writeFileSync(path.join(dir, 'metrics.txt'), metricsText);
@@ -677,6 +680,7 @@ async function runOne(
       command: ctl.command,
       loadAtStart,
       loadAtEnd,
+      machine: { steady: machineShare(m0, m1), waves: machineShare(m1, m2) },
       spawnAt,
       healthyAfterMs: healthyAt !== undefined ? healthyAt - spawnAt : undefined,
       firstDecisionMs: canaryUnknown ? canaryUnknown.at - spawnAt : undefined,

@@ -52,6 +52,12 @@ export interface ControllerResult {
   command: string[];
   loadAtStart: string;
   loadAtEnd: string;
+  /**
+   * The whole machine's CPU (all CPUs, every process) in the steady window and in the waves: how
+   * busy it was and how much the hypervisor took (steal), to tell a noisy run from a slow controller.
+   * Absent in summaries from before it was recorded.
+   */
+  machine?: { steady?: MachineShare; waves?: MachineShare };
   spawnAt: number;
   healthyAfterMs: number | undefined;
   firstDecisionMs: number | undefined;
@@ -116,7 +122,23 @@ function lastTaintS(r: ControllerResult): number {
   return worst;
 }
 
-export type Row = [string, (r: ControllerResult) => number | undefined, (r: ControllerResult) => string];
+export interface MachineShare {
+  busyPct: number;
+  stealPct: number;
+}
+
+/**
+ * Label, numeric value (for ratios and medians), formatted cell, and whether an ours / kcm ratio
+ * means anything (not for the machine's own figures, which describe the conditions of the run).
+ */
+export type Row = [
+  string,
+  (r: ControllerResult) => number | undefined,
+  (r: ControllerResult) => string,
+  { ratio: false }?,
+];
+
+const pct = (v: number | undefined): string => (v === undefined ? '-' : String(v));
 
 /** The table's rows: label, numeric value (for ratios and medians), formatted cell. */
 export const ROWS: Row[] = [
@@ -193,6 +215,18 @@ export const ROWS: Row[] = [
     (r) => String(round((r.steady.apiserverCpuSeconds / r.steady.seconds) * 100, 1)),
   ],
   [
+    'machine CPU busy, steady / waves (% of all CPUs)',
+    (r) => r.machine?.steady?.busyPct,
+    (r) => `${pct(r.machine?.steady?.busyPct)} / ${pct(r.machine?.waves?.busyPct)}`,
+    { ratio: false },
+  ],
+  [
+    'machine CPU stolen by the hypervisor, steady / waves (%)',
+    (r) => r.machine?.steady?.stealPct,
+    (r) => `${pct(r.machine?.steady?.stealPct)} / ${pct(r.machine?.waves?.stealPct)}`,
+    { ratio: false },
+  ],
+  [
     'false positives / missed (Unknown, taint, pods)',
     () => undefined,
     (r) => `${r.falsePositives.length} / ${r.missed.unknown}, ${r.missed.taint}, ${r.missed.pods}`,
@@ -208,9 +242,9 @@ export function markdownTable(results: ControllerResult[], o: Options, cmd: stri
   const lines: string[] = [];
   lines.push(`| metric | ${cols.join(' | ')}${both ? ' | ours / kcm' : ''} |`);
   lines.push(`| --- | ${cols.map(() => '---').join(' | ')}${both ? ' | ---' : ''} |`);
-  for (const [label, val, fmt] of ROWS) {
+  for (const [label, val, fmt, opts] of ROWS) {
     const cells = results.map((r) => fmt(r));
-    const rat = both ? ` | ${ratio(val(u!), val(k!))}` : '';
+    const rat = both ? ` | ${opts?.ratio === false ? '-' : ratio(val(u!), val(k!))}` : '';
     lines.push(`| ${label} | ${cells.join(' | ')}${rat} |`);
   }
   if (both) {
