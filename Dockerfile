@@ -46,5 +46,10 @@ USER 65532:65532
 # start-up burst and keeps the pages: peak RSS 129-134 -> 101-105 MiB at 1,000 nodes, 78 -> 73 MiB
 # at 100, with no steady-state CPU cost measurable and 10-25% less throughput in a large burst
 # (docs/benchmarks.md, "Steady-state cost").
+# --heap-growing-percent=20: after each full collection V8 lets the old generation grow by 20%
+# before the next, instead of the larger factor it picks from its own GC speed, which a burst of
+# start-up writes turns into that much more heap and RSS: peak RSS 109 -> 102 MiB at 1,000 nodes
+# (medians of 3), no steady-state CPU cost measurable, 21-28% less throughput in a synthetic burst
+# (docs/benchmarks.md, "2026-12-01, fourth").
 # The benchmarks read these flags from here, so they measure what ships.
-ENTRYPOINT ["/nodejs/bin/node", "--max-semi-space-size=1", "dist/controller.mjs"]
+ENTRYPOINT ["/nodejs/bin/node", "--max-semi-space-size=1", "--heap-growing-percent=20", "dist/controller.mjs"]
