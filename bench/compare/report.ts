@@ -58,7 +58,7 @@ if (!wantMedian) {
     const r = opts?.ratio === false ? Number.NaN : median(ratios);
     const rs = Number.isFinite(r) ? `${r >= 1 ? round(r, 2) : Number(r.toPrecision(2))}x` : '-';
     console.log(
-      `| ${label.replace(/ p50 \/ max| \/ max/, (m) => (m.includes('p50') ? ' p50' : ''))} | ${cell(k)} | ${cell(u)} | ${rs} |`,
+      `| ${label.replace(/ p50 \/ max| \/ max| \/ waves/, (m) => (m.includes('p50') ? ' p50' : ''))} | ${cell(k)} | ${cell(u)} | ${rs} |`,
     );
   }
 }
