@@ -188,11 +188,14 @@ export function machineCpu(): MachineCpu | undefined {
   };
 }
 
+/** The machine's CPU between two readings, in percent of all CPUs. */
+export interface MachineShare {
+  busyPct: number;
+  stealPct: number;
+}
+
 /** Share of the machine's CPU time between two readings, in percent of all CPUs (undefined without both). */
-export function machineShare(
-  a: MachineCpu | undefined,
-  b: MachineCpu | undefined,
-): { busyPct: number; stealPct: number } | undefined {
+export function machineShare(a: MachineCpu | undefined, b: MachineCpu | undefined): MachineShare | undefined {
   if (a === undefined || b === undefined || b.total <= a.total) return undefined;
   const t = b.total - a.total;
   return {

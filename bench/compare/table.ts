@@ -3,6 +3,7 @@
  * report.ts to re-render a saved summary.json).
  */
 import type { ControllerName } from './controllers.js';
+import type { MachineShare } from './proc.js';
 import { round, type Summary } from './stats.js';
 
 export interface Options {
@@ -120,11 +121,6 @@ function lastTaintS(r: ControllerResult): number {
     if (!(s <= worst)) worst = s;
   }
   return worst;
-}
-
-export interface MachineShare {
-  busyPct: number;
-  stealPct: number;
 }
 
 /**
