@@ -310,3 +310,27 @@ describe('NodeLifecycleController: leadership follows sight (virtual time)', () 
     }
   });
 });
+
+describe('NodeLifecycleController: a watch cache behind its own writes (virtual time)', () => {
+  it('node events 500 ms late: the lost node gets its NoExecute taint right after Unknown, the admission not dropped on the stale copy', async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      h.sim.delayWatch('nodes', 500);
+      await advance(20_000);
+      h.sim.stopKubelet('node-3');
+      await advance(GRACE_MS + 20_000);
+      const unknownAt = h.sim.markedUnknownAt('node-3');
+      expect(unknownAt).toBeDefined();
+      const noExecute = h.sim.patches.filter(
+        (p) => p.path === '/api/v1/nodes/node-3' && JSON.stringify(p.body).includes('"effect":"NoExecute"'),
+      );
+      expect(noExecute).toHaveLength(1);
+      // Admitted at once (the zone's first token); judged again on the cache's older copy (still
+      // Ready), the admission would be dropped and the next token come 10 s later.
+      expect(noExecute[0]!.at - unknownAt!).toBeLessThan(1000);
+      for (let i = 0; i < 10; i++) if (i !== 3) expect(h.sim.readyOf(`node-${i}`)).toBe('True');
+    } finally {
+      await h.stop();
+    }
+  });
+});

@@ -34,6 +34,7 @@ import type { WatchEvent, WatchHealth } from '../watch/types.js';
 import { AnomalyReporter } from './anomalies.js';
 import type { ControllerMetrics } from './metrics.js';
 import { WorkQueue } from './queue.js';
+import { RecentWrites } from './recent-writes.js';
 
 /** The work queue's `name` in workqueue_* (upstream's node lifecycle controller's node queue). */
 export const WORK_QUEUE_NAME = 'node_lifecycle_controller';
@@ -50,6 +51,13 @@ export interface LeadershipControl {
   /** Give leadership up (release the lease) without exiting. */
   stepDown(reason: string): void;
 }
+/**
+ * How long a node our write returned may stand in for the watch cache's older copy. The cache
+ * normally shows the write within milliseconds; this only bounds an entry the cache never catches
+ * up with (a resourceVersion that went backwards, e.g. after an etcd restore).
+ */
+const RECENT_WRITE_TTL_MS = 60_000;
+
 const BLIND_REASONS: readonly BlindReason[] = ['not_leader', 'disconnected', 'unsynced', 'silent'];
 
 export interface NodeLifecycleOptions {
@@ -138,6 +146,8 @@ export class NodeLifecycleController {
   /** Nodes not Ready whose pods we listed: when, the interval to the next list, its resourceVersion. */
   private readonly podsCheckedAt = new Map<string, { at: number; everyMs: number; rv: string | undefined }>();
   private readonly nodeStates = new Map<string, ReturnType<typeof stateOf>>();
+  /** Nodes as our last write returned them, until the watch cache shows that version or newer. */
+  private readonly writtenNodes = new RecentWrites<Node>(RECENT_WRITE_TTL_MS);
   private readonly workerLoops: Promise<void>[] = [];
   private stopped = false;
   /** The safety-net pass being timed: the nodes it queued that are not reconciled yet. */
@@ -264,6 +274,7 @@ export class NodeLifecycleController {
       this.admitted.delete(name);
       this.podsCheckedAt.delete(name);
       this.dryRunMarked.delete(name);
+      this.writtenNodes.forget(name);
       this.setNodeState(name, undefined);
     } else {
       const r = this.o.tracker.observeNode(node, now);
@@ -596,7 +607,7 @@ export class NodeLifecycleController {
    */
   private async reconcile(name: string): Promise<number | undefined> {
     if (!this.acting()) return undefined;
-    let node = this.o.nodes.store.get(name);
+    let node = this.writtenNodes.current(name, this.o.nodes.store.get(name), this.now());
     if (!node) return undefined;
     const { tracker, writer, metrics } = this.o;
     const wall = this.o.clock.wall();
@@ -634,6 +645,7 @@ export class NodeLifecycleController {
           });
           for (const e of decision.events) void this.emit(e);
           if (out.kind === 'dry-run') this.dryRunMarked.add(name);
+          if (out.kind === 'applied') this.writtenNodes.remember(name, out.object as Node | undefined, now);
           node =
             out.kind === 'applied' && out.object
               ? (out.object as Node)
@@ -643,7 +655,7 @@ export class NodeLifecycleController {
           if (out.kind === 'applied') this.observeZone(node);
         } else if (out.kind === 'unchanged') {
           // The fresh copy showed a heartbeat: nothing to mark.
-          node = this.o.nodes.store.get(name) ?? node;
+          node = this.writtenNodes.current(name, this.o.nodes.store.get(name), now) ?? node;
         } else if (out.kind === 'gone') {
           return undefined;
         }
@@ -729,6 +741,7 @@ export class NodeLifecycleController {
       const ok = (out.kind === 'applied' || out.kind === 'dry-run') && added;
       disruption.settle(name, ok ? 'applied' : out.kind === 'failed' ? 'failed' : 'dropped', this.now());
     }
+    if (out.kind === 'applied') this.writtenNodes.remember(name, out.object as Node | undefined, this.now());
     if (out.kind === 'applied' || out.kind === 'dry-run') {
       const after =
         out.kind === 'applied' ? ((out.object as Node | undefined)?.spec?.taints ?? []) : first.taints;

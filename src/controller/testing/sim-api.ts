@@ -63,6 +63,7 @@ export class SimApiServer {
   private path: PathState = 'up';
   /** False while the server itself is down for everyone (kubelets cannot renew either). */
   private kubeletsReach = true;
+  private readonly watchDelayMs = new Map<Resource, number>();
 
   constructor(private readonly now: () => number = () => Date.now()) {}
 
@@ -159,6 +160,11 @@ export class SimApiServer {
     }
   }
 
+  /** Watch events of `resource` reach the controller `ms` late (a busy server, or paced reads). */
+  delayWatch(resource: Resource, ms: number): void {
+    this.watchDelayMs.set(resource, ms);
+  }
+
   /** The server is down for everyone, kubelets included (the controller's path refuses too). */
   setServerDown(down: boolean): void {
     this.kubeletsReach = !down;
@@ -183,9 +189,11 @@ export class SimApiServer {
     const change: Change = { rv, resource, type, object: stored };
     this.history.push(change);
     const line = `${JSON.stringify({ type, object: stored })}\n`;
+    const delay = this.watchDelayMs.get(resource) ?? 0;
     for (const s of this.streams) {
       if (s.resource !== resource) continue;
       if (this.path === 'hang') s.held.push(line);
+      else if (delay > 0) setTimeout(() => s.sub.next(line), delay);
       else s.sub.next(line);
     }
   }
