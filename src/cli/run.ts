@@ -35,9 +35,16 @@ import type { ProxyEnv } from '../kube/proxy.js';
 import { RequestRateLimiter } from '../kube/rate-limit.js';
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
-import { createApiRequestMetrics, createRegistry } from '../metrics/registry.js';
+import { EventLoopSampler } from '../metrics/event-loop.js';
+import { createApiRequestMetrics, createRegistry, EVENT_LOOP_SAMPLE_MS } from '../metrics/registry.js';
 import { filter } from '../rx/index.js';
-import { createWatchMetrics, type Reflector, watchNodeLeases, watchNodes } from '../watch/index.js';
+import {
+  createWatchMetrics,
+  type Reflector,
+  WatchReadPacer,
+  watchNodeLeases,
+  watchNodes,
+} from '../watch/index.js';
 import { runShutdown, shutdownBudget } from './shutdown.js';
 
 export const COMPONENT = 'node-lifecycle-controller';
@@ -126,10 +133,14 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     leaderElect: config.leaderElection.enabled,
     nodeMonitorGracePeriod: formatDuration(config.health.monitorGraceMs),
     watchSilenceThreshold: formatDuration(config.health.watchSilenceThresholdMs),
+    watchReadInterval: formatDuration(config.health.watchReadIntervalMs),
     nodeStartupGracePeriod: formatDuration(config.health.startupGraceMs),
   });
 
   const registry = createRegistry();
+  // The process's one periodic timer: event-loop samples, and paced watch reads when configured.
+  const eventLoop = new EventLoopSampler(registry, config.health.watchReadIntervalMs || EVENT_LOOP_SAMPLE_MS);
+  eventLoop.start();
   const credentials = await kube.credentials();
   const apiObserver = createApiRequestMetrics(registry);
   const userAgent = `${COMPONENT}/${o.version} (${config.leaderElection.identity})`;
@@ -190,7 +201,18 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     { logger: log, metrics: disruptionMetrics },
   );
 
-  const watchDeps = { client, clock, logger: log, metrics: watchMetrics };
+  // The lease and node watches may be read on a cadence (--watch-read-interval), driven by the
+  // process's one periodic timer, which samples the event loop too. The leader election lock's
+  // watch never is (a handover waits on it).
+  const readPacer =
+    config.health.watchReadIntervalMs > 0
+      ? new WatchReadPacer({
+          onUnsupported: (why) =>
+            log.warn('Cannot pace watch reads on this runtime; reading as events arrive', { why }),
+        })
+      : undefined;
+  if (readPacer) eventLoop.onTick(() => readPacer.tick());
+  const watchDeps = { client, clock, logger: log, metrics: watchMetrics, readPacer };
   const nodes = watchNodes(watchDeps);
   // A quiet lease watch reconnects well before it would count as silent (blind).
   const leases = watchNodeLeases({
@@ -339,6 +361,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
             controller.setLeading(false);
             nodes.stop();
             leases.stop();
+            readPacer?.close();
           },
           drain: async () => {
             await controller.stop();
@@ -367,6 +390,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
             nodeDeletes.unsubscribe();
             await http.close();
             metricsServing.close();
+            eventLoop.stop();
             client.close();
             electionClient.close();
           },

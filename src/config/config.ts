@@ -22,6 +22,8 @@ export interface Config {
     monitorPeriodMs: number;
     markPodsNotReady: 'always' | 'upstream';
     watchSilenceThresholdMs: number;
+    /** --watch-read-interval: read the lease and node watches on this cadence (0: as events arrive). */
+    watchReadIntervalMs: number;
   };
   nodePoolConfigPath: string | undefined;
   disruption: {
@@ -142,6 +144,7 @@ export function buildConfig(args: ParsedArgs, env: ConfigEnv, hostname: string):
       monitorPeriodMs: num('node-monitor-period'),
       markPodsNotReady: str('mark-pods-not-ready') as 'always' | 'upstream',
       watchSilenceThresholdMs: silence,
+      watchReadIntervalMs: readInterval(args),
     },
     nodePoolConfigPath: str('node-pool-config') || undefined,
     disruption: {
@@ -191,6 +194,18 @@ function blindStepDown(args: ParsedArgs, graceMs: number): number {
     );
   }
   return v;
+}
+
+/** --watch-read-interval: 0 (read as events arrive) or 10ms-500ms, in whole ms. */
+function readInterval(args: ParsedArgs): number {
+  const v = args.values['watch-read-interval'] as number;
+  if (v > 0 && v < 10) {
+    throw new FlagError(
+      `invalid value ${JSON.stringify(formatDuration(v))} for flag --watch-read-interval: ` +
+        'must be 0 (read watches as events arrive) or between 10ms and 500ms',
+    );
+  }
+  return Math.round(v);
 }
 
 /** argv + environment -> Config (or FlagError). */

@@ -144,6 +144,21 @@ describe('flags', () => {
     );
   });
 
+  it('--watch-read-interval: 0 (as events arrive, the default) or 10ms-500ms in whole ms', () => {
+    expect(load([]).health.watchReadIntervalMs).toBe(0);
+    expect(load(['--watch-read-interval=100ms']).health.watchReadIntervalMs).toBe(100);
+    expect(load(['--watch-read-interval=0.25s']).health.watchReadIntervalMs).toBe(250);
+    expect(load(['--watch-read-interval=10.4ms']).health.watchReadIntervalMs).toBe(10);
+    expect(() => load(['--watch-read-interval=5ms'])).toThrow(
+      'invalid value "5ms" for flag --watch-read-interval: must be 0 (read watches as events arrive) or between 10ms and 500ms',
+    );
+    expect(() => load(['--watch-read-interval=1s'])).toThrow(
+      /invalid value "1s" for flag --watch-read-interval/,
+    );
+    expect(() => load(['--watch-read-interval=1s'])).toThrow(/<= 500ms/);
+    expect(() => load(['--watch-read-interval=fast'])).toThrow(/--watch-read-interval/);
+  });
+
   it('a grace period too short for any silence threshold blames --node-monitor-grace-period, not the unset threshold', () => {
     for (const grace of ['50ms', '1s']) {
       let err: unknown;

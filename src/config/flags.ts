@@ -87,6 +87,15 @@ export const FLAGS: readonly FlagSpec[] = [
     max: 3600_000,
     help: 'A lease watch with no event, bookmark or successful reconnect for this long counts as blind: nothing is marked until sight returns. When not set and the default is not below --node-monitor-grace-period, 3/4 of that grace period.',
   },
+  {
+    group: 'Node health',
+    name: 'watch-read-interval',
+    kind: DUR,
+    default: '0s',
+    min: 0,
+    max: 500,
+    help: 'Read the lease and node watches once per this interval instead of as each event arrives: one wake-up per interval however many heartbeats come in, for up to this much later sight of each (a lease is re-read before its node is marked). 0: read as events arrive.',
+  },
 
   // Eviction protection.
   {

@@ -1,20 +1,33 @@
 import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
 import type { RequestObserver } from '../kube/client.js';
+import { EVENT_LOOP_LAG_METRICS } from './event-loop.js';
 
 /**
- * How often nodejs_eventloop_lag_* samples the event loop. prom-client's default, 10 ms, is a timer
- * that wakes the process 100 times a second forever: about 200 epoll wake-ups per second, measured as
- * the largest part of an idle controller's CPU (docs/benchmarks.md, "Steady-state cost"). At 100 ms
- * the histogram still catches any stall longer than 100 ms (GC pauses, a large LIST decoded at once)
- * and the process sleeps between events.
+ * How often nodejs_eventloop_lag_* samples the event loop (EventLoopSampler) when nothing else sets
+ * the cadence. prom-client's default, 10 ms, is a timer that wakes the process 100 times a second
+ * forever: about 200 epoll wake-ups per second, measured as the largest part of an idle
+ * controller's CPU (docs/benchmarks.md, "Steady-state cost"). At 100 ms the histogram still catches
+ * any stall longer than 100 ms (GC pauses, a large LIST decoded at once) and the process sleeps
+ * between events.
  */
 export const EVENT_LOOP_SAMPLE_MS = 100;
 
-/** The one Registry of the process, created in main and passed to every module. */
+/**
+ * prom-client's own event-loop monitor is given an interval it never reaches (about 24 days) and its
+ * series are taken out: EventLoopSampler serves them from the process's one periodic timer.
+ */
+const PROM_CLIENT_MONITOR_OFF_MS = 2 ** 31 - 1;
+
+/**
+ * The one Registry of the process, created in main and passed to every module. With the default
+ * metrics it holds prom-client's, except nodejs_eventloop_lag_*: create an EventLoopSampler on it.
+ */
 export function createRegistry(opts: { defaultMetrics?: boolean } = {}): Registry {
   const registry = new Registry();
-  if (opts.defaultMetrics !== false)
-    collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
+  if (opts.defaultMetrics !== false) {
+    collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: PROM_CLIENT_MONITOR_OFF_MS });
+    for (const name of EVENT_LOOP_LAG_METRICS) registry.removeSingleMetric(name);
+  }
   return registry;
 }
 

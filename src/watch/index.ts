@@ -1,6 +1,7 @@
 export { backoffDelay, watchTimeoutSeconds } from './backoff.js';
 export { guardUnhandledRxjsErrors, isolateConsumers } from './isolate.js';
 export { createWatchMetrics, type WatchMetrics } from './metrics.js';
+export { type ReadPacerOptions, WatchReadPacer } from './read-pacer.js';
 export {
   POD_NODE_INDEX,
   Reflector,

@@ -6,6 +6,7 @@ import { type Logger, silentLogger } from '../log/logger.js';
 import { type Observable, type SchedulerLike, Subject, type Subscription } from '../rx/index.js';
 import { isolateConsumers } from './isolate.js';
 import type { WatchMetrics } from './metrics.js';
+import type { WatchReadPacer } from './read-pacer.js';
 import { WatchStatus } from './status.js';
 import { type IndexFunc, Store } from './store.js';
 import { stripLease, stripNode, stripPod } from './strip.js';
@@ -135,6 +136,8 @@ export interface ResourceWatchDeps {
   tuning?: WatchTuningOverrides;
   /** Wraps the real transport (tests: gates, fault injection). */
   wrapTransport?: (t: WatchTransport) => WatchTransport;
+  /** Reads the watch responses on this pacer's cadence (default: as bytes arrive). */
+  readPacer?: WatchReadPacer;
 }
 
 function reflectorFor<T extends KubeObject>(
@@ -145,7 +148,10 @@ function reflectorFor<T extends KubeObject>(
   indexers?: Record<string, IndexFunc<T>>,
 ): Reflector<T> {
   // Every strip used here drops managedFields, so neither list pages nor watch lines need it built.
-  const base = kubeTransport(deps.client, target, { parseList: parseSkippingManagedFields });
+  const base = kubeTransport(deps.client, target, {
+    parseList: parseSkippingManagedFields,
+    readPacer: deps.readPacer,
+  });
   return new Reflector<T>({
     resource,
     transport: deps.wrapTransport ? deps.wrapTransport(base) : base,

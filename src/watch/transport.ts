@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { type KubeClient, KubeTransportError, paths } from '../kube/client.js';
 import { type List, NODE_LEASE_NAMESPACE } from '../kube/types.js';
 import { Observable } from '../rx/index.js';
+import type { WatchReadPacer } from './read-pacer.js';
 import type { ListRequest, WatchRequest, WatchTransport } from './types.js';
 
 /** What to list and watch: a collection path plus optional selectors. */
@@ -38,6 +39,8 @@ export interface KubeTransportOptions {
   connectTimeoutMs?: number;
   /** Parses a list page (default JSON.parse); see parseSkippingManagedFields. */
   parseList?: (text: string) => unknown;
+  /** Reads the watch responses on this pacer's cadence (default: as bytes arrive). */
+  readPacer?: WatchReadPacer;
 }
 
 const noop = () => undefined;
@@ -74,16 +77,17 @@ export function kubeTransport(
         signal,
         connectTimeoutMs: opts.connectTimeoutMs,
       });
-      return responseChunks(res);
+      return responseChunks(res, opts.readPacer);
     },
   };
 }
 
 /**
  * The body of a watch response as UTF-8 text chunks. Completes on a clean end, errors when the
- * connection breaks first. Unsubscribing destroys the response (frees the socket).
+ * connection breaks first. Unsubscribing destroys the response (frees the socket). With a pacer, the
+ * socket is read on its cadence while subscribed.
  */
-export function responseChunks(res: IncomingMessage): Observable<string> {
+export function responseChunks(res: IncomingMessage, pacer?: WatchReadPacer): Observable<string> {
   // An 'error' after we stopped listening (abort, reset) must never become an uncaught exception.
   res.on('error', noop);
   res.setEncoding('utf8');
@@ -115,7 +119,9 @@ export function responseChunks(res: IncomingMessage): Observable<string> {
     res.once('end', onEnd);
     res.on('error', onError);
     res.once('close', onClose);
+    const unpace = pacer?.attach(res.socket);
     return () => {
+      unpace?.();
       res.off('data', onData);
       res.off('end', onEnd);
       res.off('error', onError);

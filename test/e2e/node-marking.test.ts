@@ -190,6 +190,53 @@ describe('marking lost nodes (real API server, 30 simulated nodes, grace 5 s, re
     }
   });
 
+  it('with --watch-read-interval=200ms: marks exactly the 2 silent nodes within grace + 1.2 s, and the event-loop series tick at 200 ms', async () => {
+    const controllerStarted = performance.now();
+    const ctl = await startActing(['--watch-read-interval=200ms']);
+    const failing = ['sim-zone-b-004', 'sim-zone-c-004'];
+    try {
+      expect(ctl.logs.find((l) => l.msg === 'Starting')).toMatchObject({ watchReadInterval: '200ms' });
+      await sleep(2000);
+      const failedAt = performance.now();
+      for (const n of failing) fleet.node(n).pauseHeartbeats();
+      await sleep(300); // a renewal already in flight may still land
+      for (const n of failing) {
+        await waitUntil(() => observer.taintsAt(n, [UR_NS, UR_NE], failedAt), {
+          timeoutMs: GRACE_MS + 5000,
+          what: `${n} Unknown with both unreachable taints`,
+        });
+        const since = observer.lastRenewalAt(n)!;
+        const unknownAt = observer.readyAt(n, 'Unknown', failedAt)!;
+        console.log(`paced ${n}: Unknown ${Math.round(unknownAt - since)} ms after its last renewal`);
+        // Seen up to one interval late, so marked up to that much later; never earlier.
+        expect(unknownAt - since).toBeGreaterThanOrEqual(GRACE_MS - 50);
+        expect(unknownAt - since).toBeLessThanOrEqual(GRACE_MS + 200 + 1000);
+      }
+      for (const n of fleet.names.filter((x) => !failing.includes(x))) {
+        expect(observer.everSawReady(n, 'Unknown'), n).toBe(false);
+        expect(observer.taintsAddedSince(n, 'node.kubernetes.io/', controllerStarted), n).toEqual([]);
+      }
+      expect(await ctl.metric('nlc_transitions_total', { kind: 'marked_unknown' })).toBe(2);
+      // The event-loop samples ride on the read ticks: about 200 ms between two.
+      const p50 = await ctl.metric('nodejs_eventloop_lag_p50_seconds');
+      expect(p50).toBeGreaterThanOrEqual(0.19);
+      expect(p50).toBeLessThan(0.5);
+      expect(ctl.logs.filter((l) => l.level === 'error')).toEqual([]);
+
+      const resumedAt = performance.now();
+      for (const n of failing) fleet.node(n).resumeHeartbeats();
+      for (const n of failing) {
+        await waitUntil(() => observer.taintsGoneAt(n, [UR_NS, UR_NE], resumedAt), {
+          timeoutMs: 10_000,
+          what: `${n} taints removed`,
+        });
+      }
+    } finally {
+      for (const n of failing) fleet.node(n).resumeHeartbeats();
+      await ctl.kill();
+    }
+  });
+
   it('never marks a healthy node while kube-apiserver is paused for 3x the grace period', async () => {
     const ctl = await startActing();
     try {

@@ -6,6 +6,7 @@ import { NODE_LEASE_NAMESPACE } from '../../src/fleet/kubelet.js';
 import { type KubeClient, paths } from '../../src/kube/client.js';
 import { createLogger } from '../../src/log/logger.js';
 import { createWatchMetrics } from '../../src/watch/metrics.js';
+import { WatchReadPacer } from '../../src/watch/read-pacer.js';
 import { watchNodeLeases } from '../../src/watch/reflector.js';
 import { isHealthy } from '../../src/watch/status.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
@@ -99,6 +100,84 @@ describe('lease watch on a real API server', () => {
       { timeoutMs: 10_000, what: 'the lease watch to be gone from the API server' },
     );
     expect(leases.health().connected).toBe(false);
+  });
+
+  it('paced reads (every 200 ms): every renewal arrives, in batches on the ticks; re-watches reuse the one socket', async () => {
+    const { admin } = cluster;
+    // 40 nodes renewing every 400 ms: about 100 renewals a second, 20 per tick.
+    const fleet = await SimulatedFleet.start(admin, {
+      nodes: 40,
+      namePrefix: 'paced-',
+      timing: { renewIntervalMs: 400, statusUpdateIntervalMs: 60_000 },
+    });
+    // One socket for everything: each re-watch after the server ends one (timeoutSeconds=2) must
+    // reuse the socket the pacer let go of, so it must be readable again. (The server's end is read
+    // in a tick's turn; letting go of a stopped socket is covered in read-pacer.test.ts.)
+    const oneSocket = await cluster.cp.client({ maxSockets: 1 });
+    const pacer = new WatchReadPacer({
+      onUnsupported: (why) => {
+        throw new Error(`cannot pace: ${why}`);
+      },
+    });
+    const ticker = setInterval(() => pacer.tick(), 200);
+    const leases = watchNodeLeases({
+      client: oneSocket,
+      clock: systemClock,
+      logger,
+      readPacer: pacer,
+      tuning: { watchTimeoutSeconds: { min: 2, max: 2 } },
+    });
+    const arrivals: number[] = [];
+    leases.events$.subscribe((e) => {
+      if (e.type === 'Apply' && e.object.metadata.name.startsWith('paced-')) arrivals.push(performance.now());
+    });
+    const renewals = () => fleet.names.reduce((n, name) => n + fleet.node(name).stats.renewals, 0);
+    try {
+      leases.start();
+      await leases.whenSynced();
+      // The watch request leaves right after the list; paced from its response headers on.
+      await waitUntil(() => pacer.size === 1 || undefined, {
+        timeoutMs: 10_000,
+        what: 'the paced lease watch',
+      });
+      const from = arrivals.length;
+      const renewalsAtStart = renewals();
+      const t0 = performance.now();
+      await sleep(10_000);
+      fleet.stop();
+      await sleep(1500); // the last renewals in flight, read on the next ticks
+      const renewed = renewals() - renewalsAtStart;
+      const seen = arrivals.slice(from);
+      // Events read in one tick's turn arrive within a few ms of each other; ticks are 200 ms apart.
+      const batches = seen.filter((t, i) => i === 0 || t - seen[i - 1]! > 50).length;
+      const seconds = (performance.now() - t0) / 1000;
+      console.log(
+        `paced: ${seen.length} lease events for ${renewed} renewals in ${batches} batches over ${seconds.toFixed(1)} s ` +
+          `(${(seen.length / batches).toFixed(1)} per batch); server-ended watches ${leases.health().reconnects}`,
+      );
+      expect(renewed).toBeGreaterThan(40 * 20);
+      expect(Math.abs(seen.length - renewed)).toBeLessThanOrEqual(40);
+      // As events arrive, ~1,000 separate reads; paced, at most one batch per tick (plus the odd
+      // tick split by a slow turn).
+      expect(batches).toBeLessThanOrEqual(Math.ceil((seconds * 1000) / 200) + 5);
+      expect(seen.length / batches).toBeGreaterThanOrEqual(8);
+      // The server ended the watch several times; each re-watch went out on the same socket and was read.
+      expect(leases.health().reconnects).toBeGreaterThanOrEqual(3);
+      expect(leases.status.errors.size).toBe(0);
+    } finally {
+      fleet.stop();
+      leases.dispose();
+      clearInterval(ticker);
+    }
+    // Let go of everything; the client still answers.
+    expect(pacer.size).toBe(0);
+    const list = await oneSocket.request<{ items: unknown[] }>({
+      method: 'GET',
+      path: paths.leases(NODE_LEASE_NAMESPACE),
+      timeoutMs: 5000,
+    });
+    expect(list.items.length).toBeGreaterThanOrEqual(40);
+    oneSocket.close();
   });
 
   it('a quiet watch is kept alive by the server bookmarks: no idle-timeout reconnect over 100 s', async () => {

@@ -21,7 +21,8 @@ import { createDelegatedAuthMetrics } from '../../src/http/delegated-auth.js';
 import { createMetricsServerMetrics } from '../../src/http/server.js';
 import { createServingCertMetrics } from '../../src/http/serving-cert.js';
 import type { KubeClient } from '../../src/kube/client.js';
-import { createApiRequestMetrics, createRegistry } from '../../src/metrics/registry.js';
+import { EventLoopSampler } from '../../src/metrics/event-loop.js';
+import { createApiRequestMetrics, createRegistry, EVENT_LOOP_SAMPLE_MS } from '../../src/metrics/registry.js';
 import { createWatchMetrics } from '../../src/watch/metrics.js';
 import { watchNodeLeases, watchNodes } from '../../src/watch/reflector.js';
 
@@ -214,6 +215,8 @@ export interface MetricInfo {
  */
 export function controllerRegistry(): { registry: Registry; dispose(): void } {
   const registry = createRegistry();
+  // The event-loop series (never started: it would only tick).
+  new EventLoopSampler(registry, EVENT_LOOP_SAMPLE_MS);
   const controller = createControllerMetrics(registry);
   controller.workqueue.forQueue(WORK_QUEUE_NAME, () => performance.now());
   createWriterMetrics(registry);
