@@ -10,7 +10,7 @@
  *  - resident memory: VmHWM (peak) and VmRSS at the end, and the V8 heap from its metrics.
  *
  *   npx tsx bench/steady-cost.ts [--nodes=100] [--window=60s] [--warmup=20s] [--rounds=3]
- *       [--variant=NAME=ENTRY[,NODE_FLAG...]] ...
+ *       [--variant=NAME=ENTRY[,NODE_FLAG...][;CONTROLLER_FLAG...]] ...
  *
  * Default variants: `tsc=dist/main.js` (the per-module build the tests run) and
  * `image=dist/controller.mjs` with the image's Node.js flags (the Dockerfile's ENTRYPOINT); build
@@ -51,6 +51,8 @@ interface Variant {
   name: string;
   entry: string;
   nodeFlags: string[];
+  /** Extra controller flags (after `;` in --variant). */
+  controllerFlags: string[];
 }
 const variants: Variant[] = (
   args('variant').length
@@ -59,11 +61,12 @@ const variants: Variant[] = (
 ).map((v) => {
   const eq = v.indexOf('=');
   if (eq <= 0) {
-    console.error(`--variant=${v}: expected NAME=ENTRY[,NODE_FLAG...]`);
+    console.error(`--variant=${v}: expected NAME=ENTRY[,NODE_FLAG...][;CONTROLLER_FLAG...]`);
     process.exit(2);
   }
-  const [entry, ...nodeFlags] = v.slice(eq + 1).split(',');
-  return { name: v.slice(0, eq), entry: path.resolve(entry!), nodeFlags };
+  const [run, ...controllerFlags] = v.slice(eq + 1).split(';');
+  const [entry, ...nodeFlags] = run!.split(',');
+  return { name: v.slice(0, eq), entry: path.resolve(entry!), nodeFlags, controllerFlags };
 });
 const nodes = Number(arg('nodes', '100'));
 const rounds = Number(arg('rounds', '3'));
@@ -147,6 +150,7 @@ async function start(v: Variant): Promise<Running> {
       '--leader-elect=false',
       '--node-monitor-grace-period=40s',
       '--node-startup-grace-period=60s',
+      ...v.controllerFlags,
     ],
     { install: { node: process.execPath, main: v.entry, cwd: process.cwd() }, nodeFlags: v.nodeFlags },
   );
@@ -225,6 +229,6 @@ for (const v of variants) {
     return `${median(xs).toFixed(d)} (${Math.min(...xs).toFixed(d)}-${Math.max(...xs).toFixed(d)})`;
   };
   console.log(
-    `| ${v.name}: \`node ${[...v.nodeFlags, path.relative(process.cwd(), v.entry)].join(' ')}\` | ${fmt((s) => (s.cpuMs * 1000) / s.renewals, 0)} | ${fmt((s) => (100 * s.cpuMs) / windowMs, 2)} | ${fmt((s) => (100 * s.mainMs) / windowMs, 2)} | ${fmt((s) => s.wakeupsPerS, 0)} | ${fmt((s) => s.hwmMiB)} | ${fmt((s) => s.rssMiB)} | ${fmt((s) => s.heapUsedMiB)} |`,
+    `| ${v.name}: \`node ${[...v.nodeFlags, path.relative(process.cwd(), v.entry), ...v.controllerFlags].join(' ')}\` | ${fmt((s) => (s.cpuMs * 1000) / s.renewals, 0)} | ${fmt((s) => (100 * s.cpuMs) / windowMs, 2)} | ${fmt((s) => (100 * s.mainMs) / windowMs, 2)} | ${fmt((s) => s.wakeupsPerS, 0)} | ${fmt((s) => s.hwmMiB)} | ${fmt((s) => s.rssMiB)} | ${fmt((s) => s.heapUsedMiB)} |`,
   );
 }

@@ -26,6 +26,8 @@ export interface ControllerLaunch {
   /** Ours only: the entry script and node flags before it (default: the image's, {@link imageNodeFlags}). */
   oursEntry?: string;
   oursNodeFlags?: string[];
+  /** Ours only: extra controller flags, after the harness's own. */
+  oursFlags?: string[];
 }
 
 export interface RunningController {
@@ -139,6 +141,7 @@ export async function startOurs(l: ControllerLaunch): Promise<RunningController>
   // upstream has no such flag. For short benchmark graces use 3/4 of the grace.
   if (l.graceMs <= 45_000)
     args.push(`--watch-silence-threshold=${formatDuration(Math.floor(l.graceMs * 0.75))}`);
+  args.push(...(l.oursFlags ?? []));
   const { child, logPath } = launch('ours', process.execPath, args, l.logDir);
   return {
     name: 'ours',

@@ -114,8 +114,9 @@ function parseArgs(argv: string[]): Options {
     if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
     const eq = a.indexOf('=');
     if (eq > 0) m.set(a.slice(2, eq), a.slice(eq + 1));
-    // Its value is Node.js flags, which start with `--` themselves.
-    else if (a === '--ours-node-flags' && argv[i + 1] !== undefined) m.set('ours-node-flags', argv[++i]!);
+    // Their values are flags, which start with `--` themselves.
+    else if ((a === '--ours-node-flags' || a === '--ours-flags') && argv[i + 1] !== undefined)
+      m.set(a.slice(2), argv[++i]!);
     else if (a.startsWith('--no-')) m.set(a.slice(5), 'false');
     else if (argv[i + 1] !== undefined && !argv[i + 1]!.startsWith('--')) m.set(a.slice(2), argv[++i]!);
     else m.set(a.slice(2), 'true');
@@ -138,6 +139,7 @@ function parseArgs(argv: string[]): Options {
     'out',
     'ours-entry',
     'ours-node-flags',
+    'ours-flags',
   ];
   for (const k of m.keys()) if (!known.includes(k)) throw new Error(`unknown option --${k}`);
   const which = m.get('controller') ?? 'both';
@@ -177,6 +179,7 @@ function parseArgs(argv: string[]): Options {
             .get('ours-node-flags')!
             .split(' ')
             .filter((f) => f !== ''),
+    oursFlags: (m.get('ours-flags') ?? '').split(' ').filter((f) => f !== ''),
     out: m.get('out') ?? path.join('/tmp/nlc-compare', `${stamp}-${simulator}-${m.get('nodes') ?? 100}`),
   };
 }
@@ -418,6 +421,7 @@ async function runOne(
       logDir: dir,
       oursEntry: o.oursEntry,
       oursNodeFlags: o.oursNodeFlags,
+      oursFlags: o.oursFlags,
     });
     const spawnAt = nowMs();
     const pid = ctl.process.pid;

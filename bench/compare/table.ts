@@ -23,6 +23,8 @@ export interface Options {
   /** Our controller's entry script and the node flags it runs with. */
   oursEntry: string;
   oursNodeFlags: string[];
+  /** Extra flags for our controller (--ours-flags), e.g. --watch-read-interval=100ms. */
+  oursFlags?: string[];
   out: string;
 }
 
@@ -264,7 +266,7 @@ export function markdownTable(results: ControllerResult[], o: Options, cmd: stri
       : []),
     ...(o.oursEntry !== undefined
       ? [
-          `Ours runs as \`node ${[...(o.oursNodeFlags ?? []), o.oursEntry.replace(/^.*\/(dist\/)/, '$1')].join(' ')}\`.`,
+          `Ours runs as \`node ${[...(o.oursNodeFlags ?? []), o.oursEntry.replace(/^.*\/(dist\/)/, '$1'), ...(o.oursFlags ?? [])].join(' ')}\`.`,
         ]
       : []),
     ...results.map((r) => `Load ${r.controller}: start ${r.loadAtStart}; end ${r.loadAtEnd}.`),
