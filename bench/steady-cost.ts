@@ -15,8 +15,9 @@
  * Default variants: `tsc=dist/main.js` (the per-module build the tests run) and
  * `image=dist/controller.mjs` with the image's Node.js flags (the Dockerfile's ENTRYPOINT); build
  * both with `npm run build`.
- * `--variant=floor=bench/watch-floor.mjs[,NODE_FLAG...]` runs the floor instead of the controller:
- * list + watch of the leases with node:https and a JSON.parse per event, nothing else.
+ * `--variant=floor=bench/watch-floor.mjs[,NODE_FLAG...][;--read-every=MS]` runs the floor instead of
+ * the controller: list + watch of the leases with node:https and a JSON.parse per event, nothing else
+ * (with --read-every, the socket read once per MS).
  * Example, a V8 flag:  --variant=bundle=dist/controller.mjs --variant=semi1=dist/controller.mjs,--max-semi-space-size=1
  * Take the shared lock: flock /tmp/nlc-e2e.lock npx tsx bench/steady-cost.ts ...
  */
@@ -123,7 +124,7 @@ interface Running {
 async function start(v: Variant): Promise<Running> {
   const kubeconfig = `--kubeconfig=${cluster.cp.kubeconfigPath}`;
   if (path.basename(v.entry) === 'watch-floor.mjs') {
-    const child = spawn(process.execPath, [...v.nodeFlags, v.entry, kubeconfig], {
+    const child = spawn(process.execPath, [...v.nodeFlags, v.entry, kubeconfig, ...v.controllerFlags], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let out = '';

@@ -5,7 +5,10 @@
 // else (no store, no decisions, no metrics, no rxjs). Whatever the controller costs above this, per
 // lease event, is its own code; this much is the runtime's.
 //
-//   node [node flags] bench/watch-floor.mjs --kubeconfig=FILE
+//   node [node flags] bench/watch-floor.mjs --kubeconfig=FILE [--read-every=MS]
+//
+// --read-every=MS reads the watch socket only once per MS (stops and starts its libuv stream handle,
+// as src/watch/read-pacer.ts does): what reading on a cadence saves a bare process.
 //
 // Takes a JSON kubeconfig with a bearer token and inline CA (what src/localcluster writes). Prints
 // `synced <n>` once the list is in, then `events <n>` on SIGTERM, and exits.
@@ -13,6 +16,9 @@ import { readFileSync } from 'node:fs';
 import https from 'node:https';
 
 const kcPath = process.argv.find((a) => a.startsWith('--kubeconfig='))?.slice('--kubeconfig='.length);
+const readEvery = Number(
+  process.argv.find((a) => a.startsWith('--read-every='))?.slice('--read-every='.length) ?? 0,
+);
 if (!kcPath) {
   console.error('usage: node bench/watch-floor.mjs --kubeconfig=FILE');
   process.exit(2);
@@ -61,7 +67,10 @@ async function watch(rv) {
     );
     res.setEncoding('utf8');
     let partial = '';
+    const handle = res.socket._handle;
+    const ticker = readEvery > 0 ? setInterval(() => handle.readStart(), readEvery) : undefined;
     for await (const chunk of res) {
+      if (ticker) handle.readStop();
       let start = 0;
       let nl = chunk.indexOf('\n');
       while (nl !== -1) {
@@ -75,6 +84,7 @@ async function watch(rv) {
       }
       partial += chunk.slice(start);
     }
+    clearInterval(ticker);
   }
 }
 
