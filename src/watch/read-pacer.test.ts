@@ -22,6 +22,17 @@ function fakeSocket() {
 /** Lets the current turn end (the pacer stops reads in the check phase, after the poll). */
 const afterTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
+/** A pacer with two sockets attached and stopped (one turn past the attach). */
+async function twoPaced() {
+  const pacer = new WatchReadPacer();
+  const a = fakeSocket();
+  const b = fakeSocket();
+  pacer.attach(a.asSocket);
+  pacer.attach(b.asSocket);
+  await afterTurn();
+  return { pacer, a, b };
+}
+
 describe('WatchReadPacer', () => {
   it('reads a paced socket only in the turn of a tick: stopped after attach, started by tick, stopped again', async () => {
     const pacer = new WatchReadPacer();
@@ -43,12 +54,7 @@ describe('WatchReadPacer', () => {
   });
 
   it('one tick starts every paced socket; one check phase stops them all', async () => {
-    const pacer = new WatchReadPacer();
-    const a = fakeSocket();
-    const b = fakeSocket();
-    pacer.attach(a.asSocket);
-    pacer.attach(b.asSocket);
-    await afterTurn();
+    const { pacer, a, b } = await twoPaced();
     pacer.tick();
     expect([a.calls, b.calls]).toEqual([
       ['stop', 'start'],
@@ -86,12 +92,7 @@ describe('WatchReadPacer', () => {
   });
 
   it('close() lets every stream go with reading restored', async () => {
-    const pacer = new WatchReadPacer();
-    const a = fakeSocket();
-    const b = fakeSocket();
-    pacer.attach(a.asSocket);
-    pacer.attach(b.asSocket);
-    await afterTurn();
+    const { pacer, a, b } = await twoPaced();
     pacer.close();
     expect([a.calls, b.calls]).toEqual([
       ['stop', 'start'],

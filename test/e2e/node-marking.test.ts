@@ -30,6 +30,19 @@ const controllerFlags = (extra: string[] = []) => [
   ...extra,
 ];
 
+/** The kubelets of `nodes` post again; resolves once our unreachable taints are gone from all. */
+async function resumeUntilUntainted(nodes: string[]): Promise<number> {
+  const resumedAt = performance.now();
+  for (const n of nodes) fleet.node(n).resumeHeartbeats();
+  for (const n of nodes) {
+    await waitUntil(() => observer.taintsGoneAt(n, [UR_NS, UR_NE], resumedAt), {
+      timeoutMs: 10_000,
+      what: `${n} taints removed`,
+    });
+  }
+  return resumedAt;
+}
+
 async function startActing(extra: string[] = []): Promise<ControllerProcess> {
   const ctl = await startController(controllerFlags(extra));
   onTestFailed(() => console.log(`controller log summary:\n${ctl.summary()}`));
@@ -168,13 +181,8 @@ describe('marking lost nodes (real API server, 30 simulated nodes, grace 5 s, re
       });
 
       // Recovery: the kubelet posts Ready, we remove our taints within 2 s of that.
-      const resumedAt = performance.now();
-      for (const n of failing) fleet.node(n).resumeHeartbeats();
+      const resumedAt = await resumeUntilUntainted(failing);
       for (const n of failing) {
-        await waitUntil(() => observer.taintsGoneAt(n, [UR_NS, UR_NE], resumedAt), {
-          timeoutMs: 10_000,
-          what: `${n} taints removed`,
-        });
         const readyAt = observer.readyAt(n, 'True', resumedAt)!;
         const cleanAt = observer.taintsGoneAt(n, [UR_NS, UR_NE], resumedAt)!;
         console.log(
@@ -224,14 +232,7 @@ describe('marking lost nodes (real API server, 30 simulated nodes, grace 5 s, re
       expect(p50).toBeLessThan(0.5);
       expect(ctl.logs.filter((l) => l.level === 'error')).toEqual([]);
 
-      const resumedAt = performance.now();
-      for (const n of failing) fleet.node(n).resumeHeartbeats();
-      for (const n of failing) {
-        await waitUntil(() => observer.taintsGoneAt(n, [UR_NS, UR_NE], resumedAt), {
-          timeoutMs: 10_000,
-          what: `${n} taints removed`,
-        });
-      }
+      await resumeUntilUntainted(failing);
     } finally {
       for (const n of failing) fleet.node(n).resumeHeartbeats();
       await ctl.kill();
