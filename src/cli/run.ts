@@ -35,8 +35,8 @@ import type { ProxyEnv } from '../kube/proxy.js';
 import { RequestRateLimiter } from '../kube/rate-limit.js';
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
-import { EventLoopSampler } from '../metrics/event-loop.js';
-import { createApiRequestMetrics, createRegistry, EVENT_LOOP_SAMPLE_MS } from '../metrics/registry.js';
+import { EVENT_LOOP_SAMPLE_MS, EventLoopSampler } from '../metrics/event-loop.js';
+import { createApiRequestMetrics, createRegistry } from '../metrics/registry.js';
 import { filter } from '../rx/index.js';
 import {
   createWatchMetrics,

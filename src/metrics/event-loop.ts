@@ -1,6 +1,16 @@
 import { createHistogram, type RecordableHistogram } from 'node:perf_hooks';
 import { Gauge, type Registry } from 'prom-client';
 
+/**
+ * How often nodejs_eventloop_lag_* samples the event loop (EventLoopSampler) when nothing else sets
+ * the cadence. prom-client's default, 10 ms, is a timer that wakes the process 100 times a second
+ * forever: about 200 epoll wake-ups per second, measured as the largest part of an idle
+ * controller's CPU (docs/benchmarks.md, "Steady-state cost"). At 100 ms the histogram still catches
+ * any stall longer than 100 ms (GC pauses, a large LIST decoded at once) and the process sleeps
+ * between events.
+ */
+export const EVENT_LOOP_SAMPLE_MS = 100;
+
 /** The event-loop series prom-client's default metrics would register; EventLoopSampler serves them. */
 export const EVENT_LOOP_LAG_METRICS = [
   'nodejs_eventloop_lag_seconds',

@@ -3,16 +3,6 @@ import type { RequestObserver } from '../kube/client.js';
 import { EVENT_LOOP_LAG_METRICS } from './event-loop.js';
 
 /**
- * How often nodejs_eventloop_lag_* samples the event loop (EventLoopSampler) when nothing else sets
- * the cadence. prom-client's default, 10 ms, is a timer that wakes the process 100 times a second
- * forever: about 200 epoll wake-ups per second, measured as the largest part of an idle
- * controller's CPU (docs/benchmarks.md, "Steady-state cost"). At 100 ms the histogram still catches
- * any stall longer than 100 ms (GC pauses, a large LIST decoded at once) and the process sleeps
- * between events.
- */
-export const EVENT_LOOP_SAMPLE_MS = 100;
-
-/**
  * prom-client's own event-loop monitor is given an interval it never reaches (about 24 days) and its
  * series are taken out: EventLoopSampler serves them from the process's one periodic timer.
  */

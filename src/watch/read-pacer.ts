@@ -7,9 +7,9 @@ import type { Socket } from 'node:net';
  * does. Each lease renewal arriving on its own wakes the process (epoll, read, TLS, HTTP, streams)
  * with cold caches. Measured at 1,000 nodes (docs/benchmarks.md, "2026-12-01, fifth: watch reads
  * on a cadence"): a bare `node:https` lease watch spends 226 µs of CPU per renewal read as it comes
- * and 71 µs read every 100 ms. With pacing, a watch socket is read only right after a tick: `tick()` starts reading
- * on every paced socket, the event loop's poll phase that follows reads whatever the kernel holds,
- * and the check phase right after it stops reading again. Between ticks the bytes wait in the
+ * and 71 µs read every 100 ms. With pacing, a watch socket is read only right after a tick:
+ * `tick()` starts reading on every paced socket, the event loop's poll phase that follows reads
+ * whatever the kernel holds, and the check phase right after it stops reading again. Between ticks the bytes wait in the
  * kernel; the watches cost one wake-up per tick however many events arrive.
  *
  * What it changes: an event is seen up to one interval after it arrives (a lease renewal is timed

@@ -21,8 +21,8 @@ import { createDelegatedAuthMetrics } from '../../src/http/delegated-auth.js';
 import { createMetricsServerMetrics } from '../../src/http/server.js';
 import { createServingCertMetrics } from '../../src/http/serving-cert.js';
 import type { KubeClient } from '../../src/kube/client.js';
-import { EventLoopSampler } from '../../src/metrics/event-loop.js';
-import { createApiRequestMetrics, createRegistry, EVENT_LOOP_SAMPLE_MS } from '../../src/metrics/registry.js';
+import { EVENT_LOOP_SAMPLE_MS, EventLoopSampler } from '../../src/metrics/event-loop.js';
+import { createApiRequestMetrics, createRegistry } from '../../src/metrics/registry.js';
 import { createWatchMetrics } from '../../src/watch/metrics.js';
 import { watchNodeLeases, watchNodes } from '../../src/watch/reflector.js';
 
