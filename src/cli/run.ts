@@ -294,6 +294,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     nodes,
     watchSilenceThresholdMs: config.health.watchSilenceThresholdMs,
     monitorPeriodMs: config.health.monitorPeriodMs,
+    ticker: eventLoop,
     markPodsNotReady: config.health.markPodsNotReady,
     // A replica that cannot see does not acquire the lease; a leader blind for too long releases
     // it (once its writes on the wire are over) so that one that can see leads.

@@ -1,13 +1,15 @@
 import { Registry } from 'prom-client';
-import { asyncScheduler } from 'rxjs';
+import { asyncScheduler, type SchedulerLike } from 'rxjs';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ApiWriter, createWriterMetrics } from '../apply/writer.js';
 import type { Clock } from '../clock/clock.js';
+import type { Ticker } from '../clock/ticker.js';
 import { DisruptionController } from '../disruption/index.js';
 import { NodeHealthTracker } from '../health/index.js';
 import type { KubeClient } from '../kube/client.js';
 import type { Lease, Node } from '../kube/types.js';
 import { memoryLogger } from '../log/logger.js';
+import { EventLoopSampler } from '../metrics/event-loop.js';
 import { Reflector } from '../watch/reflector.js';
 import { stripLease, stripNode } from '../watch/strip.js';
 import type { WatchHealth } from '../watch/types.js';
@@ -40,6 +42,8 @@ interface Harness {
   nodes: Reflector<Node>;
   /** Intervals [from, to) in which either watch was synced but not connected. */
   blindIntervals: Array<[number, number]>;
+  /** The delay of every action the controller and its watches scheduled on the clock. */
+  scheduled: number[];
   stop(): Promise<void>;
 }
 
@@ -47,10 +51,20 @@ interface Harness {
  * The controller as run.ts wires it (real watch layer, tracker, disruption controller and writer),
  * against the in-memory server, in virtual time. Leading from the start (no election).
  */
-function harness(o: { nodes: number; blindStepDownMs?: number }): Harness {
+function harness(o: { nodes: number; blindStepDownMs?: number; ticker?: Ticker }): Harness {
   const sim = new SimApiServer(now);
   for (let i = 0; i < o.nodes; i++) sim.addNode(`node-${i}`);
-  const clock: Clock = { scheduler: asyncScheduler, wall: () => Date.now() };
+  const scheduled: number[] = [];
+  const clock: Clock = {
+    scheduler: {
+      now: () => asyncScheduler.now(),
+      schedule: ((work: never, delay?: number, state?: never) => {
+        scheduled.push(delay ?? 0);
+        return asyncScheduler.schedule(work, delay, state);
+      }) as SchedulerLike['schedule'],
+    },
+    wall: () => Date.now(),
+  };
   const registry = new Registry();
   const logger = memoryLogger(2);
   const client = sim.client as unknown as KubeClient;
@@ -96,6 +110,7 @@ function harness(o: { nodes: number; blindStepDownMs?: number }): Harness {
     monitorPeriodMs: 5_000,
     markPodsNotReady: 'always',
     blindStepDownMs: o.blindStepDownMs,
+    ticker: o.ticker,
     election: {
       setEligible: (e) => election.push({ at: now(), call: `eligible=${e}` }),
       stepDown: (reason) => {
@@ -134,6 +149,7 @@ function harness(o: { nodes: number; blindStepDownMs?: number }): Harness {
     leases,
     nodes,
     blindIntervals,
+    scheduled,
     async stop() {
       sim.stopAll();
       nodes.dispose();
@@ -287,6 +303,53 @@ describe('NodeLifecycleController: leadership follows sight (virtual time)', () 
       expect(h.election.at(-1)?.call).toBe('stepDown: blind (disconnected) for 2m30s while leading');
       expect(await metric(h.registry, 'nlc_blind_step_downs_total')).toBe(1);
     } finally {
+      await h.stop();
+    }
+  });
+
+  it('on the process ticker the sight check and safety net take no timers of their own; a blind leader still steps down within a second', async () => {
+    const passes = async (r: Registry) =>
+      (
+        (await r.getSingleMetric('node_collector_update_all_nodes_health_duration_seconds')?.get())?.values as
+          | Array<{ metricName?: string; value: number }>
+          | undefined
+      )?.find((v) => v.metricName?.endsWith('_count'))?.value ?? 0;
+    // Without a ticker (the control): the 1 s and 5 s periods are timers on the clock.
+    const plain = harness({ nodes: 3 });
+    try {
+      await advance(20_000);
+      expect(plain.scheduled).toContain(1000);
+      expect(plain.scheduled).toContain(5000);
+    } finally {
+      await plain.stop();
+    }
+    const LIMIT = 150_000;
+    const sampler = new EventLoopSampler(new Registry(), 250);
+    sampler.start();
+    const h = harness({ nodes: 3, blindStepDownMs: LIMIT, ticker: sampler });
+    try {
+      await advance(5_000);
+      const before = await passes(h.registry);
+      const from = h.scheduled.length;
+      await advance(50_000);
+      // Nor does the zone pass after each: it runs in the safety net's turn, not after a 0 ms timer.
+      expect(h.scheduled.slice(from).filter((d) => d === 0)).toEqual([]);
+      // The safety net ran every 5 s on the ticks (one pass may be in flight).
+      expect((await passes(h.registry)) - before).toBeGreaterThanOrEqual(9);
+      expect((await passes(h.registry)) - before).toBeLessThanOrEqual(10);
+      expect(h.scheduled).not.toContain(1000);
+      expect(h.scheduled).not.toContain(5000);
+      h.sim.setPath('refuse');
+      h.sim.cut();
+      const began = now();
+      await advance(LIMIT + 60_000);
+      const downs = h.election.filter((e) => e.call.startsWith('stepDown'));
+      expect(downs).toHaveLength(1);
+      expect(downs[0]!.at - began).toBeGreaterThanOrEqual(LIMIT);
+      expect(downs[0]!.at - began).toBeLessThanOrEqual(LIMIT + 1_000);
+      expect(h.controller.sight.leading).toBe(false);
+    } finally {
+      sampler.stop();
       await h.stop();
     }
   });

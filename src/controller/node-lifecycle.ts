@@ -1,5 +1,6 @@
 import type { ApiWriter, WriteOutcome } from '../apply/writer.js';
 import type { Clock } from '../clock/clock.js';
+import { everyOnTicks, type Ticker } from '../clock/ticker.js';
 import {
   type DisruptionController,
   type DisruptionUpdate,
@@ -74,6 +75,12 @@ export interface NodeLifecycleOptions {
   watchSilenceThresholdMs: number;
   /** Safety-net full re-check period (--node-monitor-period). */
   monitorPeriodMs: number;
+  /**
+   * The process's periodic tick (EventLoopSampler). When given, the 1 s sight check and the
+   * safety net run on its ticks instead of timers of their own (fewer wake-ups); absent, or coarser
+   * than a period, they use the clock's scheduler.
+   */
+  ticker?: Ticker;
   markPodsNotReady: 'always' | 'upstream';
   /**
    * While a node is not Ready its pods are re-listed (newly bound pods get marked): first after this
@@ -119,12 +126,12 @@ function asReady(node: Node): ReadyStatus {
  * watch that is disconnected, unsynced or silent makes it blind, and blind it marks nothing.
  */
 export class NodeLifecycleController {
-  private readonly o: Required<Omit<NodeLifecycleOptions, 'onObservation' | 'election'>> &
-    Pick<NodeLifecycleOptions, 'onObservation' | 'election'>;
+  private readonly o: Required<Omit<NodeLifecycleOptions, 'onObservation' | 'election' | 'ticker'>> &
+    Pick<NodeLifecycleOptions, 'onObservation' | 'election' | 'ticker'>;
   private readonly log: Logger;
   private readonly queue: WorkQueue<string>;
   private readonly anomalies: AnomalyReporter;
-  private readonly subs: Subscription[] = [];
+  private readonly subs: { unsubscribe(): void }[] = [];
   private leading = false;
   private blindReason: BlindReason | undefined = 'not_leader';
   /** Start of the current blind spell: when sight was lost (a silent watch: its last contact). */
@@ -186,11 +193,16 @@ export class NodeLifecycleController {
     }
     // Time-based parts of sight (silence), and the safety net.
     this.every(1000, () => this.evaluateSight());
-    this.every(this.o.monitorPeriodMs, () => this.recheck());
+    this.every(this.o.monitorPeriodMs, () => this.recheck('now'));
     for (let i = 0; i < this.o.workers; i++) this.workerLoops.push(this.worker());
   }
 
   private every(ms: number, fn: () => void): void {
+    const ticker = this.o.ticker;
+    if (ticker && ticker.intervalMs <= ms) {
+      this.subs.push({ unsubscribe: everyOnTicks(ticker, () => this.now(), ms, fn) });
+      return;
+    }
     this.subs.push(
       this.o.clock.scheduler.schedule(function repeat(this: {
         schedule(state?: unknown, delay?: number): void;
@@ -466,8 +478,11 @@ export class NodeLifecycleController {
     this.armDeadlineTimer();
   }
 
-  /** Safety net: every timed-out node, found by a full pass. */
-  private recheck(): void {
+  /**
+   * Safety net: every timed-out node, found by a full pass. `zones`: 'now' runs the zone pass in
+   * this turn (the periodic pass, already a turn of its own), 'soon' after the turn's other events.
+   */
+  private recheck(zones: 'now' | 'soon' = 'soon'): void {
     if (this.stopped || !this.acting()) return;
     const now = this.now();
     const due = this.o.tracker.recheckAll(now);
@@ -477,7 +492,9 @@ export class NodeLifecycleController {
       else this.pass = { started: now, pending: new Set(due) };
     }
     this.armDeadlineTimer();
-    this.scheduleDisruptionTick();
+    // A 0 ms timer would be one more wake-up every period for what can run now.
+    if (zones === 'now' && !this.disruptionTickPending) this.disruptionTick();
+    else this.scheduleDisruptionTick();
   }
 
   /** A node the timed pass queued has been reconciled; the last one ends the pass. */

@@ -76,6 +76,22 @@ describe('EventLoopSampler', () => {
     expect(ticks).toBe(4);
   });
 
+  it('a listener stops with the function onTick returned, even from within a tick', () => {
+    const sampler = new EventLoopSampler(createRegistry({ defaultMetrics: false }), 100);
+    const seen: string[] = [];
+    const offA = sampler.onTick(() => {
+      seen.push('a');
+      offA(); // once only
+    });
+    const offB = sampler.onTick(() => seen.push('b'));
+    sampler.onTick(() => seen.push('c'));
+    sampler.tick();
+    offB();
+    offB(); // twice is harmless
+    sampler.tick();
+    expect(seen).toEqual(['a', 'b', 'c', 'c']);
+  });
+
   it('refuses an interval that is not a whole number of ms above 0', () => {
     const registry = createRegistry({ defaultMetrics: false });
     expect(() => new EventLoopSampler(registry, 0)).toThrow(/> 0/);

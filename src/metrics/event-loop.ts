@@ -1,5 +1,6 @@
 import { createHistogram, type RecordableHistogram } from 'node:perf_hooks';
 import { Gauge, type Registry } from 'prom-client';
+import type { Ticker } from '../clock/ticker.js';
 
 /**
  * How often nodejs_eventloop_lag_* samples the event loop (EventLoopSampler) when nothing else sets
@@ -25,8 +26,9 @@ export const EVENT_LOOP_LAG_METRICS = [
 
 /**
  * The process's one periodic timer: it samples the event loop for the nodejs_eventloop_lag_* series
- * and drives whatever else must run on a cadence (the watch read pacer), so that both cost one
- * wake-up per interval instead of one each.
+ * and drives whatever else must run on a cadence (the watch read pacer; the controller's sight
+ * check and safety net, through everyOnTicks), so that all of them cost one wake-up per interval
+ * instead of one each.
  *
  * The series mean what prom-client's do (it uses perf_hooks.monitorEventLoopDelay): the histogram
  * records the time between two consecutive ticks, so an idle loop shows about the interval and a
@@ -34,7 +36,7 @@ export const EVENT_LOOP_LAG_METRICS = [
  * since the previous scrape (the histogram is reset at each), and nodejs_eventloop_lag_seconds is
  * how long a setImmediate takes at scrape time.
  */
-export class EventLoopSampler {
+export class EventLoopSampler implements Ticker {
   private readonly histogram: RecordableHistogram = createHistogram();
   private readonly listeners: (() => void)[] = [];
   private timer: ReturnType<typeof setInterval> | undefined;
@@ -93,9 +95,13 @@ export class EventLoopSampler {
     }
   }
 
-  /** Runs `fn` on every tick, after the sample is taken. */
-  onTick(fn: () => void): void {
+  /** Runs `fn` on every tick, after the sample is taken; the function returned stops that. */
+  onTick(fn: () => void): () => void {
     this.listeners.push(fn);
+    return () => {
+      const i = this.listeners.indexOf(fn);
+      if (i >= 0) this.listeners.splice(i, 1);
+    };
   }
 
   start(): void {
@@ -117,6 +123,7 @@ export class EventLoopSampler {
     const now = process.hrtime.bigint();
     if (this.last > 0n) this.histogram.record(now > this.last ? now - this.last : 1n);
     this.last = now;
-    for (const fn of this.listeners) fn();
+    // A copy: a listener may stop itself (or another) while this runs.
+    for (const fn of [...this.listeners]) fn();
   }
 }

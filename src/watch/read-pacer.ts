@@ -9,8 +9,11 @@ import type { Socket } from 'node:net';
  * on a cadence"): a bare `node:https` lease watch spends 226 µs of CPU per renewal read as it comes
  * and 71 µs read every 100 ms. With pacing, a watch socket is read only right after a tick:
  * `tick()` starts reading on every paced socket, the event loop's poll phase that follows reads
- * whatever the kernel holds, and the check phase right after it stops reading again. Between ticks the bytes wait in the
- * kernel; the watches cost one wake-up per tick however many events arrive.
+ * whatever the kernel holds, and the check phase right after it stops reading again. Between ticks
+ * the bytes wait in the kernel; the watches cost one wake-up per tick however many events arrive,
+ * plus at most one per socket between two ticks that runs no JavaScript: libuv takes a stopped
+ * socket out of epoll lazily, on the first readiness after the stop (seen with strace: an
+ * epoll_wait returning for the socket, then EPOLL_CTL_DEL, nothing read).
  *
  * What it changes: an event is seen up to one interval after it arrives (a lease renewal is timed
  * when seen, so a deadline moves that much later, never earlier). Nothing is marked on a late view:
