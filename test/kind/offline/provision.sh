@@ -58,7 +58,7 @@ docker() { /usr/bin/docker "$@"; }
 
 step_engine() {
   local need=() p
-  for p in docker.io debootstrap jq gcc libc6-dev libseccomp-dev; do
+  for p in docker.io debootstrap jq gcc libc6-dev libseccomp-dev busybox-static; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
   done
   if [ ${#need[@]} -gt 0 ]; then
