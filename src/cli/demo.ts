@@ -6,9 +6,20 @@ import { loadConfig } from '../config/config.js';
 import { type FlagSpec, helpText, parseArgs } from '../config/flags.js';
 import { formatDuration } from '../disruption/duration.js';
 import { SimulatedFleet } from '../fleet/fleet.js';
+import { readyStatus } from '../health/index.js';
 import { LocalControlPlane } from '../localcluster/control-plane.js';
 import { createLogger } from '../log/logger.js';
 import { watchNodeLeases, watchNodes } from '../watch/index.js';
+import {
+  DemoChecks,
+  type DemoSnapshot,
+  formatResults,
+  handoverExpectation,
+  lostExpectation,
+  notReadyExpectation,
+  recoveredExpectation,
+  UNREACHABLE_NOEXECUTE,
+} from './demo-checks.js';
 import { type RunningController, runController } from './run.js';
 import { FleetView } from './view.js';
 
@@ -18,7 +29,8 @@ const DEMO_FLAGS: readonly FlagSpec[] = [
     name: 'nodes',
     kind: 'int',
     default: '24',
-    min: 3,
+    // The script stops two nodes of zone-a and uses two of zone-b: at least two per zone.
+    min: 6,
     max: 2000,
     help: 'Simulated nodes, spread over three zones.',
   },
@@ -45,13 +57,18 @@ const DEMO_FLAGS: readonly FlagSpec[] = [
 interface Step {
   at: number;
   note: string;
-  run: () => void | Promise<void>;
+  /** Runs the step at `now` (ms since the script's start) and says what the controller must do next. */
+  run: (now: number) => void | Promise<void>;
 }
+
+/** How long, past what the controller itself waits for, the demo allows each outcome to show. */
+const SLACK_MS = 10_000;
 
 /**
  * `demo`: starts a real local control plane (etcd + kube-apiserver, built once from the Go module
  * proxy), a simulated kubelet fleet across three zones, and two replicas of the controller under
- * leader election; kills some heartbeats on a schedule; and shows the fleet live.
+ * leader election; kills some heartbeats on a schedule; and shows the fleet live. At the end it
+ * says whether the controller did what each step calls for (demo-checks.ts) and exits 1 if not.
  */
 export async function runDemo(argv: string[], _env: NodeJS.ProcessEnv): Promise<number> {
   let args: ReturnType<typeof parseArgs>;
@@ -139,45 +156,78 @@ export async function runDemo(argv: string[], _env: NodeJS.ProcessEnv): Promise<
   const t0 = performance.now();
   const zoneA = fleet.inZone('zone-a');
   const zoneB = fleet.inZone('zone-b');
+  const [a0, a1] = [zoneA[0]!, zoneA[1]!];
+  const [b0, b1] = [zoneB[0]!, zoneB[1]!];
+  const checks = new DemoChecks();
+  // A node is created tainted not-ready (the API server's TaintNodesByCondition admission); the
+  // controller lifts the taint once the node is Ready.
+  checks.expect(
+    recoveredExpectation(
+      0,
+      SLACK_MS + 5_000,
+      "new nodes' not-ready taints lifted: every node Ready=True and untainted",
+    ),
+  );
   const notes: string[] = [];
   const s = (sec: number) => sec * 1000;
   const steps: Step[] = [
     {
       at: s(5),
-      note: `stop heartbeats of ${zoneA[0]?.name} and ${zoneA[1]?.name} (zone-a)`,
-      run: () => {
-        zoneA[0]?.pauseHeartbeats();
-        zoneA[1]?.pauseHeartbeats();
+      note: `stop heartbeats of ${a0.name} and ${a1.name} (zone-a)`,
+      run: (now) => {
+        checks.silence([a0.name, a1.name]);
+        a0.pauseHeartbeats();
+        a1.pauseHeartbeats();
+        checks.expect(lostExpectation([a0.name, a1.name], now, graceMs + SLACK_MS));
       },
     },
     {
       at: s(12),
-      note: `stop heartbeats of ${zoneB[0]?.name} (zone-b)`,
-      run: () => zoneB[0]?.pauseHeartbeats(),
+      note: `stop heartbeats of ${b0.name} (zone-b)`,
+      run: (now) => {
+        checks.silence([b0.name]);
+        b0.pauseHeartbeats();
+        checks.expect(lostExpectation([b0.name], now, graceMs + SLACK_MS));
+      },
     },
     {
       at: s(20),
-      note: `${zoneB[1]?.name} reports Ready=False while still renewing`,
-      run: () => zoneB[1]?.reportNotReady(),
+      note: `${b1.name} reports Ready=False while still renewing`,
+      run: (now) => {
+        b1.reportNotReady();
+        checks.expect(notReadyExpectation(b1.name, now, SLACK_MS));
+      },
     },
     {
       at: s(12) + graceMs * 3,
       note: `the leader shuts down; the other replica takes over`,
-      run: async () => {
+      run: async (now) => {
         const leader = view.lock?.holder;
         const r = replicas.find((x) => x.name === leader) ?? replicas[0];
-        r?.signals.emit('SIGTERM');
+        if (!r) return;
+        r.signals.emit('SIGTERM');
+        // A clean release hands over at once; otherwise the lease must expire first.
+        checks.expect(handoverExpectation(r.name, now, 6_000 + SLACK_MS));
       },
     },
     {
       at: s(20) + graceMs * 3,
       note: 'heartbeats resume everywhere: nodes recover, taints go',
-      run: () => {
-        for (const k of [zoneA[0], zoneA[1], zoneB[0]]) k?.resumeHeartbeats();
-        zoneB[1]?.reportReady();
+      run: (now) => {
+        for (const k of [a0, a1, b0]) k.resumeHeartbeats();
+        b1.reportReady();
+        checks.expect(recoveredExpectation(now, SLACK_MS + 5_000));
       },
     },
   ];
+  const snapshot = (): DemoSnapshot => ({
+    nodes: [...nodes.store.values()].map((n) => ({
+      name: n.metadata.name,
+      ready: readyStatus(n) ?? '-',
+      taints: (n.spec?.taints ?? []).map((t) => `${t.key}:${t.effect}`),
+    })),
+    leader: view.lock?.holder,
+  });
 
   const tty = process.stdout.isTTY === true;
   let stop = false;
@@ -193,15 +243,18 @@ export async function runDemo(argv: string[], _env: NodeJS.ProcessEnv): Promise<
     while (steps.length > 0 && (steps[0]?.at ?? Number.POSITIVE_INFINITY) <= elapsed) {
       const step = steps.shift()!;
       notes.push(`t+${Math.round(elapsed / 1000)}s: ${step.note}`);
-      await step.run();
+      await step.run(elapsed);
     }
     if (tick++ % 2 === 0)
       await view.refreshReplicas(admin, 'node-lifecycle-controller').catch(() => undefined);
+    const now = performance.now() - t0;
+    checks.observe(now, snapshot());
     const text = view.render({
       title: `node-lifecycle-controller demo: ${nodeCount} simulated nodes, grace ${graceMs / 1000}s, t+${Math.round(elapsed / 1000)}s (Ctrl-C to stop)`,
-      maxRows: tty ? Math.max(10, (process.stdout.rows ?? 40) - 12) : nodeCount,
+      // Room for the header, the last steps and one line per check.
+      maxRows: tty ? Math.max(10, (process.stdout.rows ?? 40) - 22) : nodeCount,
       colour: tty,
-      notes: ['', ...notes.slice(-6)],
+      notes: ['', ...notes.slice(-6), '', 'checks:', ...formatResults(checks.results(now))],
     });
     if (tty) process.stdout.write(`\x1b[H\x1b[2J${text}\n`);
     else if (elapsed - last >= 5000) {
@@ -213,6 +266,16 @@ export async function runDemo(argv: string[], _env: NodeJS.ProcessEnv): Promise<
   }
   process.off('SIGINT', onSig);
   process.off('SIGTERM', onSig);
+  const end = performance.now() - t0;
+  const results = checks.results(end);
+  const failed = results.some((r) => r.status === 'failed');
+  say(`\nWhat the controller was expected to do (t+${Math.round(end / 1000)}s):`);
+  for (const line of formatResults(results)) say(line);
+  const noExecute = checks.noExecuteTainted;
+  say(
+    `  (${UNREACHABLE_NOEXECUTE} on ${noExecute.length ? noExecute.join(', ') : 'no node'}: admitted per zone by the eviction rate limits, not checked)`,
+  );
+  say(failed ? `Demo FAILED: see the controller logs in ${logPath}` : 'Demo checks passed.');
   say('Stopping...');
   nodes.stop();
   leases.stop();
@@ -221,5 +284,5 @@ export async function runDemo(argv: string[], _env: NodeJS.ProcessEnv): Promise<
   admin.close();
   logFile.end();
   await cp.stop();
-  return 0;
+  return failed ? 1 : 0;
 }
