@@ -22,31 +22,13 @@
  * Take the shared lock: flock /tmp/nlc-e2e.lock npx tsx bench/steady-cost.ts ...
  */
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { tryParseDuration } from '../src/disruption/duration.js';
 import { SimulatedFleet } from '../src/fleet/fleet.js';
 import { startCluster } from '../test/support/cluster.js';
 import { imageNodeFlags, startController } from '../test/support/controller-process.js';
 import { sleep, waitUntil } from '../test/support/wait.js';
-
-function args(name: string): string[] {
-  return process.argv.filter((a) => a.startsWith(`--${name}=`)).map((a) => a.slice(name.length + 3));
-}
-function arg(name: string, dflt: string): string {
-  return args(name).at(-1) ?? dflt;
-}
-function durationMs(name: string, dflt: string): number {
-  const v = arg(name, dflt);
-  const r = tryParseDuration(v);
-  const ms = r.ok ? r.ms : 0;
-  if (ms <= 0) {
-    console.error(`--${name}=${v}: need a positive duration such as 60s or 1m30s`);
-    process.exit(2);
-  }
-  return ms;
-}
+import { args, cpuOf, memOf, steadyOptions } from './steady.js';
 
 interface Variant {
   name: string;
@@ -69,30 +51,7 @@ const variants: Variant[] = (
   const [entry, ...nodeFlags] = run!.split(',');
   return { name: v.slice(0, eq), entry: path.resolve(entry!), nodeFlags, controllerFlags };
 });
-const nodes = Number(arg('nodes', '100'));
-const rounds = Number(arg('rounds', '3'));
-if (!(Number.isInteger(nodes) && nodes > 0 && Number.isInteger(rounds) && rounds > 0)) {
-  console.error('--nodes and --rounds need whole numbers > 0');
-  process.exit(2);
-}
-const windowMs = durationMs('window', '60s');
-const warmupMs = durationMs('warmup', '20s');
-const TICK = 100; // clock ticks per second in /proc/<pid>/stat (USER_HZ on Linux)
-
-/** utime + stime in ms, and voluntary context switches, of a process or one of its threads. */
-function cpuOf(statDir: string): { cpuMs: number; wakeups: number } {
-  const stat = readFileSync(`${statDir}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const status = readFileSync(`${statDir}/status`, 'utf8');
-  const wakeups = Number(/voluntary_ctxt_switches:\s*(\d+)/.exec(status)?.[1] ?? 0);
-  return { cpuMs: ((Number(f[11]) + Number(f[12])) * 1000) / TICK, wakeups };
-}
-function memOf(pid: number): { hwmMiB: number; rssMiB: number } {
-  const s = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = (k: string) => Number(new RegExp(`${k}:\\s*(\\d+)`).exec(s)?.[1] ?? 0);
-  return { hwmMiB: kb('VmHWM') / 1024, rssMiB: kb('VmRSS') / 1024 };
-}
-
+const { nodes, rounds, windowMs, warmupMs } = steadyOptions();
 interface Sample {
   variant: string;
   round: number;
