@@ -10,7 +10,7 @@ export function args(name: string): string[] {
   return process.argv.filter((a) => a.startsWith(`--${name}=`)).map((a) => a.slice(name.length + 3));
 }
 /** The last `--name=VALUE`, or the default. */
-export function arg(name: string, dflt: string): string {
+function arg(name: string, dflt: string): string {
   return args(name).at(-1) ?? dflt;
 }
 function durationMs(name: string, dflt: string): number {

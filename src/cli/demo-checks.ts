@@ -114,8 +114,8 @@ export class DemoChecks {
   private readonly expectations: { e: Expectation; seenAfter: number | undefined }[] = [];
   /** Nodes whose heartbeats the demo stopped: only these may be marked Unknown or unreachable. */
   private readonly silenced = new Set<string>();
-  /** Nodes wrongly marked lost, with the first time seen. */
-  private readonly falselyLost = new Map<string, number>();
+  /** Nodes wrongly marked lost. */
+  private readonly falselyLost = new Set<string>();
   private readonly noExecute = new Set<string>();
 
   expect(e: Expectation): void {
@@ -134,8 +134,7 @@ export class DemoChecks {
     for (const n of s.nodes) {
       const lost =
         n.ready === 'Unknown' || n.taints.some((t) => t.startsWith('node.kubernetes.io/unreachable:'));
-      if (lost && !this.silenced.has(n.name) && !this.falselyLost.has(n.name))
-        this.falselyLost.set(n.name, now);
+      if (lost && !this.silenced.has(n.name)) this.falselyLost.add(n.name);
       if (n.taints.includes(UNREACHABLE_NOEXECUTE)) this.noExecute.add(n.name);
     }
   }
@@ -164,7 +163,7 @@ export class DemoChecks {
 
   /** Nodes still heartbeating that were marked lost (Ready=Unknown or unreachable). */
   get falsePositives(): string[] {
-    return [...this.falselyLost.keys()].sort();
+    return [...this.falselyLost].sort();
   }
 
   /** Nodes that got the unreachable NoExecute taint (rate-limited per zone, so not an expectation). */

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { KubeConfig } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
+import { readyStatus } from '../../src/health/index.js';
 import { KubeClient } from '../../src/kube/client.js';
 import type { List, Node } from '../../src/kube/types.js';
 import { MAIN } from '../support/controller-process.js';
@@ -30,8 +31,6 @@ interface Seen {
   /** Ready=True without our taints, after having been Unknown or False. */
   recovered: boolean;
 }
-
-const readyOf = (n: Node) => n.status?.conditions?.find((c) => c.type === 'Ready')?.status;
 
 describe('the demo (README: ./dev demo)', () => {
   it('runs its script to the end, the controller does each thing, and the demo says so and exits 0', async () => {
@@ -82,7 +81,7 @@ describe('the demo (README: ./dev demo)', () => {
               recovered: false,
             };
             const keys = (n.spec?.taints ?? []).map((t) => t.key);
-            const ready = readyOf(n);
+            const ready = readyStatus(n);
             s.unknown ||= ready === 'Unknown';
             s.readyFalse ||= ready === 'False';
             s.unreachable ||= keys.includes(UNREACHABLE);
