@@ -4,6 +4,7 @@
 #
 #   scripts/build-control-plane.sh            # etcd + kube-apiserver
 #   scripts/build-control-plane.sh --with-kcm # also kube-controller-manager (benchmarks)
+#   scripts/build-control-plane.sh --with-kubectl # also kubectl (the tests render manifests with it)
 #   scripts/build-control-plane.sh --kind     # every Kubernetes command a kind node image holds
 #                                             # (test/kind/offline builds one without a registry)
 #
@@ -20,8 +21,9 @@ want="kube-apiserver"
 for arg in "$@"; do
   case "$arg" in
     --with-kcm) want="$want kube-controller-manager" ;;
+    --with-kubectl) want="$want kubectl" ;;
     --kind) want="$ALL_CMDS" ;;
-    *) echo "build-control-plane: unknown argument '$arg' (accepted: --with-kcm, --kind)" >&2; exit 2 ;;
+    *) echo "build-control-plane: unknown argument '$arg' (accepted: --with-kcm, --with-kubectl, --kind)" >&2; exit 2 ;;
   esac
 done
 

@@ -13,6 +13,8 @@ export interface ControlPlaneBinaries {
   etcd: string;
   kubeApiserver: string;
   kubeControllerManager: string;
+  /** Built only on request (`--with-kubectl`, or `--kind`); the tests render manifests with it. */
+  kubectl: string;
 }
 
 /** Cache folder shared by all runs of this project on this machine (never inside the repo). */
@@ -30,6 +32,7 @@ export function binariesIn(env: NodeJS.ProcessEnv = process.env): ControlPlaneBi
     etcd: path.join(dir, 'etcd'),
     kubeApiserver: path.join(dir, 'kube-apiserver'),
     kubeControllerManager: path.join(dir, 'kube-controller-manager'),
+    kubectl: path.join(dir, 'kubectl'),
   };
 }
 

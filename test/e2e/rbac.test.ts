@@ -31,6 +31,7 @@ import { createRegistry } from '../../src/metrics/registry.js';
 import { ApiResolver, type Manifest, renderKustomizeBase, serverSideApply } from '../support/apply.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import { type ControllerProcess, startController } from '../support/controller-process.js';
+import { projectKubectl } from '../support/kubectl.js';
 import { type AuditEvent, ClusterObserver, readAuditLog } from '../support/observer.js';
 import {
   expandNonResourceRules,
@@ -273,16 +274,13 @@ describe('RBAC of manifests/base (real API server, controller process with its S
       ).toBe(true);
       if (object.kind.endsWith('Role')) expect(got.rules, what).toEqual(object.rules);
     }
-    // Where kubectl exists, the rendering applied here is exactly what `kubectl kustomize` renders.
-    const kubectl = spawnSync('kubectl', ['kustomize', BASE], { encoding: 'utf8' });
-    if (kubectl.error || kubectl.status !== 0) {
-      console.log('kubectl kustomize unavailable: rendering not cross-checked');
-    } else {
-      const key = (o: Manifest) => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
-      const byKey = (l: Manifest[]) => [...l].sort((a, b) => key(a).localeCompare(key(b)));
-      const rendered = (loadAllYaml(kubectl.stdout) as Manifest[]).filter(Boolean);
-      expect(byKey(applied.map((a) => a.object))).toEqual(byKey(rendered));
-    }
+    // The rendering applied here is exactly what `kubectl kustomize` (the project's kubectl) renders.
+    const kubectl = spawnSync(projectKubectl(), ['kustomize', BASE], { encoding: 'utf8' });
+    expect(kubectl.status, kubectl.stderr).toBe(0);
+    const key = (o: Manifest) => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+    const byKey = (l: Manifest[]) => [...l].sort((a, b) => key(a).localeCompare(key(b)));
+    const rendered = (loadAllYaml(kubectl.stdout) as Manifest[]).filter(Boolean);
+    expect(byKey(applied.map((a) => a.object))).toEqual(byKey(rendered));
     const dep = applied.find((a) => a.object.kind === 'Deployment')!.stored as unknown as {
       spec: { template: { spec: { containers: { image: string }[]; serviceAccountName: string } } };
     };

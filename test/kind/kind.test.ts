@@ -13,8 +13,8 @@
  *     the lease once it expires and marks that node.
  * Timers start before `docker stop`, which takes seconds on a systemd node.
  *
- * Runs where Docker, kind and kubectl answer (test/kind/offline/provision.sh makes them on a machine
- * without a registry); elsewhere it is skipped and says why, unless NLC_KIND_REQUIRED=1 (CI).
+ * Needs Docker, kind and kubectl (test/kind/offline/provision.sh makes them on a machine without a
+ * registry); where they do not answer it FAILS and says why (`./dev test --skip-kind` does not run it).
  */
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import {
@@ -42,11 +42,8 @@ import {
 } from './support.js';
 
 const resolved = await resolveKind();
-const skip = 'skip' in resolved ? resolved.skip : undefined;
-if (skip !== undefined) {
-  if (process.env.NLC_KIND_REQUIRED === '1') throw new Error(`the kind suite is required here but: ${skip}`);
-  console.log(`SKIP kind suite: ${skip}`);
-}
+// Missing tools FAIL the suite (no skip): `./dev test --skip-kind` is the explicit way not to run it.
+if ('skip' in resolved) throw new Error(`the kind suite cannot run here: ${resolved.skip}`);
 
 /** Seconds of grace the kind overlay gives; kubelets renew every 10s. */
 const GRACE_S = 20;
@@ -56,8 +53,7 @@ const LEASE_S = 15;
 const TOLERATION_S = 5;
 const VICTIM_POD = 'nlc-kind-victim';
 
-describe.skipIf(skip !== undefined)('kind cluster, controller from its image and manifests', () => {
-  if (!('settings' in resolved)) return; // skipped: the other describe below says why
+describe('kind cluster, controller from its image and manifests', () => {
   const s = resolved.settings;
   const cluster = new KindCluster(s);
   const t = cluster.t;
@@ -459,9 +455,3 @@ describe.skipIf(skip !== undefined)('kind cluster, controller from its image and
     );
   });
 });
-
-if (skip !== undefined) {
-  describe('kind cluster (skipped here)', () => {
-    it.skip(`needs Docker, kind and kubectl: ${skip}`, () => undefined);
-  });
-}

@@ -37,6 +37,4 @@ done
 if [ "$offline" = 1 ]; then
   bash "$ROOT/test/kind/offline/provision.sh"
 fi
-# Asked for explicitly: a missing tool is an error, not a skip.
-export NLC_KIND_REQUIRED=1
 exec "$ROOT/dev" exec -- vitest run --project kind

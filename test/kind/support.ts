@@ -63,8 +63,7 @@ function run(cmd: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs = 30
 }
 
 /**
- * The settings from the environment, or why the suite cannot run here. NLC_KIND_REQUIRED=1 (CI)
- * turns a missing tool into an error instead of a skip.
+ * The settings from the environment, or why the suite cannot run here (the suite then fails).
  */
 export async function resolveKind(
   procEnv: NodeJS.ProcessEnv = process.env,

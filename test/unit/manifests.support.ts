@@ -25,6 +25,7 @@ import { EVENT_LOOP_SAMPLE_MS, EventLoopSampler } from '../../src/metrics/event-
 import { createApiRequestMetrics, createRegistry } from '../../src/metrics/registry.js';
 import { createWatchMetrics } from '../../src/watch/metrics.js';
 import { watchNodeLeases, watchNodes } from '../../src/watch/reflector.js';
+import { projectKubectl } from '../support/kubectl.js';
 
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const MANIFESTS = join(REPO, 'manifests');
@@ -158,17 +159,11 @@ export function deploymentOf(overlayDir: string): Obj {
 }
 
 // ---------------------------------------------------------------------------------------------
-// kubectl kustomize (optional: the tests that use it are skipped, with the reason, without it).
-
-export function kubectlKustomizeAvailable(): string | undefined {
-  const r = spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' });
-  if (r.error || r.status !== 0) return 'kubectl is not on PATH (kubectl kustomize renders the manifests)';
-  return undefined;
-}
+// kubectl kustomize, with the project's own kubectl (test/support/kubectl.ts).
 
 /** Renders a kustomization directory; throws with kustomize's message on failure. */
 export function kustomize(dir: string): Obj[] {
-  const r = spawnSync('kubectl', ['kustomize', dir], { encoding: 'utf8', maxBuffer: 64 << 20 });
+  const r = spawnSync(projectKubectl(), ['kustomize', dir], { encoding: 'utf8', maxBuffer: 64 << 20 });
   if (r.status !== 0) throw new Error(`kubectl kustomize ${dir} failed: ${r.stderr}`);
   return (loadAllYaml(r.stdout) as unknown[]).filter(isObj);
 }

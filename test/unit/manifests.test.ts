@@ -16,7 +16,6 @@ import {
   findDoc,
   get,
   isObj,
-  kubectlKustomizeAvailable,
   kustomizationOf,
   kustomize,
   kustomizeWith,
@@ -462,10 +461,7 @@ function loadDocsFromString(text: string): Obj[] {
 // ---------------------------------------------------------------------------------------------
 
 describe('rendered by kubectl kustomize', () => {
-  const skip = kubectlKustomizeAvailable();
-  if (skip) console.log(`SKIP rendered-manifest tests: ${skip}`);
-
-  it.skipIf(skip !== undefined)('base + every component, and each overlay, render; selectors line up', () => {
+  it('base + every component, and each overlay, render; selectors line up', () => {
     const all = kustomizeWith([BASE], COMPONENT_DIRS);
     const one = (kind: string, name?: string) => {
       const f = all.filter(
@@ -652,32 +648,29 @@ describe('PrometheusRule', () => {
     expect(byName.get('NodeLifecycleControllerDown')?.expr).toContain(`absent(up{job="${JOB}"})`);
   });
 
-  it.skipIf(kubectlKustomizeAvailable() !== undefined)(
-    "docs/deploy.md's overlay snippet rewrites every runbook_url to the hosted docs (kubectl kustomize)",
-    () => {
-      const text = readFileSync(join(REPO, 'docs', 'deploy.md'), 'utf8');
-      const block = /```yaml\n(# runbook links[\s\S]*?)```/.exec(text)?.[1];
-      expect(block, 'the "# runbook links" snippet in docs/deploy.md').toBeDefined();
-      const dir = mkdtempSync(join(tmpdir(), 'nlc-runbooks-'));
-      try {
-        const overlay = loadAllYaml(block!)[0] as Obj;
-        overlay.apiVersion = 'kustomize.config.k8s.io/v1beta1';
-        overlay.kind = 'Kustomization';
-        overlay.components = [relative(dir, join(COMPONENTS, 'prometheusrule'))];
-        writeFileSync(join(dir, 'kustomization.yaml'), JSON.stringify(overlay));
-        const out = kustomize(dir).find((d) => d.kind === 'PrometheusRule')!;
-        const urls = arr(get(out, 'spec', 'groups')).flatMap((g) =>
-          arr(get(g, 'rules')).map((r) => String(get(r, 'annotations', 'runbook_url'))),
-        );
-        expect(urls.length).toBe(alerts().length);
-        const base = String(get(out, 'metadata', 'annotations', 'runbook-base'));
-        expect(base).toMatch(/^https:\/\/.+\/docs\/operations\.md$/);
-        for (const [i, a] of alerts().entries()) expect(urls[i]).toBe(`${base}#${a.alert.toLowerCase()}`);
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
-      }
-    },
-  );
+  it("docs/deploy.md's overlay snippet rewrites every runbook_url to the hosted docs (kubectl kustomize)", () => {
+    const text = readFileSync(join(REPO, 'docs', 'deploy.md'), 'utf8');
+    const block = /```yaml\n(# runbook links[\s\S]*?)```/.exec(text)?.[1];
+    expect(block, 'the "# runbook links" snippet in docs/deploy.md').toBeDefined();
+    const dir = mkdtempSync(join(tmpdir(), 'nlc-runbooks-'));
+    try {
+      const overlay = loadAllYaml(block!)[0] as Obj;
+      overlay.apiVersion = 'kustomize.config.k8s.io/v1beta1';
+      overlay.kind = 'Kustomization';
+      overlay.components = [relative(dir, join(COMPONENTS, 'prometheusrule'))];
+      writeFileSync(join(dir, 'kustomization.yaml'), JSON.stringify(overlay));
+      const out = kustomize(dir).find((d) => d.kind === 'PrometheusRule')!;
+      const urls = arr(get(out, 'spec', 'groups')).flatMap((g) =>
+        arr(get(g, 'rules')).map((r) => String(get(r, 'annotations', 'runbook_url'))),
+      );
+      expect(urls.length).toBe(alerts().length);
+      const base = String(get(out, 'metadata', 'annotations', 'runbook-base'));
+      expect(base).toMatch(/^https:\/\/.+\/docs\/operations\.md$/);
+      for (const [i, a] of alerts().entries()) expect(urls[i]).toBe(`${base}#${a.alert.toLowerCase()}`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 
   it('docs/operations.md has no runbook for an alert that does not exist', () => {
     const names = new Set(alerts().map((a) => a.alert));
