@@ -20,9 +20,21 @@ const CUT_EVERY_MS = 45_000;
 const REFUSE_MS = 6_000;
 /**
  * Marking needs a quorum GET of the lease and a PATCH, both through the same proxy: one refusal
- * window and the writer's retry backoff may come between the deadline and the write landing.
+ * window and the writer's retry backoff may come between the deadline and the write landing. It
+ * also covers the controller's 1 s sight check, which ends each blind spell on its next tick.
  */
 const WRITE_SLACK_MS = REFUSE_MS + 3_000;
+/**
+ * The blind time is judged outside the controller, by the proxy: the time no connection through it
+ * streamed (chunks at most this far apart on one connection). The live kubelets renew every second,
+ * so a lease watch that is up streams; on this 2-core machine under a load of 22 a healthy stream
+ * showed gaps of 0.5-1.5 s, none of 2 s. Node status goes out once a minute, so the node watch does
+ * not stream, and an answer to a request is one or two chunks. The controller's own count of its
+ * blindness is logged, never used for the bound. (Counting only gaps in everything the proxy sent
+ * instead let the node watch's events cut the lease watch's outages short: 33 s dark against 46 s
+ * blind in one run.)
+ */
+const DARK_GAP_MS = 2_000;
 
 let env: ProxiedCluster;
 let fleet: SimulatedFleet;
@@ -33,7 +45,7 @@ beforeAll(async () => {
   env = await startProxiedCluster({
     nodes: 6,
     namePrefix: 'flap-',
-    timing: { renewIntervalMs: 1000, statusUpdateIntervalMs: 10_000 },
+    timing: { renewIntervalMs: 1000, statusUpdateIntervalMs: 60_000 },
   });
   ({ fleet, observer, proxy } = env);
 });
@@ -73,16 +85,19 @@ describe('a flapping connection to the API server (real kube-apiserver behind a 
         intervalMs: 200,
         what: `${dead} marked Unknown while the connection flaps`,
       });
+      const dark = proxy.darkMs(lastRenewal, unknownAt, DARK_GAP_MS);
       const blind = (await ctl.metric('nlc_blind_seconds_total')) - blindBefore;
       const took = unknownAt - lastRenewal;
       console.log(
-        `${dead}: Unknown ${(took / 1000).toFixed(1)} s after its last renewal; blind ${blind.toFixed(1)} s ` +
-          `in between; proxy ${JSON.stringify(proxy.counts)}`,
+        `${dead}: Unknown ${(took / 1000).toFixed(1)} s after its last renewal; in between the proxy ` +
+          `delivered nothing for ${(dark / 1000).toFixed(1)} s (the controller counted ${blind.toFixed(1)} s ` +
+          `blind); proxy ${JSON.stringify(proxy.counts)}`,
       );
       // The spells were real and long: each would have restarted every grace period before.
-      expect(blind).toBeGreaterThanOrEqual(REFUSE_MS / 1000);
+      expect(dark).toBeGreaterThanOrEqual(REFUSE_MS);
       expect(took).toBeGreaterThanOrEqual(GRACE_MS);
-      expect(took).toBeLessThanOrEqual(GRACE_MS + blind * 1000 + WRITE_SLACK_MS);
+      // The bound comes from the proxy's record, not from the controller's own count of its blindness.
+      expect(took).toBeLessThanOrEqual(GRACE_MS + dark + WRITE_SLACK_MS);
       // Every live node stayed Ready all along.
       for (const n of fleet.names) {
         if (n !== dead) expect(observer.everSawReady(n, 'Unknown'), n).toBe(false);

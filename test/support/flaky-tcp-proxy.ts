@@ -21,6 +21,8 @@ export class FlakyTcpProxy {
   /** Connections accepted, refused, and reset by cut(); and calls of cut(), so far. */
   readonly counts = { accepted: 0, refused: 0, cut: 0, cuts: 0 };
   private readonly pairs = new Set<Pair>();
+  /** Per connection, performance.now() of every chunk the server sent towards the client (darkMs). */
+  private readonly downstream: number[][] = [];
   private refusing = false;
   private stalled = false;
   private timers: NodeJS.Timeout[] = [];
@@ -71,6 +73,9 @@ export class FlakyTcpProxy {
     upstream.on('close', drop);
     client.pipe(upstream);
     upstream.pipe(client);
+    const chunks: number[] = [];
+    this.downstream.push(chunks);
+    upstream.on('data', () => chunks.push(performance.now()));
     if (this.stalled) this.pause(pair);
   }
 
@@ -86,6 +91,33 @@ export class FlakyTcpProxy {
     p.upstream.pipe(p.client);
     p.client.resume();
     p.upstream.resume();
+  }
+
+  /**
+   * How long, within [from, to] (performance.now() times), the client had no stream from the server
+   * through this proxy. A connection streams between two chunks it delivers at most `maxGapMs` apart;
+   * the rest of the window is dark. Seen from outside the client: a watch whose events come more
+   * often than `maxGapMs` streams while it is up, and a request's answer or a quiet watch's rare
+   * event covers next to nothing.
+   */
+  darkMs(from: number, to: number, maxGapMs: number): number {
+    const lit: Array<[number, number]> = [];
+    for (const chunks of this.downstream) {
+      for (let i = 1; i < chunks.length; i++) {
+        const a = Math.max(chunks[i - 1]!, from);
+        const b = Math.min(chunks[i]!, to);
+        if (chunks[i]! - chunks[i - 1]! <= maxGapMs && b > a) lit.push([a, b]);
+      }
+    }
+    lit.sort((x, y) => x[0] - y[0]);
+    let covered = 0;
+    let end = from;
+    for (const [a, b] of lit) {
+      if (b <= end) continue;
+      covered += b - Math.max(a, end);
+      end = b;
+    }
+    return to - from - covered;
   }
 
   /** Resets every open connection. Returns how many. */
