@@ -9,6 +9,8 @@ import type { TLSSocket } from 'node:tls';
 import { Counter } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../clock/clock.js';
+import { buildConfig } from '../config/config.js';
+import { parseArgs } from '../config/flags.js';
 import { KubeClient } from '../kube/client.js';
 import { loopbackServer } from '../kube/testing.js';
 import { silentLogger } from '../log/logger.js';
@@ -24,6 +26,62 @@ afterEach(async () => {
   await servers?.close();
   servers = undefined;
   for (const c of closers.splice(0)) await c();
+});
+
+/** Whether a TCP connection to host:port is accepted. */
+function connects(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = net.connect({ host, port }, () => {
+      sock.destroy();
+      resolve(true);
+    });
+    sock.once('error', () => resolve(false));
+  });
+}
+
+describe('bind addresses as Go binds them', () => {
+  it('the default flags (":port") serve both ports on ::1 and on 127.0.0.1; explicit loopbacks only their own family', async () => {
+    // The defaults, with port 0 instead of 8080/8081 (other processes may hold those here).
+    const cfg = buildConfig(
+      parseArgs(['--metrics-bind-address=:0', '--health-probe-bind-address=:0']),
+      {},
+      'host',
+    );
+    expect(parseArgs([]).values['metrics-bind-address']).toBe(':8080');
+    expect(parseArgs([]).values['health-probe-bind-address']).toBe(':8081');
+    servers = await startHttpServers({
+      metrics: { address: cfg.metricsAddress, registry: createRegistry({ defaultMetrics: false }) },
+      probes: {
+        address: cfg.probeAddress,
+        healthz: () => [{ name: 'ping', check: () => undefined }],
+        readyz: () => [],
+      },
+      logger: silentLogger,
+    });
+    for (const port of [servers.metrics!.port, servers.probes!.port]) {
+      expect(await connects('::1', port), `[::1]:${port}`).toBe(true);
+      expect(await connects('127.0.0.1', port), `127.0.0.1:${port}`).toBe(true);
+    }
+    expect((await fetch(`http://[::1]:${servers.probes!.port}/healthz`)).status).toBe(200);
+    expect((await fetch(`http://127.0.0.1:${servers.probes!.port}/healthz`)).status).toBe(200);
+    expect((await fetch(`http://[::1]:${servers.metrics!.port}/metrics`)).status).toBe(200);
+    await servers.close();
+    servers = undefined;
+
+    // Explicit addresses bind what they name.
+    servers = await startHttpServers({
+      metrics: {
+        address: { host: '127.0.0.1', port: 0 },
+        registry: createRegistry({ defaultMetrics: false }),
+      },
+      probes: { address: { host: '::1', port: 0 }, healthz: () => [], readyz: () => [] },
+      logger: silentLogger,
+    });
+    expect(await connects('127.0.0.1', servers.metrics!.port)).toBe(true);
+    expect(await connects('::1', servers.metrics!.port)).toBe(false);
+    expect(await connects('::1', servers.probes!.port)).toBe(true);
+    expect(await connects('127.0.0.1', servers.probes!.port)).toBe(false);
+  });
 });
 
 describe('http servers', () => {

@@ -1,9 +1,9 @@
 import http from 'node:http';
 import https from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { Counter, type Registry } from 'prom-client';
 import type { Logger } from '../log/logger.js';
 import type { AuthDecision } from './delegated-auth.js';
+import { createBinder, joinHostPort, type ServerAddress } from './listen.js';
 import type { ServingCertificate } from './serving-cert.js';
 
 /** A named check: returns undefined when healthy, or the reason it is not. */
@@ -12,10 +12,7 @@ export interface Check {
   check: () => string | undefined;
 }
 
-export interface ServerAddress {
-  host: string;
-  port: number;
-}
+export type { ServerAddress } from './listen.js';
 
 function checksHandler(checks: () => readonly Check[]) {
   return (req: http.IncomingMessage, res: http.ServerResponse) => {
@@ -39,18 +36,6 @@ function checksHandler(checks: () => readonly Check[]) {
     res.writeHead(failed.length ? 500 : 200, { 'content-type': 'text/plain; charset=utf-8' });
     res.end(body);
   };
-}
-
-async function listen(server: http.Server | https.Server, addr: ServerAddress): Promise<ServerAddress> {
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(addr.port, addr.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const a = server.address() as AddressInfo;
-  return { host: a.address, port: a.port };
 }
 
 export interface HttpServers {
@@ -164,6 +149,7 @@ export async function startHttpServers(opts: {
   let metricsAddr: ServerAddress | undefined;
   let probesAddr: ServerAddress | undefined;
   const m = opts.metrics;
+  const listen = createBinder(opts.logger);
   if (m.address) {
     const handler = metricsHandler(m, opts.logger);
     const serverOpts: http.ServerOptions = {
@@ -190,7 +176,7 @@ export async function startHttpServers(opts: {
     metricsAddr = await listen(server, m.address);
     servers.push(server);
     opts.logger.info('Serving metrics', {
-      address: `${metricsAddr.host}:${metricsAddr.port}`,
+      address: joinHostPort(metricsAddr.host, metricsAddr.port),
       scheme: m.secure ? 'https' : 'http',
       authorization: m.secure ? 'TokenReview + SubjectAccessReview' : 'none',
     });
@@ -213,7 +199,7 @@ export async function startHttpServers(opts: {
     });
     probesAddr = await listen(server, opts.probes.address);
     servers.push(server);
-    opts.logger.info('Serving health probes', { address: `${probesAddr.host}:${probesAddr.port}` });
+    opts.logger.info('Serving health probes', { address: joinHostPort(probesAddr.host, probesAddr.port) });
   }
   return {
     metrics: metricsAddr,
