@@ -1,7 +1,9 @@
 import http from 'node:http';
 import https from 'node:https';
 import { Counter, type Registry } from 'prom-client';
+import type { Clock } from '../clock/clock.js';
 import type { Logger } from '../log/logger.js';
+import { ConnectionLimiter, type ConnectionLimits, type HttpConnectionMetrics } from './connections.js';
 import type { AuthDecision } from './delegated-auth.js';
 import { createBinder, joinHostPort, type ServerAddress } from './listen.js';
 import type { ServingCertificate } from './serving-cert.js';
@@ -68,12 +70,20 @@ export interface MetricsServing {
     auth: { check(authorization: string | undefined, path: string, verb?: string): Promise<AuthDecision> };
   };
   requests?: Counter<'code'>;
-  /** Connections served at once; more wait in the kernel's backlog (default 64). */
+  /** Connections open at once (default 64): see ConnectionLimiter for what happens at the limit. */
   maxConnections?: number;
 }
 
-/** Seconds a slow client may take for its request headers / TLS handshake before it is dropped. */
-const METRICS_HEADERS_TIMEOUT_MS = 10_000;
+/**
+ * Metrics port: 64 connections; 10 s without a request in flight (TLS handshake and headers
+ * included, and between requests) closes a connection.
+ */
+export const METRICS_CONNECTIONS: ConnectionLimits = { maxConnections: 64, idleTimeoutMs: 10_000 };
+/**
+ * Probe port: 32 connections, 5 s. The kubelet opens a connection per probe and sends its request
+ * at once (its probes time out after 1 s by default); nothing else needs this port.
+ */
+export const PROBE_CONNECTIONS: ConnectionLimits = { maxConnections: 32, idleTimeoutMs: 5_000 };
 
 function metricsHandler(m: MetricsServing, logger: Logger): http.RequestListener {
   const { registry } = m;
@@ -143,8 +153,12 @@ export async function startHttpServers(opts: {
     readyz: () => readonly Check[];
   };
   logger: Logger;
+  /** Times the idle timeouts of connections. */
+  clock: Clock;
+  connections?: HttpConnectionMetrics;
 }): Promise<HttpServers> {
   const servers: (http.Server | https.Server)[] = [];
+  const limiters: ConnectionLimiter[] = [];
   const cleanups: (() => void)[] = [];
   let metricsAddr: ServerAddress | undefined;
   let probesAddr: ServerAddress | undefined;
@@ -152,8 +166,10 @@ export async function startHttpServers(opts: {
   const listen = createBinder(opts.logger);
   if (m.address) {
     const handler = metricsHandler(m, opts.logger);
+    const limits = { ...METRICS_CONNECTIONS, maxConnections: m.maxConnections ?? 64 };
+    // Node's own timeouts stay as a second line (its header timeout is checked every 30 s only).
     const serverOpts: http.ServerOptions = {
-      headersTimeout: METRICS_HEADERS_TIMEOUT_MS,
+      headersTimeout: limits.idleTimeoutMs,
       requestTimeout: 30_000,
     };
     let server: http.Server | https.Server;
@@ -163,7 +179,7 @@ export async function startHttpServers(opts: {
           ...serverOpts,
           ...m.secure.certificate.current(),
           minVersion: 'TLSv1.2',
-          handshakeTimeout: METRICS_HEADERS_TIMEOUT_MS,
+          handshakeTimeout: limits.idleTimeoutMs,
         },
         handler,
       );
@@ -172,7 +188,7 @@ export async function startHttpServers(opts: {
     } else {
       server = http.createServer(serverOpts, handler);
     }
-    server.maxConnections = m.maxConnections ?? 64;
+    limiters.push(new ConnectionLimiter(server, 'metrics', limits, opts.clock, opts.connections));
     metricsAddr = await listen(server, m.address);
     servers.push(server);
     opts.logger.info('Serving metrics', {
@@ -184,19 +200,23 @@ export async function startHttpServers(opts: {
   if (opts.probes.address) {
     const healthz = checksHandler(opts.probes.healthz);
     const readyz = checksHandler(opts.probes.readyz);
-    const server = http.createServer((req, res) => {
-      let path: string;
-      try {
-        path = new URL(req.url ?? '/', 'http://x').pathname;
-      } catch {
-        // An unparsable request target must not throw out of the handler (that ends the process).
-        res.writeHead(400).end('bad request\n');
-        return;
-      }
-      if (path === '/healthz' || path === '/livez') healthz(req, res);
-      else if (path === '/readyz') readyz(req, res);
-      else res.writeHead(404).end('not found\n');
-    });
+    const server = http.createServer(
+      { headersTimeout: PROBE_CONNECTIONS.idleTimeoutMs, requestTimeout: 10_000 },
+      (req, res) => {
+        let path: string;
+        try {
+          path = new URL(req.url ?? '/', 'http://x').pathname;
+        } catch {
+          // An unparsable request target must not throw out of the handler (that ends the process).
+          res.writeHead(400).end('bad request\n');
+          return;
+        }
+        if (path === '/healthz' || path === '/livez') healthz(req, res);
+        else if (path === '/readyz') readyz(req, res);
+        else res.writeHead(404).end('not found\n');
+      },
+    );
+    limiters.push(new ConnectionLimiter(server, 'probes', PROBE_CONNECTIONS, opts.clock, opts.connections));
     probesAddr = await listen(server, opts.probes.address);
     servers.push(server);
     opts.logger.info('Serving health probes', { address: joinHostPort(probesAddr.host, probesAddr.port) });
@@ -207,6 +227,7 @@ export async function startHttpServers(opts: {
     probes: probesAddr,
     async close() {
       for (const c of cleanups) c();
+      for (const l of limiters) l.destroyAll();
       await Promise.all(
         servers.map(
           (s) =>
