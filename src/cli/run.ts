@@ -21,7 +21,7 @@ import { lockUpdates, watchLock } from '../election/lock-watch.js';
 import { createLeaderElectionMetrics } from '../election/metrics.js';
 import { NodeHealthTracker } from '../health/index.js';
 import { createHttpConnectionMetrics } from '../http/connections.js';
-import { createDelegatedAuthMetrics, DelegatedAuth } from '../http/delegated-auth.js';
+import { createDelegatedAuthMetrics, DelegatedAuth, REVIEW_SOCKETS } from '../http/delegated-auth.js';
 import {
   type Check,
   createMetricsServerMetrics,
@@ -507,7 +507,7 @@ async function secureMetricsServing(
     observer,
     userAgent: `${userAgent} metrics-auth`,
     defaultTimeoutMs: 5_000,
-    maxSockets: 8,
+    maxSockets: REVIEW_SOCKETS,
   });
   const auth = new DelegatedAuth({
     client: reviewClient,

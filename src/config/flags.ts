@@ -281,7 +281,7 @@ export const FLAGS: readonly FlagSpec[] = [
     default: '10m',
     min: 0,
     max: 24 * 3600_000,
-    help: 'While the API server cannot review a /metrics request, a token and user it allowed within this long are still allowed (the controller is blind then, and its metrics say so). 0 fails closed.',
+    help: 'While the API server is unreachable (timeouts, connection errors, 5xx; not a 429 or another 4xx), a token and user it allowed within this long, and has not refused since, are still allowed (the controller is blind then, and its metrics say so). 0 fails closed.',
   },
   {
     group: 'Operation',

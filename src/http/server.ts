@@ -52,7 +52,7 @@ export interface HttpServers {
 export function createMetricsServerMetrics(registry: Registry): Counter<'code'> {
   return new Counter({
     name: 'nlc_metrics_requests_total',
-    help: 'Requests to the metrics server by response code (401: no or invalid token, 403: not allowed to get /metrics, 429: too many reviews in flight, 503: the API server could not review the token).',
+    help: 'Requests to the metrics server by response code (401: no or invalid token, 403: not allowed to get /metrics, 429: too many reviews in flight or per second, or the API server throttled them, 503: the API server could not review the token).',
     labelNames: ['code'] as const,
     registers: [registry],
   });
