@@ -341,43 +341,38 @@ describe('DelegatedAuth', () => {
 const io = () => new Promise((r) => setTimeout(r, 30));
 
 describe('DelegatedAuth: a stale allow only while the API server is unreachable (issue 28, defect 2)', () => {
-  it('a token the API server no longer authenticates gets 401 once its answer expires, even with the review pool full of other tokens', async () => {
-    const { fake, server } = await fakeApi();
-    fake.tokens.set('tok', PROM);
-    fake.allowed.add(PROM.username);
-    const { auth, clock } = setup(server, { maxInFlight: 2 });
-    expect((await auth.check('Bearer tok', '/metrics')).code).toBe(200);
-    // Two tokens whose reviews never end keep the pool full; the API server answers everything else.
-    fake.hangTokens.add('junk-1');
-    fake.hangTokens.add('junk-2');
-    const junk = [auth.check('Bearer junk-1', '/metrics'), auth.check('Bearer junk-2', '/metrics')];
-    await io();
-    expect((await auth.check('Bearer junk-3', '/metrics')).code).toBe(429);
-    // Revoked (its ServiceAccount deleted): the API server now rejects it.
-    fake.tokens.delete('tok');
-    clock.advance(10_001);
-    const d = await auth.check('Bearer tok', '/metrics');
-    expect(d).toMatchObject({ code: 401, source: 'review' });
-    for (const r of fake.hanging.splice(0)) r.destroy();
-    await Promise.all(junk);
-  });
-
-  it('a user whose binding was removed gets 403 once the answer expires, even with the review pool full', async () => {
-    const { fake, server } = await fakeApi();
-    fake.tokens.set('tok', PROM);
-    fake.allowed.add(PROM.username);
-    const { auth, clock } = setup(server, { maxInFlight: 2 });
-    expect((await auth.check('Bearer tok', '/metrics')).code).toBe(200);
-    fake.hangTokens.add('junk-1');
-    fake.hangTokens.add('junk-2');
-    const junk = [auth.check('Bearer junk-1', '/metrics'), auth.check('Bearer junk-2', '/metrics')];
-    await io();
-    fake.allowed.delete(PROM.username);
-    clock.advance(10_001);
-    expect(await auth.check('Bearer tok', '/metrics')).toMatchObject({ code: 403, source: 'review' });
-    for (const r of fake.hanging.splice(0)) r.destroy();
-    await Promise.all(junk);
-  });
+  it.each([
+    {
+      what: 'a token the API server no longer authenticates (its ServiceAccount deleted) gets 401',
+      revoke: (f: FakeApi) => f.tokens.delete('tok'),
+      code: 401,
+    },
+    {
+      what: 'a user whose binding was removed gets 403',
+      revoke: (f: FakeApi) => f.allowed.delete(PROM.username),
+      code: 403,
+    },
+  ])(
+    '$what once its answer expires, even with the review pool full of other tokens',
+    async ({ revoke, code }) => {
+      const { fake, server } = await fakeApi();
+      fake.tokens.set('tok', PROM);
+      fake.allowed.add(PROM.username);
+      const { auth, clock } = setup(server, { maxInFlight: 2 });
+      expect((await auth.check('Bearer tok', '/metrics')).code).toBe(200);
+      // Two tokens whose reviews never end keep the pool full; the API server answers everything else.
+      fake.hangTokens.add('junk-1');
+      fake.hangTokens.add('junk-2');
+      const junk = [auth.check('Bearer junk-1', '/metrics'), auth.check('Bearer junk-2', '/metrics')];
+      await io();
+      expect((await auth.check('Bearer junk-3', '/metrics')).code).toBe(429);
+      revoke(fake);
+      clock.advance(10_001);
+      expect(await auth.check('Bearer tok', '/metrics')).toMatchObject({ code, source: 'review' });
+      for (const r of fake.hanging.splice(0)) r.destroy();
+      await Promise.all(junk);
+    },
+  );
 
   it('no review slot at all (the pool and its reserve busy) and the API server reachable: 429, not the stale allow', async () => {
     const { fake, server } = await fakeApi();

@@ -2,6 +2,7 @@ import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { memoryLogger } from '../log/logger.js';
 import { createBinder, joinHostPort } from './listen.js';
+import { connects } from './testing.js';
 
 const open: net.Server[] = [];
 afterEach(async () => {
@@ -29,16 +30,6 @@ function withoutIPv6(code: string): net.Server {
     return real(opts, cb);
   };
   return s;
-}
-
-function connects(host: string, port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const sock = net.connect({ host, port }, () => {
-      sock.destroy();
-      resolve(true);
-    });
-    sock.once('error', () => resolve(false));
-  });
 }
 
 describe('createBinder: listening as Go does', () => {

@@ -20,6 +20,7 @@ import { createHttpConnectionMetrics } from './connections.js';
 import { type AuthDecision, createDelegatedAuthMetrics, DelegatedAuth } from './delegated-auth.js';
 import { createMetricsServerMetrics, type HttpServers, startHttpServers } from './server.js';
 import { createServingCertMetrics, ServingCertificate } from './serving-cert.js';
+import { connects } from './testing.js';
 import { selfSignedCert } from './x509.js';
 
 let servers: HttpServers | undefined;
@@ -29,17 +30,6 @@ afterEach(async () => {
   servers = undefined;
   for (const c of closers.splice(0)) await c();
 });
-
-/** Whether a TCP connection to host:port is accepted. */
-function connects(host: string, port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const sock = net.connect({ host, port }, () => {
-      sock.destroy();
-      resolve(true);
-    });
-    sock.once('error', () => resolve(false));
-  });
-}
 
 describe('bind addresses as Go binds them', () => {
   it('the default flags (":port") serve both ports on ::1 and on 127.0.0.1; explicit loopbacks only their own family', async () => {
