@@ -157,8 +157,7 @@ export async function startHttpServers(opts: {
   clock: Clock;
   connections?: HttpConnectionMetrics;
 }): Promise<HttpServers> {
-  const servers: (http.Server | https.Server)[] = [];
-  const limiters: ConnectionLimiter[] = [];
+  const servers: { server: http.Server | https.Server; limiter: ConnectionLimiter }[] = [];
   const cleanups: (() => void)[] = [];
   let metricsAddr: ServerAddress | undefined;
   let probesAddr: ServerAddress | undefined;
@@ -166,7 +165,10 @@ export async function startHttpServers(opts: {
   const listen = createBinder(opts.logger);
   if (m.address) {
     const handler = metricsHandler(m, opts.logger);
-    const limits = { ...METRICS_CONNECTIONS, maxConnections: m.maxConnections ?? 64 };
+    const limits = {
+      ...METRICS_CONNECTIONS,
+      maxConnections: m.maxConnections ?? METRICS_CONNECTIONS.maxConnections,
+    };
     // Node's own timeouts stay as a second line (its header timeout is checked every 30 s only).
     const serverOpts: http.ServerOptions = {
       headersTimeout: limits.idleTimeoutMs,
@@ -188,9 +190,9 @@ export async function startHttpServers(opts: {
     } else {
       server = http.createServer(serverOpts, handler);
     }
-    limiters.push(new ConnectionLimiter(server, 'metrics', limits, opts.clock, opts.connections));
+    const limiter = new ConnectionLimiter(server, 'metrics', limits, opts.clock, opts.connections);
     metricsAddr = await listen(server, m.address);
-    servers.push(server);
+    servers.push({ server, limiter });
     opts.logger.info('Serving metrics', {
       address: joinHostPort(metricsAddr.host, metricsAddr.port),
       scheme: m.secure ? 'https' : 'http',
@@ -216,9 +218,9 @@ export async function startHttpServers(opts: {
         else res.writeHead(404).end('not found\n');
       },
     );
-    limiters.push(new ConnectionLimiter(server, 'probes', PROBE_CONNECTIONS, opts.clock, opts.connections));
+    const limiter = new ConnectionLimiter(server, 'probes', PROBE_CONNECTIONS, opts.clock, opts.connections);
     probesAddr = await listen(server, opts.probes.address);
-    servers.push(server);
+    servers.push({ server, limiter });
     opts.logger.info('Serving health probes', { address: joinHostPort(probesAddr.host, probesAddr.port) });
   }
   return {
@@ -227,13 +229,14 @@ export async function startHttpServers(opts: {
     probes: probesAddr,
     async close() {
       for (const c of cleanups) c();
-      for (const l of limiters) l.destroyAll();
       await Promise.all(
         servers.map(
-          (s) =>
+          ({ server, limiter }) =>
             new Promise<void>((r) => {
-              s.close(() => r());
-              s.closeAllConnections();
+              server.close(() => r());
+              // Also the sockets the HTTP layer does not know yet (no TLS handshake).
+              limiter.destroyAll();
+              server.closeAllConnections();
             }),
         ),
       );
