@@ -20,7 +20,8 @@ import { IdentityLeases } from '../election/identity.js';
 import { lockUpdates, watchLock } from '../election/lock-watch.js';
 import { createLeaderElectionMetrics } from '../election/metrics.js';
 import { NodeHealthTracker } from '../health/index.js';
-import { createDelegatedAuthMetrics, DelegatedAuth } from '../http/delegated-auth.js';
+import { createHttpConnectionMetrics } from '../http/connections.js';
+import { createDelegatedAuthMetrics, DelegatedAuth, REVIEW_SOCKETS } from '../http/delegated-auth.js';
 import {
   type Check,
   createMetricsServerMetrics,
@@ -342,6 +343,8 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     metrics: { address: config.metricsAddress, registry, ...metricsServing.serving },
     probes: { address: config.probeAddress, healthz: () => healthChecks, readyz: () => readyChecks },
     logger: log,
+    clock,
+    connections: createHttpConnectionMetrics(registry),
   });
 
   // Nodes first, so that leases find their nodes (no spurious lease-without-node at start).
@@ -504,7 +507,7 @@ async function secureMetricsServing(
     observer,
     userAgent: `${userAgent} metrics-auth`,
     defaultTimeoutMs: 5_000,
-    maxSockets: 8,
+    maxSockets: REVIEW_SOCKETS,
   });
   const auth = new DelegatedAuth({
     client: reviewClient,

@@ -33,7 +33,7 @@ function badValues(f: (typeof FLAGS)[number]): string[] {
     case 'enum':
       return ['nope'];
     case 'address':
-      return ['localhost', ':99999', 'a:b'];
+      return ['localhost', ':99999', 'a:b', '::1:8080', '[127.0.0.1]:8080', '[]:8080', '[::1:8080'];
     default:
       return [];
   }
@@ -60,8 +60,9 @@ describe('flags', () => {
       namespace: 'nlc-system',
       identity: 'nlc-0',
     });
-    expect(c.metricsAddress).toEqual({ host: '0.0.0.0', port: 8080 });
-    expect(c.probeAddress).toEqual({ host: '0.0.0.0', port: 8081 });
+    // ":8080" as Go reads it: no host, i.e. every address of both IP families (not 0.0.0.0).
+    expect(c.metricsAddress).toEqual({ host: '', port: 8080 });
+    expect(c.probeAddress).toEqual({ host: '', port: 8081 });
     expect(c.dryRun).toBe(false);
   });
 
@@ -205,6 +206,20 @@ describe('flags', () => {
     );
     expect(() => load(['--blind-step-down-after=1x'])).toThrow(
       /invalid value "1x" for flag --blind-step-down-after/,
+    );
+  });
+
+  it("reads bind addresses as Go's net.SplitHostPort does (an IPv6 address in brackets)", () => {
+    const addr = (v: string) => load([`--metrics-bind-address=${v}`]).metricsAddress;
+    expect(addr(':9090')).toEqual({ host: '', port: 9090 });
+    expect(addr('0.0.0.0:9090')).toEqual({ host: '0.0.0.0', port: 9090 });
+    expect(addr('[::]:9090')).toEqual({ host: '::', port: 9090 });
+    expect(addr('[::1]:9090')).toEqual({ host: '::1', port: 9090 });
+    expect(addr('[fd00::2]:0')).toEqual({ host: 'fd00::2', port: 0 });
+    expect(addr('127.0.0.1:9090')).toEqual({ host: '127.0.0.1', port: 9090 });
+    expect(addr('localhost:9090')).toEqual({ host: 'localhost', port: 9090 });
+    expect(() => addr('::1:9090')).toThrow(
+      /invalid value "::1:9090" for flag --metrics-bind-address \(an IPv6 address needs brackets: \[::1\]:9090\)/,
     );
   });
 

@@ -1,3 +1,4 @@
+import { isIPv6 } from 'node:net';
 import { DURATION_SYNTAX_HELP, formatDuration, tryParseDuration } from '../disruption/duration.js';
 
 /**
@@ -250,7 +251,7 @@ export const FLAGS: readonly FlagSpec[] = [
     name: 'metrics-bind-address',
     kind: 'address',
     default: ':8080',
-    help: 'host:port for /metrics ("0" disables).',
+    help: 'host:port for /metrics ("0" disables). As in Go (kube-controller-manager, controller-runtime): no host (":8080") or 0.0.0.0 listens on every address of both IP families (IPv4 only on a host without IPv6), [::] on both families too, 127.0.0.1 or [::1] on that address only.',
   },
   {
     group: 'Operation',
@@ -280,14 +281,14 @@ export const FLAGS: readonly FlagSpec[] = [
     default: '10m',
     min: 0,
     max: 24 * 3600_000,
-    help: 'While the API server cannot review a /metrics request, a token and user it allowed within this long are still allowed (the controller is blind then, and its metrics say so). 0 fails closed.',
+    help: 'While the API server is unreachable (timeouts, connection errors, 5xx; not a 429 or another 4xx), a token and user it allowed within this long, and has not refused since, are still allowed (the controller is blind then, and its metrics say so). 0 fails closed.',
   },
   {
     group: 'Operation',
     name: 'health-probe-bind-address',
     kind: 'address',
     default: ':8081',
-    help: 'host:port for /healthz, /livez and /readyz, plain HTTP without authentication ("0" disables).',
+    help: 'host:port for /healthz, /livez and /readyz, plain HTTP without authentication ("0" disables). Bound as --metrics-bind-address is: ":8081" answers over IPv4 and IPv6.',
   },
   {
     group: 'Operation',
@@ -364,7 +365,7 @@ function describeAccepted(f: FlagSpec): string {
     case 'enum':
       return `one of ${f.values?.join(', ')}`;
     case 'address':
-      return 'host:port, :port, or 0 to disable';
+      return 'host:port, :port, [IPv6]:port, or 0 to disable';
     default:
       return 'a string';
   }
@@ -411,23 +412,40 @@ export function parseFlagValue(f: FlagSpec, raw: string, as = f.name): string | 
     case 'enum':
       if (!f.values?.includes(raw)) throw bad(f, raw, undefined, as);
       return raw;
-    case 'address':
-      if (raw !== '0' && parseAddress(raw) === undefined) throw bad(f, raw, undefined, as);
+    case 'address': {
+      if (raw === '0') return raw;
+      const r = splitHostPort(raw);
+      if (!r.address) throw bad(f, raw, r.why, as);
       return raw;
+    }
     default:
       return raw;
   }
 }
 
-/** host:port -> {host, port}; ":8080" binds all interfaces. */
+/**
+ * host:port as Go's net.SplitHostPort reads it, an IPv6 address in brackets: ":8080" (no host:
+ * every address of both IP families, as Go listens on it), "0.0.0.0:8080", "[::]:8080",
+ * "[::1]:8080", "127.0.0.1:8080", "localhost:8080". How each host is bound: src/http/listen.ts.
+ */
 export function parseAddress(raw: string): { host: string; port: number } | undefined {
-  const m = /^(.*):(\d{1,5})$/.exec(raw);
-  if (!m) return undefined;
-  const port = Number(m[2]);
-  if (port > 65535) return undefined;
-  let host = m[1] ?? '';
-  if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
-  return { host: host === '' ? '0.0.0.0' : host, port };
+  return splitHostPort(raw).address;
+}
+
+function splitHostPort(raw: string): { address?: { host: string; port: number }; why?: string } {
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(raw);
+  if (!m) {
+    const unbracketed = /^(.*:.*):(\d{1,5})$/.exec(raw);
+    if (unbracketed && isIPv6(unbracketed[1]!)) {
+      return { why: `an IPv6 address needs brackets: [${unbracketed[1]}]:${unbracketed[2]}` };
+    }
+    return {};
+  }
+  const port = Number(m[3]);
+  if (port > 65535) return {};
+  const bracketed = m[1];
+  if (bracketed !== undefined && !isIPv6(bracketed)) return { why: 'only an IPv6 address goes in brackets' };
+  return { address: { host: bracketed ?? m[2] ?? '', port } };
 }
 
 export interface ParsedArgs {

@@ -25,17 +25,28 @@ interface FakeApi {
   failWith?: number;
   /** When set, never answers. */
   hang?: boolean;
+  /** TokenReviews of these tokens never answer. */
+  hangTokens: Set<string>;
   hanging: http.ServerResponse[];
 }
 
 let api: LoopbackServer | undefined;
+let fakeOfApi: FakeApi | undefined;
 afterEach(async () => {
+  for (const r of fakeOfApi?.hanging ?? []) r.destroy();
+  fakeOfApi = undefined;
   await api?.close();
   api = undefined;
 });
 
 async function fakeApi(): Promise<{ fake: FakeApi; server: LoopbackServer }> {
-  const fake: FakeApi = { tokens: new Map(), allowed: new Set(), reviews: [], hanging: [] };
+  const fake: FakeApi = {
+    tokens: new Map(),
+    allowed: new Set(),
+    reviews: [],
+    hangTokens: new Set(),
+    hanging: [],
+  };
   const server = await loopbackServer((req, res) => {
     let raw = '';
     req.on('data', (c: Buffer) => {
@@ -44,7 +55,8 @@ async function fakeApi(): Promise<{ fake: FakeApi; server: LoopbackServer }> {
     req.on('end', () => {
       const body = JSON.parse(raw || '{}') as Record<string, unknown>;
       fake.reviews.push({ path: req.url ?? '', body });
-      if (fake.hang) {
+      const spec0 = (body.spec ?? {}) as Record<string, unknown>;
+      if (fake.hang || fake.hangTokens.has(String(spec0.token))) {
         fake.hanging.push(res);
         return;
       }
@@ -70,6 +82,7 @@ async function fakeApi(): Promise<{ fake: FakeApi; server: LoopbackServer }> {
     });
   });
   api = server;
+  fakeOfApi = fake;
   return { fake, server };
 }
 
@@ -321,5 +334,172 @@ describe('DelegatedAuth', () => {
     await new Promise((r) => setTimeout(r, 50));
     expect(auth.inFlight).toBe(0);
     expect(fake.reviews).toHaveLength(3);
+  });
+});
+
+/** Lets the loopback API server's I/O run (the auth's own clock is the manual one). */
+const io = () => new Promise((r) => setTimeout(r, 30));
+
+describe('DelegatedAuth: a stale allow only while the API server is unreachable (issue 28, defect 2)', () => {
+  it.each([
+    {
+      what: 'a token the API server no longer authenticates (its ServiceAccount deleted) gets 401',
+      revoke: (f: FakeApi) => f.tokens.delete('tok'),
+      code: 401,
+    },
+    {
+      what: 'a user whose binding was removed gets 403',
+      revoke: (f: FakeApi) => f.allowed.delete(PROM.username),
+      code: 403,
+    },
+  ])(
+    '$what once its answer expires, even with the review pool full of other tokens',
+    async ({ revoke, code }) => {
+      const { fake, server } = await fakeApi();
+      fake.tokens.set('tok', PROM);
+      fake.allowed.add(PROM.username);
+      const { auth, clock } = setup(server, { maxInFlight: 2 });
+      expect((await auth.check('Bearer tok', '/metrics')).code).toBe(200);
+      // Two tokens whose reviews never end keep the pool full; the API server answers everything else.
+      fake.hangTokens.add('junk-1');
+      fake.hangTokens.add('junk-2');
+      const junk = [auth.check('Bearer junk-1', '/metrics'), auth.check('Bearer junk-2', '/metrics')];
+      await io();
+      expect((await auth.check('Bearer junk-3', '/metrics')).code).toBe(429);
+      revoke(fake);
+      clock.advance(10_001);
+      expect(await auth.check('Bearer tok', '/metrics')).toMatchObject({ code, source: 'review' });
+      for (const r of fake.hanging.splice(0)) r.destroy();
+      await Promise.all(junk);
+    },
+  );
+
+  it('no review slot at all (the pool and its reserve busy) and the API server reachable: 429, not the stale allow', async () => {
+    const { fake, server } = await fakeApi();
+    for (const t of ['tok', 'known-1', 'known-2', 'known-3']) fake.tokens.set(t, { ...PROM, uid: t });
+    fake.allowed.add(PROM.username);
+    const { auth, clock } = setup(server, { maxInFlight: 1 });
+    for (const t of ['tok', 'known-1', 'known-2', 'known-3']) {
+      expect((await auth.check(`Bearer ${t}`, '/metrics')).code).toBe(200);
+    }
+    clock.advance(10_001);
+    // Revalidations of tokens allowed before, hanging, fill the pool and its reserve.
+    for (const t of ['known-1', 'known-2', 'known-3']) fake.hangTokens.add(t);
+    const busy = ['known-1', 'known-2', 'known-3'].map((t) => auth.check(`Bearer ${t}`, '/metrics'));
+    await io();
+    expect(fake.hanging).toHaveLength(3);
+    const d = await auth.check('Bearer tok', '/metrics');
+    expect(d.code).toBe(429);
+    expect(d.source).toBeUndefined();
+    for (const r of fake.hanging.splice(0)) r.destroy();
+    await Promise.all(busy);
+  });
+
+  it('429 from the API server is an answer, not an outage: the scrape gets 429, never the stale allow', async () => {
+    const { fake, server } = await fakeApi();
+    fake.tokens.set('tok', PROM);
+    fake.allowed.add(PROM.username);
+    const { auth, clock, value } = setup(server);
+    expect((await auth.check('Bearer tok', '/metrics')).code).toBe(200);
+    clock.advance(10_001);
+    fake.failWith = 429;
+    const d = await auth.check('Bearer tok', '/metrics');
+    expect(d.code).toBe(429);
+    expect(d.reason).toContain('HTTP 429');
+    expect(await value('nlc_metrics_auth_stale_total', {})).toBe(0);
+    // ... nor does it make the next request take the stale answer without asking.
+    const again = await auth.check('Bearer tok', '/metrics');
+    expect(again.code).toBe(429);
+    fake.failWith = undefined;
+    expect(await auth.check('Bearer tok', '/metrics')).toMatchObject({ code: 200, source: 'review' });
+  });
+
+  it('once the API server answers again, an expired allow is no longer used without asking', async () => {
+    const { fake, server } = await fakeApi();
+    fake.tokens.set('tok', PROM);
+    fake.tokens.set('tok-2', { ...PROM, uid: 'u-2' });
+    fake.allowed.add(PROM.username);
+    const { auth, clock } = setup(server);
+    expect((await auth.check('Bearer tok', '/metrics')).code).toBe(200);
+    expect((await auth.check('Bearer tok-2', '/metrics')).code).toBe(200);
+    clock.advance(10_001);
+    fake.failWith = 503;
+    expect(await auth.check('Bearer tok-2', '/metrics')).toMatchObject({ code: 200, source: 'stale' });
+    await io(); // the background revalidation fails too
+    // Back: another request's review is answered; then "tok" is revoked.
+    fake.failWith = undefined;
+    expect(await auth.check('Bearer tok-2', '/metrics')).toMatchObject({ code: 200, source: 'stale' });
+    await io(); // its background revalidation is answered
+    fake.tokens.delete('tok');
+    expect(await auth.check('Bearer tok', '/metrics')).toMatchObject({ code: 401, source: 'review' });
+  });
+
+  it('a denial ends the stale grace even when denials are not cached (TTL 0)', async () => {
+    const { fake, server } = await fakeApi();
+    fake.tokens.set('tok', PROM);
+    fake.allowed.add(PROM.username);
+    const { auth, clock } = setup(server, { authzDenyTtlMs: 0, staleIfErrorMs: 600_000 });
+    expect((await auth.check('Bearer tok', '/metrics')).code).toBe(200);
+    clock.advance(10_001);
+    fake.allowed.delete(PROM.username);
+    expect((await auth.check('Bearer tok', '/metrics')).code).toBe(403);
+    clock.advance(1);
+    fake.failWith = 503;
+    // The API server is down now, but it denied this user after it last allowed it.
+    const d = await auth.check('Bearer tok', '/metrics');
+    expect(d.code).toBe(503);
+  });
+});
+
+describe('DelegatedAuth: reviews are rate-limited, rejections cached apart (issue 28, defect 4)', () => {
+  it('distinct junk tokens: at most the burst of reviews at once (less the reserve), then the rate; the rest 429 at once', async () => {
+    const { fake, server } = await fakeApi();
+    const { auth, clock, value } = setup(server, { reviewQps: 20, reviewBurst: 40 });
+    const codes: number[] = [];
+    for (let i = 0; i < 100; i++) codes.push((await auth.check(`Bearer junk-${i}`, '/metrics')).code);
+    // 40 tokens, 4 of them kept for tokens and users allowed before: 36 reviews, 64 refused.
+    expect(fake.reviews).toHaveLength(36);
+    expect(codes.filter((c) => c === 401)).toHaveLength(36);
+    expect(codes.filter((c) => c === 429)).toHaveLength(64);
+    expect(await value('nlc_metrics_auth_throttled_total', { review: 'tokenreview', limit: 'rate' })).toBe(
+      64,
+    );
+    // One second later: 20 more.
+    clock.advance(1000);
+    for (let i = 100; i < 150; i++) await auth.check(`Bearer junk-${i}`, '/metrics');
+    expect(fake.reviews).toHaveLength(56);
+    // The defaults are upstream's delegated-auth client: 200 per second, burst 400.
+    const d = setup(server);
+    const before = fake.reviews.length;
+    for (let i = 0; i < 450; i++) await d.auth.check(`Bearer other-${i}`, '/metrics');
+    expect(fake.reviews.length - before).toBe(360);
+  });
+
+  it('a scraper allowed before is still reviewed while junk tokens use up the rate', async () => {
+    const { fake, server } = await fakeApi();
+    fake.tokens.set('tok', PROM);
+    fake.allowed.add(PROM.username);
+    const { auth, clock } = setup(server, { reviewQps: 20, reviewBurst: 40 });
+    expect((await auth.check('Bearer tok', '/metrics')).code).toBe(200);
+    clock.advance(10_001);
+    for (let i = 0; i < 100; i++) await auth.check(`Bearer junk-${i}`, '/metrics');
+    expect((await auth.check('Bearer junk-x', '/metrics')).code).toBe(429);
+    expect(await auth.check('Bearer tok', '/metrics')).toMatchObject({ code: 200, source: 'review' });
+  });
+
+  it('rejected tokens are cached apart: a flood of them never pushes an allowed token out of the cache', async () => {
+    const { fake, server } = await fakeApi();
+    fake.tokens.set('tok', PROM);
+    fake.allowed.add(PROM.username);
+    const { auth, clock } = setup(server, { maxEntries: 8, staleIfErrorMs: 600_000 });
+    expect((await auth.check('Bearer tok', '/metrics')).code).toBe(200);
+    for (let i = 0; i < 50; i++) expect((await auth.check(`Bearer junk-${i}`, '/metrics')).code).toBe(401);
+    // A rejected token is cached (10 s): asked again, no new review.
+    const n = fake.reviews.length;
+    expect((await auth.check('Bearer junk-49', '/metrics')).code).toBe(401);
+    expect(fake.reviews).toHaveLength(n);
+    clock.advance(10_001);
+    fake.failWith = 503;
+    expect(await auth.check('Bearer tok', '/metrics')).toMatchObject({ code: 200, source: 'stale' });
   });
 });

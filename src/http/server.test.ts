@@ -1,21 +1,26 @@
 import { X509Certificate } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import type http from 'node:http';
+import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { TLSSocket } from 'node:tls';
-import { Counter } from 'prom-client';
+import tls, { type TLSSocket } from 'node:tls';
+import { Counter, type Registry } from 'prom-client';
+import { VirtualTimeScheduler } from 'rxjs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { systemClock } from '../clock/clock.js';
+import { type Clock, systemClock } from '../clock/clock.js';
+import { buildConfig } from '../config/config.js';
+import { parseArgs } from '../config/flags.js';
 import { KubeClient } from '../kube/client.js';
 import { loopbackServer } from '../kube/testing.js';
 import { silentLogger } from '../log/logger.js';
 import { createRegistry } from '../metrics/registry.js';
+import { createHttpConnectionMetrics } from './connections.js';
 import { type AuthDecision, createDelegatedAuthMetrics, DelegatedAuth } from './delegated-auth.js';
 import { createMetricsServerMetrics, type HttpServers, startHttpServers } from './server.js';
 import { createServingCertMetrics, ServingCertificate } from './serving-cert.js';
+import { connects } from './testing.js';
 import { selfSignedCert } from './x509.js';
 
 let servers: HttpServers | undefined;
@@ -24,6 +29,53 @@ afterEach(async () => {
   await servers?.close();
   servers = undefined;
   for (const c of closers.splice(0)) await c();
+});
+
+describe('bind addresses as Go binds them', () => {
+  it('the default flags (":port") serve both ports on ::1 and on 127.0.0.1; explicit loopbacks only their own family', async () => {
+    // The defaults, with port 0 instead of 8080/8081 (other processes may hold those here).
+    const cfg = buildConfig(
+      parseArgs(['--metrics-bind-address=:0', '--health-probe-bind-address=:0']),
+      {},
+      'host',
+    );
+    expect(parseArgs([]).values['metrics-bind-address']).toBe(':8080');
+    expect(parseArgs([]).values['health-probe-bind-address']).toBe(':8081');
+    servers = await startHttpServers({
+      metrics: { address: cfg.metricsAddress, registry: createRegistry({ defaultMetrics: false }) },
+      probes: {
+        address: cfg.probeAddress,
+        healthz: () => [{ name: 'ping', check: () => undefined }],
+        readyz: () => [],
+      },
+      logger: silentLogger,
+      clock: systemClock,
+    });
+    for (const port of [servers.metrics!.port, servers.probes!.port]) {
+      expect(await connects('::1', port), `[::1]:${port}`).toBe(true);
+      expect(await connects('127.0.0.1', port), `127.0.0.1:${port}`).toBe(true);
+    }
+    expect((await fetch(`http://[::1]:${servers.probes!.port}/healthz`)).status).toBe(200);
+    expect((await fetch(`http://127.0.0.1:${servers.probes!.port}/healthz`)).status).toBe(200);
+    expect((await fetch(`http://[::1]:${servers.metrics!.port}/metrics`)).status).toBe(200);
+    await servers.close();
+    servers = undefined;
+
+    // Explicit addresses bind what they name.
+    servers = await startHttpServers({
+      metrics: {
+        address: { host: '127.0.0.1', port: 0 },
+        registry: createRegistry({ defaultMetrics: false }),
+      },
+      probes: { address: { host: '::1', port: 0 }, healthz: () => [], readyz: () => [] },
+      logger: silentLogger,
+      clock: systemClock,
+    });
+    expect(await connects('127.0.0.1', servers.metrics!.port)).toBe(true);
+    expect(await connects('::1', servers.metrics!.port)).toBe(false);
+    expect(await connects('::1', servers.probes!.port)).toBe(true);
+    expect(await connects('127.0.0.1', servers.probes!.port)).toBe(false);
+  });
 });
 
 describe('http servers', () => {
@@ -39,6 +91,7 @@ describe('http servers', () => {
         readyz: () => [{ name: 'informer-sync', check: () => undefined }],
       },
       logger: silentLogger,
+      clock: systemClock,
     });
     const base = (p: number) => `http://127.0.0.1:${p}`;
     const metrics = await fetch(`${base(servers.metrics!.port)}/metrics`);
@@ -90,6 +143,21 @@ async function httpsGet(
   });
 }
 
+/** GET over plain HTTP on a connection of its own. */
+async function httpGet(port: number, path: string): Promise<{ status: number; body: string }> {
+  return await new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, path, agent: false }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => {
+        body += c.toString();
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 const leafFingerprint = (pem: string) => new X509Certificate(pem).fingerprint256;
 
 describe('metrics server robustness', () => {
@@ -104,6 +172,7 @@ describe('metrics server robustness', () => {
         readyz: () => [],
       },
       logger: silentLogger,
+      clock: systemClock,
     });
     const port = servers.metrics!.port;
     const probes = servers.probes!.port;
@@ -163,6 +232,7 @@ describe('secure metrics server', () => {
         readyz: () => [],
       },
       logger: silentLogger,
+      clock: systemClock,
     });
     expect(servers.metricsScheme).toBe('https');
     const port = servers.metrics!.port;
@@ -234,6 +304,7 @@ describe('secure metrics server', () => {
         },
         probes: { address: undefined, healthz: () => [], readyz: () => [] },
         logger: silentLogger,
+        clock: systemClock,
       });
       const port = servers.metrics!.port;
       const served = async () => (await httpsGet(port, '/metrics')).fingerprint;
@@ -334,6 +405,7 @@ describe('secure metrics server', () => {
         readyz: () => [{ name: 'synced', check: () => undefined }],
       },
       logger: silentLogger,
+      clock: systemClock,
     });
     const port = servers.metrics!.port;
     const t0 = performance.now();
@@ -363,6 +435,180 @@ describe('secure metrics server', () => {
     expect(hanging).toHaveLength(4);
   });
 });
+
+/** A client socket that sends nothing (or `send`), and whether the server has closed it. */
+interface IdleSocket {
+  socket: net.Socket;
+  closed: () => boolean;
+}
+
+async function openIdle(port: number, send?: string, tlsHandshake = false): Promise<IdleSocket> {
+  let closed = false;
+  const socket = await new Promise<net.Socket>((resolve, reject) => {
+    const s = tlsHandshake
+      ? tls.connect({ host: '127.0.0.1', port, rejectUnauthorized: false }, () => resolve(s))
+      : net.connect({ host: '127.0.0.1', port }, () => resolve(s));
+    s.once('error', (err) => (closed ? undefined : reject(err)));
+  });
+  socket.on('error', () => undefined);
+  socket.resume(); // read (and drop) what the server sends, so that its close is seen
+  socket.once('close', () => {
+    closed = true;
+  });
+  if (send) socket.write(send);
+  closers.push(() => socket.destroy());
+  return { socket, closed: () => closed };
+}
+
+const openGauge = async (registry: Registry, server: string) =>
+  (await registry.getSingleMetric('nlc_http_open_connections')?.get())?.values.find(
+    (v) => v.labels.server === server,
+  )?.value;
+
+const closedCount = async (registry: Registry, server: string, reason: string) =>
+  (await registry.getSingleMetric('nlc_http_connections_closed_total')?.get())?.values.find(
+    (v) => v.labels.server === server && v.labels.reason === reason,
+  )?.value ?? 0;
+
+describe('connection limits of the metrics and probe servers', () => {
+  async function start(
+    opts: {
+      secure?: { auth: (h: string | undefined) => Promise<AuthDecision> };
+      clock?: Clock;
+      maxConnections?: number;
+    } = {},
+  ) {
+    const registry = createRegistry({ defaultMetrics: false });
+    new Counter({ name: 'nlc_test_total', help: 'test', registers: [registry] }).inc(5);
+    servers = await startHttpServers({
+      metrics: {
+        address: { host: '127.0.0.1', port: 0 },
+        registry,
+        ...(opts.maxConnections ? { maxConnections: opts.maxConnections } : {}),
+        ...(opts.secure
+          ? {
+              secure: {
+                certificate: ServingCertificate.selfSigned({ hosts: ['localhost'], now: Date.now() }),
+                auth: { check: (h: string | undefined) => opts.secure!.auth(h) },
+              },
+            }
+          : {}),
+      },
+      probes: {
+        address: { host: '127.0.0.1', port: 0 },
+        healthz: () => [{ name: 'ping', check: () => undefined }],
+        readyz: () => [],
+      },
+      logger: silentLogger,
+      clock: opts.clock ?? systemClock,
+      connections: createHttpConnectionMetrics(registry),
+    });
+    return { registry, metrics: servers.metrics!.port, probes: servers.probes!.port };
+  }
+
+  it('limit-many idle sockets on the metrics port do not shut a scrape out: the longest-idle one makes room (HTTP and HTTPS)', async () => {
+    for (const secure of [false, true]) {
+      const s = await start(
+        secure ? { secure: { auth: async () => ({ code: 200, reason: 'allowed' }) } } : {},
+      );
+      // 64 sockets that never send a byte (no TLS handshake either), then 64 more connections: for
+      // HTTPS these finish the handshake and then send nothing.
+      const idle: IdleSocket[] = [];
+      for (let i = 0; i < 64; i++) idle.push(await openIdle(s.metrics));
+      await settle(); // the server has accepted them all
+      // A new connection per scrape (an idle keep-alive connection may be the one making room).
+      const scrape = async () => (await (secure ? httpsGet : httpGet)(s.metrics, '/metrics')).status;
+      expect(await scrape()).toBe(200);
+      // The first socket opened, idle the longest, made room; the others are still open.
+      await waitFor(() => idle[0]!.closed());
+      expect(idle.slice(1).filter((x) => x.closed())).toEqual([]);
+      for (let i = 0; i < 64; i++) idle.push(await openIdle(s.metrics, undefined, secure));
+      expect(await scrape()).toBe(200);
+      expect(await scrape()).toBe(200);
+      await waitFor(async () => (await openGauge(s.registry, 'metrics'))! <= 64);
+      expect(await closedCount(s.registry, 'metrics', 'evicted')).toBeGreaterThanOrEqual(65);
+      expect(await closedCount(s.registry, 'metrics', 'refused')).toBe(0);
+      await servers!.close();
+      servers = undefined;
+    }
+  });
+
+  it('a connection with a request in flight is never closed to make room; with every one busy, a new connection is refused', async () => {
+    const release: (() => void)[] = [];
+    const s = await start({
+      maxConnections: 3,
+      secure: {
+        auth: () => new Promise((r) => release.push(() => r({ code: 200, reason: 'allowed' }))),
+      },
+    });
+    const busy = [1, 2, 3].map(() => httpsGet(s.metrics, '/metrics'));
+    await waitFor(() => release.length === 3);
+    const extra = await openIdle(s.metrics);
+    await waitFor(() => extra.closed());
+    expect(await closedCount(s.registry, 'metrics', 'refused')).toBe(1);
+    expect(await closedCount(s.registry, 'metrics', 'evicted')).toBe(0);
+    for (const r of release) r();
+    expect((await Promise.all(busy)).map((r) => r.status)).toEqual([200, 200, 200]);
+  });
+
+  it('close() ends at once even with a connection that never began its TLS handshake', async () => {
+    const s = await start({ secure: { auth: async () => ({ code: 200, reason: 'allowed' }) } });
+    const idle = [await openIdle(s.metrics), await openIdle(s.probes)];
+    await settle();
+    const t0 = performance.now();
+    await servers!.close();
+    servers = undefined;
+    expect(performance.now() - t0).toBeLessThan(1000);
+    await waitFor(() => idle.every((x) => x.closed()));
+  });
+
+  it('hundreds of idle sockets on the probe port: at most 32 stay open, and /healthz answers', async () => {
+    const s = await start();
+    const idle: IdleSocket[] = [];
+    for (let i = 0; i < 300; i++) idle.push(await openIdle(s.probes));
+    await waitFor(() => idle.filter((x) => !x.closed()).length <= 32);
+    expect(idle.slice(-32).every((x) => !x.closed())).toBe(true);
+    const t0 = performance.now();
+    expect((await fetch(`http://127.0.0.1:${s.probes}/healthz`)).status).toBe(200);
+    expect(performance.now() - t0).toBeLessThan(1000);
+    expect(await openGauge(s.registry, 'probes')).toBeLessThanOrEqual(32);
+    expect(await closedCount(s.registry, 'probes', 'evicted')).toBeGreaterThanOrEqual(268);
+  });
+
+  it('a connection without a request in flight is closed after the idle timeout: 5s on the probe port, 10s on the metrics port (virtual time)', async () => {
+    const scheduler = new VirtualTimeScheduler();
+    const s = await start({ clock: { scheduler, wall: () => Date.now() } });
+    const advance = (ms: number) => {
+      scheduler.schedule(() => undefined, ms); // virtual time only moves with an action
+      scheduler.maxFrames = scheduler.now() + ms;
+      scheduler.flush();
+    };
+    // Nothing sent; half a request; a keep-alive connection after its response.
+    const probeIdle = await openIdle(s.probes);
+    const probeHalf = await openIdle(s.probes, 'GET /healthz HTTP/1.1\r\nHost: x\r\n');
+    const probeKept = await openIdle(s.probes, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+    const metricsIdle = await openIdle(s.metrics);
+    const metricsHalf = await openIdle(s.metrics, 'GET /metr');
+    const probes = [probeIdle, probeHalf, probeKept];
+    const metrics = [metricsIdle, metricsHalf];
+    await settle(); // accepted, and the kept connection's response written
+    advance(4_999);
+    await settle();
+    expect([...probes, ...metrics].map((x) => x.closed())).toEqual([false, false, false, false, false]);
+    advance(1);
+    await waitFor(() => probes.every((x) => x.closed()));
+    expect(await closedCount(s.registry, 'probes', 'idle_timeout')).toBe(3);
+    advance(4_999);
+    await settle();
+    expect(metrics.map((x) => x.closed())).toEqual([false, false]);
+    advance(1);
+    await waitFor(() => metrics.every((x) => x.closed()));
+    expect(await closedCount(s.registry, 'metrics', 'idle_timeout')).toBe(2);
+  });
+});
+
+/** Lets the servers' I/O run (real time; the idle timeouts under test run on a virtual clock). */
+const settle = () => new Promise((r) => setTimeout(r, 100));
 
 async function waitFor(pred: () => Promise<boolean> | boolean, timeoutMs = 5000): Promise<void> {
   const end = performance.now() + timeoutMs;

@@ -1,9 +1,11 @@
 import http from 'node:http';
 import https from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { Counter, type Registry } from 'prom-client';
+import type { Clock } from '../clock/clock.js';
 import type { Logger } from '../log/logger.js';
+import { ConnectionLimiter, type ConnectionLimits, type HttpConnectionMetrics } from './connections.js';
 import type { AuthDecision } from './delegated-auth.js';
+import { createBinder, joinHostPort, type ServerAddress } from './listen.js';
 import type { ServingCertificate } from './serving-cert.js';
 
 /** A named check: returns undefined when healthy, or the reason it is not. */
@@ -12,10 +14,7 @@ export interface Check {
   check: () => string | undefined;
 }
 
-export interface ServerAddress {
-  host: string;
-  port: number;
-}
+export type { ServerAddress } from './listen.js';
 
 function checksHandler(checks: () => readonly Check[]) {
   return (req: http.IncomingMessage, res: http.ServerResponse) => {
@@ -41,18 +40,6 @@ function checksHandler(checks: () => readonly Check[]) {
   };
 }
 
-async function listen(server: http.Server | https.Server, addr: ServerAddress): Promise<ServerAddress> {
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(addr.port, addr.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const a = server.address() as AddressInfo;
-  return { host: a.address, port: a.port };
-}
-
 export interface HttpServers {
   metrics: ServerAddress | undefined;
   /** 'https' with authentication and authorization, or 'http' (--metrics-secure=false). */
@@ -65,7 +52,7 @@ export interface HttpServers {
 export function createMetricsServerMetrics(registry: Registry): Counter<'code'> {
   return new Counter({
     name: 'nlc_metrics_requests_total',
-    help: 'Requests to the metrics server by response code (401: no or invalid token, 403: not allowed to get /metrics, 429: too many reviews in flight, 503: the API server could not review the token).',
+    help: 'Requests to the metrics server by response code (401: no or invalid token, 403: not allowed to get /metrics, 429: too many reviews in flight or per second, or the API server throttled them, 503: the API server could not review the token).',
     labelNames: ['code'] as const,
     registers: [registry],
   });
@@ -83,12 +70,20 @@ export interface MetricsServing {
     auth: { check(authorization: string | undefined, path: string, verb?: string): Promise<AuthDecision> };
   };
   requests?: Counter<'code'>;
-  /** Connections served at once; more wait in the kernel's backlog (default 64). */
+  /** Connections open at once (default 64): see ConnectionLimiter for what happens at the limit. */
   maxConnections?: number;
 }
 
-/** Seconds a slow client may take for its request headers / TLS handshake before it is dropped. */
-const METRICS_HEADERS_TIMEOUT_MS = 10_000;
+/**
+ * Metrics port: 64 connections; 10 s without a request in flight (TLS handshake and headers
+ * included, and between requests) closes a connection.
+ */
+export const METRICS_CONNECTIONS: ConnectionLimits = { maxConnections: 64, idleTimeoutMs: 10_000 };
+/**
+ * Probe port: 32 connections, 5 s. The kubelet opens a connection per probe and sends its request
+ * at once (its probes time out after 1 s by default); nothing else needs this port.
+ */
+export const PROBE_CONNECTIONS: ConnectionLimits = { maxConnections: 32, idleTimeoutMs: 5_000 };
 
 function metricsHandler(m: MetricsServing, logger: Logger): http.RequestListener {
   const { registry } = m;
@@ -158,16 +153,25 @@ export async function startHttpServers(opts: {
     readyz: () => readonly Check[];
   };
   logger: Logger;
+  /** Times the idle timeouts of connections. */
+  clock: Clock;
+  connections?: HttpConnectionMetrics;
 }): Promise<HttpServers> {
-  const servers: (http.Server | https.Server)[] = [];
+  const servers: { server: http.Server | https.Server; limiter: ConnectionLimiter }[] = [];
   const cleanups: (() => void)[] = [];
   let metricsAddr: ServerAddress | undefined;
   let probesAddr: ServerAddress | undefined;
   const m = opts.metrics;
+  const listen = createBinder(opts.logger);
   if (m.address) {
     const handler = metricsHandler(m, opts.logger);
+    const limits = {
+      ...METRICS_CONNECTIONS,
+      maxConnections: m.maxConnections ?? METRICS_CONNECTIONS.maxConnections,
+    };
+    // Node's own timeouts stay as a second line (its header timeout is checked every 30 s only).
     const serverOpts: http.ServerOptions = {
-      headersTimeout: METRICS_HEADERS_TIMEOUT_MS,
+      headersTimeout: limits.idleTimeoutMs,
       requestTimeout: 30_000,
     };
     let server: http.Server | https.Server;
@@ -177,7 +181,7 @@ export async function startHttpServers(opts: {
           ...serverOpts,
           ...m.secure.certificate.current(),
           minVersion: 'TLSv1.2',
-          handshakeTimeout: METRICS_HEADERS_TIMEOUT_MS,
+          handshakeTimeout: limits.idleTimeoutMs,
         },
         handler,
       );
@@ -186,11 +190,11 @@ export async function startHttpServers(opts: {
     } else {
       server = http.createServer(serverOpts, handler);
     }
-    server.maxConnections = m.maxConnections ?? 64;
+    const limiter = new ConnectionLimiter(server, 'metrics', limits, opts.clock, opts.connections);
     metricsAddr = await listen(server, m.address);
-    servers.push(server);
+    servers.push({ server, limiter });
     opts.logger.info('Serving metrics', {
-      address: `${metricsAddr.host}:${metricsAddr.port}`,
+      address: joinHostPort(metricsAddr.host, metricsAddr.port),
       scheme: m.secure ? 'https' : 'http',
       authorization: m.secure ? 'TokenReview + SubjectAccessReview' : 'none',
     });
@@ -198,22 +202,26 @@ export async function startHttpServers(opts: {
   if (opts.probes.address) {
     const healthz = checksHandler(opts.probes.healthz);
     const readyz = checksHandler(opts.probes.readyz);
-    const server = http.createServer((req, res) => {
-      let path: string;
-      try {
-        path = new URL(req.url ?? '/', 'http://x').pathname;
-      } catch {
-        // An unparsable request target must not throw out of the handler (that ends the process).
-        res.writeHead(400).end('bad request\n');
-        return;
-      }
-      if (path === '/healthz' || path === '/livez') healthz(req, res);
-      else if (path === '/readyz') readyz(req, res);
-      else res.writeHead(404).end('not found\n');
-    });
+    const server = http.createServer(
+      { headersTimeout: PROBE_CONNECTIONS.idleTimeoutMs, requestTimeout: 10_000 },
+      (req, res) => {
+        let path: string;
+        try {
+          path = new URL(req.url ?? '/', 'http://x').pathname;
+        } catch {
+          // An unparsable request target must not throw out of the handler (that ends the process).
+          res.writeHead(400).end('bad request\n');
+          return;
+        }
+        if (path === '/healthz' || path === '/livez') healthz(req, res);
+        else if (path === '/readyz') readyz(req, res);
+        else res.writeHead(404).end('not found\n');
+      },
+    );
+    const limiter = new ConnectionLimiter(server, 'probes', PROBE_CONNECTIONS, opts.clock, opts.connections);
     probesAddr = await listen(server, opts.probes.address);
-    servers.push(server);
-    opts.logger.info('Serving health probes', { address: `${probesAddr.host}:${probesAddr.port}` });
+    servers.push({ server, limiter });
+    opts.logger.info('Serving health probes', { address: joinHostPort(probesAddr.host, probesAddr.port) });
   }
   return {
     metrics: metricsAddr,
@@ -223,10 +231,12 @@ export async function startHttpServers(opts: {
       for (const c of cleanups) c();
       await Promise.all(
         servers.map(
-          (s) =>
+          ({ server, limiter }) =>
             new Promise<void>((r) => {
-              s.close(() => r());
-              s.closeAllConnections();
+              server.close(() => r());
+              // Also the sockets the HTTP layer does not know yet (no TLS handshake).
+              limiter.destroyAll();
+              server.closeAllConnections();
             }),
         ),
       );
