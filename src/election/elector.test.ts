@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Clock } from '../clock/clock.js';
 import { KubeApiError } from '../kube/client.js';
 import type { Lease } from '../kube/types.js';
-import { memoryLogger } from '../log/logger.js';
+import { type KV, memoryLogger } from '../log/logger.js';
 import { resolveLeaderElectionConfig } from './config.js';
 import { type ElectionEvent, LeaderElector, type LostLeadership, NotLeaderError } from './elector.js';
 import { createLeaderElectionMetrics, type LeaderElectionMetrics } from './metrics.js';
@@ -18,6 +18,7 @@ const HOUR = 3_600_000;
 
 interface Replica {
   e: LeaderElector;
+  logs: KV[];
   events: ElectionEvent[];
   lost: LostLeadership[];
   metrics: LeaderElectionMetrics;
@@ -58,11 +59,12 @@ function replica(
     renewDeadlineMs: t.rd,
     retryPeriodMs: t.rp,
   });
+  const logger = memoryLogger(10);
   const e = new LeaderElector({
     config,
     client: server.as(who),
     clock,
-    logger: memoryLogger(10),
+    logger,
     metrics,
     lockUpdates$: o.watch === false ? undefined : server.watch(NS, LOCK, 1),
     random: () => o.random ?? 0.5,
@@ -73,6 +75,7 @@ function replica(
   e.lost$.subscribe((l) => lost.push(l));
   const r: Replica = {
     e,
+    logs: logger.lines,
     events,
     lost,
     metrics,
@@ -89,31 +92,51 @@ async function metric(r: Replica, name: string): Promise<number | undefined> {
   return values.find((v) => v.labels.name === LOCK || v.labels.name === undefined)?.value;
 }
 
+/**
+ * A fresh cluster: the first replica finds no lock at T0 + 4 ms (its GET) and creates it one lease
+ * duration later (a holder it never saw may have renewed just before the lock was deleted).
+ */
+const FIRST_LEADER_MS = 15_000 + 20;
+
 const advance = (ms: number) => vi.advanceTimersByTimeAsync(ms);
 const lock = () => server.get(NS, LOCK);
 const leaders = () => replicas.filter((r) => r.e.isLeader()).map((r) => r.e.identity);
 
 describe('LeaderElector', () => {
-  it('creates a missing lock, leads, and renews every retryPeriod by the fast path', async () => {
+  it('creates a missing lock one lease duration after it found it missing, leads, and renews every retryPeriod by the fast path', async () => {
     const a = replica('a_1');
     expect(await metric(a, 'leader_election_master_status')).toBe(0);
     a.e.start();
-    await advance(20);
+    // Its GET (answered at T0 + 4) finds no lock: it reads again every poll, creates nothing yet.
+    await advance(4 + 15_000 - 1);
+    expect(a.e.isLeader()).toBe(false);
+    expect(lock()).toBeUndefined();
+    expect(a.logs.filter((l) => String(l.msg).startsWith('Lock not found'))).toMatchObject([
+      {
+        msg: 'Lock not found; creating it after one lease duration unless a leader shows up',
+        createIn: '15s',
+      },
+    ]);
+    expect(server.calls.filter((c) => c.who === 'a_1').map((c) => `${c.method} ${c.status}`)).toEqual(
+      Array(1 + 4).fill('GET 404'), // the first look, then every 3.2 s (2 s x (1 + 1.2 x 0.5))
+    );
+    await advance(1 + 4);
     expect(a.e.isLeader()).toBe(true);
     expect(a.events.map((e) => e.type)).toEqual(['new-leader', 'started-leading']);
     expect(await metric(a, 'leader_election_master_status')).toBe(1);
+    const created = T0 + 4 + 15_000;
     expect(lock()?.spec).toEqual({
       holderIdentity: 'a_1',
       leaseDurationSeconds: 15,
-      acquireTime: microTime(T0 + 4),
-      renewTime: microTime(T0 + 4),
+      acquireTime: microTime(created),
+      renewTime: microTime(created),
       leaseTransitions: 0,
     });
     const before = server.calls.length;
-    await advance(6_000);
+    await advance(6_020);
     const renewals = server.calls.slice(before);
     expect(renewals.map((c) => `${c.method} ${c.status}`)).toEqual(['PUT 200', 'PUT 200', 'PUT 200']);
-    expect(lock()?.spec).toMatchObject({ acquireTime: microTime(T0 + 4), leaseTransitions: 0 });
+    expect(lock()?.spec).toMatchObject({ acquireTime: microTime(created), leaseTransitions: 0 });
     expect(await metric(a, 'leader_election_slowpath_total')).toBe(0);
   });
 
@@ -126,7 +149,7 @@ describe('LeaderElector', () => {
     it('a candidate respects the live holder and takes the expired lease within 100 ms of expiry', async () => {
       const a = replica('a_1', { skewMs: skewA });
       a.e.start();
-      await advance(20);
+      await advance(FIRST_LEADER_MS);
       // random 0.999: polls as late as client-go allows (2 s x 2.2), to show the expiry timer acts.
       const b = replica('b_2', { skewMs: skewB, random: 0.999 });
       b.e.start();
@@ -151,7 +174,7 @@ describe('LeaderElector', () => {
   it('without a watch, falls back to jittered polling (client-go behaviour)', async () => {
     const a = replica('a_1', { watch: false });
     a.e.start();
-    await advance(20);
+    await advance(FIRST_LEADER_MS);
     const b = replica('b_2', { watch: false, random: 0 });
     b.e.start();
     await advance(3_000);
@@ -167,7 +190,7 @@ describe('LeaderElector', () => {
   it('takes a released lease within 100 ms of the watch signal; release writes no holder and 1 s', async () => {
     const a = replica('a_1');
     a.e.start();
-    await advance(20);
+    await advance(FIRST_LEADER_MS);
     const b = replica('b_2', { random: 0.999 });
     b.e.start();
     await advance(5_000);
@@ -203,7 +226,7 @@ describe('LeaderElector', () => {
   it('release() by a non-leader writes nothing', async () => {
     const a = replica('a_1');
     a.e.start();
-    await advance(20);
+    await advance(FIRST_LEADER_MS);
     const b = replica('b_2');
     b.e.start();
     await advance(100);
@@ -224,7 +247,7 @@ describe('LeaderElector', () => {
     };
     let broken = false;
     a.e.start();
-    await advance(4_100);
+    await advance(FIRST_LEADER_MS + 4_100);
     const renewedAt = a.e.snapshot().renewedAt!;
     broken = true;
     expect(a.e.fenceDeadline()).toBe(renewedAt + 10_000);
@@ -262,7 +285,7 @@ describe('LeaderElector', () => {
     server.fault = (_req, who) =>
       who === 'a_1' && broken ? new KubeApiError(500, { reason: 'InternalError' }, {}, 'x') : undefined;
     a.e.start();
-    await advance(20);
+    await advance(FIRST_LEADER_MS);
     const renewedAt = a.e.snapshot().renewedAt!;
     broken = true;
     const from = server.calls.length;
@@ -277,7 +300,7 @@ describe('LeaderElector', () => {
   it('a 409 on acquire means we lost the race: exactly one of two racing candidates leads', async () => {
     const a = replica('a_1');
     a.e.start();
-    await advance(20);
+    await advance(FIRST_LEADER_MS);
     const b = replica('b_2');
     const c = replica('c_3');
     b.e.start();
@@ -301,7 +324,7 @@ describe('LeaderElector', () => {
     // No watch: with one, the leader would have refreshed its copy from the label edit's event.
     const a = replica('a_1', { watch: false });
     a.e.start();
-    await advance(20);
+    await advance(FIRST_LEADER_MS);
     const current = lock()!;
     // Someone edits a label: the spec (and so the lease) is unchanged, the resourceVersion moves.
     server.put(NS, { ...current, metadata: { ...current.metadata, labels: { team: 'x' } } });
@@ -321,7 +344,7 @@ describe('LeaderElector', () => {
   it('a leader that sees the lock taken closes the fence at once and loses when a GET confirms it', async () => {
     const a = replica('a_1');
     a.e.start();
-    await advance(20);
+    await advance(FIRST_LEADER_MS);
     const cur = lock()!;
     server.put(NS, { ...cur, spec: { ...cur.spec, holderIdentity: 'intruder_9' } });
     await advance(1); // the watch delivers
@@ -335,7 +358,7 @@ describe('LeaderElector', () => {
     const a = replica('a_1');
     const b = replica('b_2');
     a.e.start();
-    await advance(20);
+    await advance(FIRST_LEADER_MS);
     b.e.start();
     await advance(3_000);
     const from = server.calls.length;
@@ -364,10 +387,64 @@ describe('LeaderElector', () => {
     expect(await metric(a, 'nlc_leader_election_transitions_total')).toBe(0);
   });
 
+  /** Steps through `ms` in 10 ms steps; the most replicas whose fence was open at the same instant. */
+  async function mostWriters(ms: number): Promise<number> {
+    let most = 0;
+    for (let t = 0; t < ms; t += 10) {
+      most = Math.max(most, replicas.filter((r) => r.e.canWrite()).length);
+      await advance(10);
+    }
+    return most;
+  }
+
+  it('a replica started after the lock was deleted does not take it while the old leader may still write (issue 28 defect 8)', async () => {
+    // The old leader notices the deletion only at its next renewal (no watch).
+    const a = replica('a_1', { watch: false });
+    a.e.start();
+    await advance(16_000);
+    expect(a.e.isLeader()).toBe(true);
+    // Right after its next renewal: its fence is open for 10 s more.
+    await advance(a.e.snapshot().renewedAt! + 2_000 + 100 - Date.now());
+    expect(a.e.canWrite()).toBe(true);
+    server.remove(NS, LOCK); // kubectl delete, a GitOps prune
+    await advance(400);
+    const c = replica('c_3'); // a new pod, started after the delete: it never saw a_1 hold the lock
+    c.e.start();
+    expect(await mostWriters(30_000)).toBe(1);
+    expect(leaders()).toEqual(['a_1']);
+    expect(a.lost).toEqual([]);
+    expect(lock()?.spec?.holderIdentity).toBe('a_1');
+    expect(server.calls.filter((x) => x.who === 'c_3' && x.method === 'POST')).toEqual([]);
+  });
+
+  it('a lock deleted under a leader cut off from the API server is not created by a standby polling before the lease ran out', async () => {
+    // The leader does not see the deletion (no watch; its requests hang below).
+    const a = replica('a_1', { watch: false });
+    a.e.start();
+    await advance(16_000);
+    // random 0: the standby polls every 2 s, so it polls several times within the lease.
+    const b = replica('b_2', { random: 0 });
+    b.e.start();
+    await advance(a.e.snapshot().renewedAt! + 2_000 + 100 - Date.now()); // just after a renewal
+    const seen = b.e.snapshot().lock;
+    if (seen.kind !== 'present') throw new Error('b has not seen the lock');
+    // a's requests no longer arrive (its fence stays open until 10 s after its last renewal).
+    server.fault = (_req, who) => (who === 'a_1' ? 'hang' : undefined);
+    server.remove(NS, LOCK);
+    expect(await mostWriters(seen.since + 15_000 - Date.now() - 10)).toBe(1);
+    expect(b.e.isLeader()).toBe(false);
+    expect(server.calls.filter((x) => x.who === 'b_2' && x.method === 'POST')).toEqual([]);
+    // Once a_1's lease would have expired, b_2 creates the lock.
+    await advance(120);
+    expect(b.e.isLeader()).toBe(true);
+    expect(b.started()! - (seen.since + 15_000)).toBeLessThanOrEqual(100);
+    expect(a.e.canWrite()).toBe(false);
+  });
+
   it('the fence is judged from the monotonic clock, not from timers (a frozen loop cannot write)', async () => {
     const a = replica('a_1');
     a.e.start();
-    await advance(20);
+    await advance(FIRST_LEADER_MS);
     const renewedAt = a.e.snapshot().renewedAt!;
     // No timers run between these checks: as if the event loop were stopped (SIGSTOP).
     expect(a.e.canWrite(renewedAt + 9_999)).toBe(true);
@@ -378,7 +455,7 @@ describe('LeaderElector', () => {
   it('stop() leaves the lease to expire and closes the fence immediately', async () => {
     const a = replica('a_1');
     a.e.start();
-    await advance(20);
+    await advance(FIRST_LEADER_MS);
     a.e.stop();
     expect(a.e.canWrite()).toBe(false);
     expect(a.events.at(-1)).toMatchObject({ type: 'stopped-leading', reason: 'stopped' });
@@ -393,7 +470,7 @@ describe('LeaderElector', () => {
     const seen: string[] = [];
     const a = replica('a_1');
     a.e.start();
-    await advance(20);
+    await advance(FIRST_LEADER_MS);
     const b = replica('b_2');
     b.e.leader$.subscribe((l) => seen.push(l));
     b.e.start();
@@ -410,7 +487,7 @@ describe('LeaderElector', () => {
   it('a renewal applied but unanswered is recovered by the slow path: still ours, no new transition', async () => {
     const a = replica('a_1', { watch: false });
     a.e.start();
-    await advance(20);
+    await advance(FIRST_LEADER_MS);
     let dropped = false;
     server.fault = (req, who) => {
       if (who !== 'a_1' || req.method !== 'PUT' || dropped) return undefined;
@@ -455,7 +532,7 @@ describe('LeaderElector', () => {
       const a = replica('a_1');
       const b = replica('b_2');
       a.e.start();
-      await advance(20);
+      await advance(FIRST_LEADER_MS);
       b.e.start();
       await advance(3_000);
       let drain!: () => void;
@@ -493,7 +570,7 @@ describe('LeaderElector', () => {
     it('a renewal already on the wire when stepping down does not make us leader again', async () => {
       const a = replica('a_1', { watch: false });
       a.e.start();
-      await advance(20);
+      await advance(FIRST_LEADER_MS);
       server.halfLatencyMs = 500;
       const rvBefore = lock()!.metadata.resourceVersion;
       // A renewal PUT is applied by the server, its answer still on the way back.

@@ -459,7 +459,8 @@ export class LeaderElector {
         if (plan.kind === 'held' || plan.kind === 'ineligible') {
           if (plan.kind === 'held') {
             this.log.debug(4, 'Lease is held and has not yet expired', {
-              holder: plan.holder,
+              holder: plan.holder === '' ? '<not seen>' : plan.holder,
+              lock: this.s.lock.kind === 'absent' ? 'missing' : 'present',
               expiresIn: formatDuration(Math.round(plan.until - this.now())),
             });
           }
@@ -551,6 +552,12 @@ export class LeaderElector {
         this.lost.next({ reason: detail, at });
       }
       this.safe(() => this.opts.callbacks?.onStoppedLeading?.(reason, detail));
+    }
+    if (prev.lock.kind === 'unknown' && next.lock.kind === 'absent' && next.lock.heldUntil !== undefined) {
+      // A fresh cluster, or a lock deleted under a leader we never saw: see machine.ts absentSince.
+      this.log.info('Lock not found; creating it after one lease duration unless a leader shows up', {
+        createIn: formatDuration(Math.round(next.lock.heldUntil - at)),
+      });
     }
     if (prev.phase === 'candidate' && next.phase === 'candidate' && next.lock.kind === 'present') {
       const r = next.lock.record;

@@ -57,7 +57,8 @@ describe('LeaderHealthzAdaptor', () => {
     ha.setLeaderElection(a);
     hb.setLeaderElection(b);
     a.start();
-    await vi.advanceTimersByTimeAsync(20);
+    // A fresh lock: a creates it one lease duration (15 s) after it found it missing.
+    await vi.advanceTimersByTimeAsync(15_000 + 20);
     b.start();
     await vi.advanceTimersByTimeAsync(20);
     expect(a.isLeader()).toBe(true);

@@ -44,6 +44,13 @@ function held(holder: string, renewWall: number, extra: Partial<NonNullable<Leas
     ...extra,
   });
 }
+/**
+ * A lock first found missing one lease duration before 0 and missing since: free to create at 0.
+ * (Found missing at `t`, it is free only at `t` + leaseDuration: see 'a lock missing at the first look'.)
+ */
+function missingForALease(): ElectionState {
+  return observe(cfg, initialState(-cfg.leaseDurationMs), undefined, -cfg.leaseDurationMs, 'get');
+}
 /** Applies a successful write of whatever planWrite returned, as the server would store it. */
 function win(s: ElectionState, now: number, wall = WALL + now): ElectionState {
   const plan = planWrite(cfg, s, now, wall);
@@ -59,18 +66,48 @@ describe('candidate', () => {
   it('a lock deleted under a live holder is free only when that lease would have expired', () => {
     let s = observe(cfg, initialState(0), held('other_2', WALL), 1_000, 'watch');
     s = observe(cfg, s, undefined, 4_000, 'watch');
-    expect(s.lock).toEqual({ kind: 'absent', since: 4_000, heldUntil: 16_000 });
+    expect(s.lock).toEqual({ kind: 'absent', since: 4_000, heldUntil: 16_000, heldBy: 'other_2' });
     expect(decide(cfg, s, 4_000)).toMatchObject({ kind: 'attempt', read: true, why: 'poll' });
-    s = attemptFinished(cfg, attemptStarted(s, 4_000), 4_010, 0);
-    // A GET that confirms the deletion changes nothing.
+    // A GET that confirms the deletion changes nothing, and plans no create before 16 s.
     s = observe(cfg, s, undefined, 4_010, 'get');
+    expect(planWrite(cfg, s, 4_010, WALL)).toEqual({ kind: 'held', holder: 'other_2', until: 16_000 });
+    s = attemptFinished(cfg, attemptStarted(s, 4_000), 4_010, 0);
     expect(decide(cfg, s, 5_000)).toEqual({ kind: 'wait', until: 6_010 });
+    // Polls before 16 s read it again and still plan nothing.
+    expect(decide(cfg, s, 6_010)).toMatchObject({ kind: 'attempt', read: true, why: 'poll' });
+    s = observe(cfg, s, undefined, 6_020, 'get');
+    expect(planWrite(cfg, s, 15_999, WALL).kind).toBe('held');
     expect(decide(cfg, s, 16_000)).toMatchObject({ kind: 'attempt', read: false, why: 'free' });
-    // A released lock deleted, or one never seen held: free at once.
+    expect(planWrite(cfg, s, 16_000, WALL).kind).toBe('create');
+    // A released lock deleted: free at once.
     const released = observe(cfg, initialState(0), held('', WALL), 1_000, 'watch');
     expect(observe(cfg, released, undefined, 2_000, 'watch').lock).toEqual({ kind: 'absent', since: 2_000 });
-    const unseen = observe(cfg, initialState(0), undefined, 2_000, 'get');
-    expect(decide(cfg, unseen, 2_000)).toMatchObject({ kind: 'attempt', read: false, why: 'free' });
+  });
+
+  it('a lock missing at the first look is free only one lease duration later (issue 28 defect 8)', () => {
+    // A holder we never saw may have renewed just before the lock was deleted, and may not have
+    // seen the deletion yet: it may write until leaseDuration after its renewal, which came before
+    // our look.
+    let s = observe(cfg, initialState(0), undefined, 2_000, 'get');
+    expect(s.lock).toEqual({ kind: 'absent', since: 2_000, heldUntil: 17_000, heldBy: '' });
+    expect(planWrite(cfg, s, 2_000, WALL)).toEqual({ kind: 'held', holder: '', until: 17_000 });
+    s = attemptFinished(cfg, attemptStarted(s, 2_000), 2_000, 1);
+    expect(decide(cfg, s, 2_000)).toEqual({ kind: 'wait', until: 6_400 });
+    s = attemptFinished(cfg, attemptStarted(observe(cfg, s, undefined, 15_200, 'get'), 15_200), 15_200, 1);
+    // The next poll (15200 + 4400) would come later: the wait ends when the lock is free.
+    expect(decide(cfg, s, 15_200)).toEqual({ kind: 'wait', until: 17_000 });
+    expect(planWrite(cfg, s, 16_999, WALL).kind).toBe('held');
+    expect(decide(cfg, s, 17_000)).toMatchObject({ kind: 'attempt', read: false, why: 'free' });
+    expect(planWrite(cfg, s, 17_000, WALL).kind).toBe('create');
+    // Seen created and deleted again meanwhile: the rules for a holder we saw apply.
+    const seen = observe(
+      cfg,
+      observe(cfg, s, held('other_2', WALL), 3_000, 'watch'),
+      undefined,
+      4_000,
+      'watch',
+    );
+    expect(seen.lock).toEqual({ kind: 'absent', since: 4_000, heldUntil: 18_000, heldBy: 'other_2' });
   });
 
   it('reads first, then creates a missing lock with transitions 0 and acquireTime = renewTime', () => {
@@ -78,7 +115,7 @@ describe('candidate', () => {
     expect(decide(cfg, s, 0)).toMatchObject({ kind: 'attempt', read: true });
     expect(planWrite(cfg, s, 0, WALL).kind).toBe('read');
     s = observe(cfg, s, undefined, 3, 'get');
-    const plan = planWrite(cfg, s, 3, WALL);
+    const plan = planWrite(cfg, s, 15_003, WALL);
     expect(plan).toEqual({
       kind: 'create',
       spec: {
@@ -163,7 +200,7 @@ describe('candidate', () => {
   });
 
   it('does not hot-loop on a free lock after a failed attempt: waits for the jittered poll', () => {
-    let s = observe(cfg, initialState(0), undefined, 0, 'watch');
+    let s = missingForALease();
     expect(decide(cfg, s, 0)).toMatchObject({ kind: 'attempt', read: false });
     s = attemptFinished(cfg, attemptStarted(s, 0), 30, 0.25); // e.g. a 500 from create
     expect(decide(cfg, s, 30)).toEqual({ kind: 'wait', until: 30 + 2_000 * 1.3 });
@@ -196,7 +233,7 @@ describe('candidate', () => {
 });
 
 describe('leader', () => {
-  const lead = () => win(observe(cfg, initialState(0), undefined, 0, 'get'), 10);
+  const lead = () => win(missingForALease(), 10);
 
   it('renews every retryPeriod with acquireTime and transitions kept', () => {
     let s = lead();
@@ -327,7 +364,7 @@ describe('leader', () => {
 
 describe('healthCheck (client-go Check)', () => {
   it('fails only for a leader not renewed within leaseDuration + tolerance', () => {
-    const s = win(observe(cfg, initialState(0), undefined, 0, 'get'), 0);
+    const s = win(missingForALease(), 0);
     expect(healthCheck(cfg, s, 35_000, 20_000)).toBeUndefined();
     expect(healthCheck(cfg, s, 35_001, 20_000)).toMatch(/failed election to renew leadership/);
     // Durations as Go prints them, like the flags take them.

@@ -21,7 +21,10 @@
  * - A lock confirmed deleted while our fence would still be open is created again and we keep
  *   leading, as client-go does on its next renewal; but a candidate does not treat a lock deleted
  *   under a live holder as free before that holder's lease would have expired (client-go creates
- *   it at once, while the holder, whose watch may lag, can still be writing).
+ *   it at once, while the holder, whose watch may lag, can still be writing), not even when a poll
+ *   finds it still missing; and a lock missing at our first look is created only one lease
+ *   duration later (client-go creates it at once, while a holder we never saw may still write).
+ *   So a fresh cluster's first leader starts one lease duration after the first replica looked.
  * - A replica that cannot see (its watches are not healthy) is not eligible: it keeps reading the
  *   lock but does not acquire it. A leader told to step down (blind for too long) becomes such a
  *   candidate: its fence closes at once, and it releases the lock (elector.ts).
@@ -46,8 +49,14 @@ export type LockView =
   | {
       readonly kind: 'absent';
       readonly since: number;
-      /** Deleted while another holder's lease was live: that lease still runs until then. */
+      /**
+       * A holder may still write until then: deleted while another holder's lease was live (that
+       * lease still runs), or missing at our first look (a holder we never saw may have renewed
+       * just before the deletion: one lease duration from that look).
+       */
       readonly heldUntil?: number;
+      /** The holder whose lease runs until heldUntil, '' when we never saw it. */
+      readonly heldBy?: string;
     }
   | {
       readonly kind: 'present';
@@ -93,7 +102,10 @@ export type Decision =
 export type WritePlan =
   /** We know nothing about the lock: GET it first. */
   | { readonly kind: 'read' }
-  /** Someone else holds a live lease; it expires at `until` unless it changes. */
+  /**
+   * Someone else holds a live lease; it expires at `until` unless it changes. Also a missing lock
+   * whose last holder may still write until `until` (holder '' when we never saw it).
+   */
   | { readonly kind: 'held'; readonly holder: string; readonly until: number }
   /** We are a candidate that may not acquire now (see ElectionState.eligible). */
   | { readonly kind: 'ineligible' }
@@ -150,20 +162,7 @@ export function observe(
   let seq = s.seq;
   if (lease === undefined) {
     if (s.lock.kind === 'absent') lock = s.lock;
-    else {
-      // A deletion does not shorten another holder's lease: it may write until the lease would
-      // have expired, from our observation of it (it may not have seen the deletion yet).
-      const prev = s.lock;
-      const holder = prev.kind === 'present' ? prev.record.holderIdentity : '';
-      const heldUntil =
-        prev.kind === 'present' && holder !== '' && holder !== cfg.identity
-          ? prev.since + recordLeaseMs(cfg, prev.record)
-          : undefined;
-      lock =
-        heldUntil !== undefined && heldUntil > now
-          ? { kind: 'absent', since: now, heldUntil }
-          : { kind: 'absent', since: now };
-    }
+    else lock = absentSince(cfg, s.lock, now);
   } else {
     const record = recordOf(lease);
     const key = recordKey(record);
@@ -201,6 +200,28 @@ export function observe(
   // for a read now.
   if (source === 'get') return { ...next, phase: 'lost', suspect: false, endReason: reason };
   return { ...next, suspect: true, nextAttemptAt: now };
+}
+
+/**
+ * The lock, last seen as `prev`, is missing at `now`. A deletion does not shorten another holder's
+ * lease: it may write until the lease would have expired, from our observation of it (it may not
+ * have seen the deletion yet). A lock missing at our first look may have been deleted just now
+ * under a holder we never saw (a replica that starts right after `kubectl delete` or a GitOps
+ * prune): we give that holder our own lease duration from this look, as if we had just seen it
+ * renew. So a fresh cluster, where there never was a lock, gets its first leader one lease
+ * duration after the first replica looked.
+ */
+function absentSince(cfg: MachineConfig, prev: LockView, now: number): LockView {
+  if (prev.kind === 'unknown')
+    return { kind: 'absent', since: now, heldUntil: now + cfg.leaseDurationMs, heldBy: '' };
+  const holder = prev.kind === 'present' ? prev.record.holderIdentity : '';
+  const heldUntil =
+    prev.kind === 'present' && holder !== '' && holder !== cfg.identity
+      ? prev.since + recordLeaseMs(cfg, prev.record)
+      : undefined;
+  return heldUntil !== undefined && heldUntil > now
+    ? { kind: 'absent', since: now, heldUntil, heldBy: holder }
+    : { kind: 'absent', since: now };
 }
 
 /** The monotonic moment the lock became (or becomes) free for us; undefined while unknown. */
@@ -246,6 +267,11 @@ export function planWrite(cfg: MachineConfig, s: ElectionState, now: number, wal
   const stamp = microTime(wallMs);
   const durationSeconds = writtenLeaseDurationSeconds(cfg);
   if (lock.kind === 'absent') {
+    // A candidate's poll that finds the lock still missing does not create it while a holder may
+    // still write (a leader's own deleted lock has no heldUntil: it creates it again, see observe).
+    if (lock.heldUntil !== undefined && now < lock.heldUntil) {
+      return { kind: 'held', holder: lock.heldBy ?? '', until: lock.heldUntil };
+    }
     const spec = specOf({
       holderIdentity: cfg.identity,
       leaseDurationSeconds: durationSeconds,

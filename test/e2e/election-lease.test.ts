@@ -20,8 +20,16 @@ import { rawWatch } from '../support/raw-watch.js';
 import { sleep, waitUntil } from '../support/wait.js';
 
 const NS = 'nlc-election';
+type Timing = { leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number };
 // Short durations, as the issue asks: lease 3 s, renew deadline 2 s, retry 0.5 s.
-const TIMING = { leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 500 };
+const TIMING: Timing = { leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 500 };
+/**
+ * For the hand-over: candidates poll every 5 s (x1 to x2.2), so only a takeover driven by the
+ * lock watch meets the bound below, not one at the next poll.
+ */
+const SLOW_POLL: Timing = { leaseDurationMs: 8_000, renewDeadlineMs: 7_000, retryPeriodMs: 5_000 };
+/** A graceful hand-over, as the test's own watch of the lock sees it (docs/benchmarks.md: <= 300 ms). */
+const HANDOVER_BOUND_MS = 300;
 
 interface Replica {
   host: string;
@@ -52,13 +60,18 @@ afterEach(() => {
   }
 });
 
-async function replica(lock: string, host: string, withIdentity?: { gcAgeMs: number }): Promise<Replica> {
+async function replica(
+  lock: string,
+  host: string,
+  o: { withIdentity?: { gcAgeMs: number }; timing?: Timing; lockWatch?: boolean } = {},
+): Promise<Replica> {
+  const { withIdentity, timing = TIMING } = o;
   const client = await cluster.cp.client();
   const config = resolveLeaderElectionConfig({
     namespace: NS,
     name: lock,
     identity: `${host}_${lock}`,
-    ...TIMING,
+    ...timing,
   });
   const metrics = createLeaderElectionMetrics(new Registry());
   const lockWatch = watchLock({ client, clock: systemClock, logger: silentLogger }, NS, lock);
@@ -68,7 +81,8 @@ async function replica(lock: string, host: string, withIdentity?: { gcAgeMs: num
     clock: systemClock,
     logger: silentLogger,
     metrics,
-    lockUpdates$: lockUpdates(lockWatch, lock),
+    // Without the lock watch the elector polls, as client-go does.
+    lockUpdates$: o.lockWatch === false ? undefined : lockUpdates(lockWatch, lock),
   });
   const events: ElectionEvent[] = [];
   elector.events$.subscribe((e) => events.push(e));
@@ -100,8 +114,11 @@ async function replica(lock: string, host: string, withIdentity?: { gcAgeMs: num
   return r;
 }
 
-async function three(lock: string, withIdentity?: { gcAgeMs: number }): Promise<Replica[]> {
-  const rs = await Promise.all([0, 1, 2].map((i) => replica(lock, `replica-${i}`, withIdentity)));
+async function three(
+  lock: string,
+  o: { withIdentity?: { gcAgeMs: number }; timing?: Timing } = {},
+): Promise<Replica[]> {
+  const rs = await Promise.all([0, 1, 2].map((i) => replica(lock, `replica-${i}`, o)));
   for (const r of rs) {
     r.identity?.start();
     r.elector.start();
@@ -135,12 +152,18 @@ async function getLease(name: string): Promise<Lease> {
 
 describe('leader election on a real API server', () => {
   it('three electors on one lock: exactly one leads, the others follow it', async () => {
+    const t0 = performance.now();
     const rs = await three('lock-one');
     const sampler = fenceSampler(rs);
     const [leader] = await waitUntil(() => (leaders(rs).length > 0 ? leaders(rs) : undefined), {
       timeoutMs: 5_000,
+      intervalMs: 10,
       what: 'a leader',
     });
+    // No lock yet: the first leader creates it one lease duration after its first look.
+    const firstLeader = leader!.startedAt()! - t0;
+    console.log(`fresh lock: first leader ${firstLeader.toFixed(0)} ms after the electors started`);
+    expect(firstLeader).toBeGreaterThanOrEqual(TIMING.leaseDurationMs);
     await sleep(4_000); // several renewals and candidate polls
     expect(leaders(rs)).toEqual([leader]);
     expect(sampler.stop()).toBe(1);
@@ -154,15 +177,16 @@ describe('leader election on a real API server', () => {
     for (const r of rs) expect(r.elector.getLeader()).toBe(leader!.elector.identity);
   });
 
-  it('release() by the leader hands over within 1 s, never two writers at once', async () => {
-    const rs = await three('lock-release');
-    const history: { holder: string; duration: number; transitions: number }[] = [];
+  it('release() by the leader: the lock watch hands it over within 300 ms (polls every 5 s), never two writers at once', async () => {
+    const rs = await three('lock-release', { timing: SLOW_POLL });
+    const history: { at: number; holder: string; duration: number; transitions: number }[] = [];
     const stopWatch = await rawWatch<Lease>(
       cluster.admin,
       paths.leases(NS),
       (e) => {
         const s = e.object.spec;
         history.push({
+          at: e.at,
           holder: s?.holderIdentity ?? '',
           duration: s?.leaseDurationSeconds ?? 0,
           transitions: s?.leaseTransitions ?? 0,
@@ -171,30 +195,65 @@ describe('leader election on a real API server', () => {
       { fieldSelector: 'metadata.name=lock-release' },
     );
     const [old] = await waitUntil(() => (leaders(rs).length > 0 ? leaders(rs) : undefined), {
-      timeoutMs: 5_000,
+      timeoutMs: SLOW_POLL.leaseDurationMs + 3_000,
       what: 'a leader',
     });
-    await sleep(1_000);
+    const candidates = rs.filter((r) => r !== old);
+    // Release when no candidate's next poll of the lock is due within 1 s: a candidate that acts
+    // only on its polls cannot take over within the bound.
+    await waitUntil(
+      () => candidates.every((r) => r.elector.snapshot().nextAttemptAt - performance.now() >= 1_000),
+      { timeoutMs: 15_000, intervalMs: 5, what: 'no candidate poll due within 1 s' },
+    );
     const sampler = fenceSampler(rs);
+    const from = history.length;
     const t = performance.now();
+    const nextPoll = Math.min(...candidates.map((r) => r.elector.snapshot().nextAttemptAt)) - t;
     expect(await old!.elector.release()).toBe('released');
-    const [next] = await waitUntil(() => (leaders(rs).length > 0 ? leaders(rs) : undefined), {
-      timeoutMs: 3_000,
-      what: 'a new leader',
+    // The hand-over as the test's own watch of the lock saw it: no holder, then the new one.
+    const taken = await waitUntil(() => history.slice(from).find((h) => h.holder !== ''), {
+      timeoutMs: SLOW_POLL.leaseDurationMs,
+      intervalMs: 5,
+      what: 'a new holder of the lock',
     });
-    const handover = next!.startedAt()! - t;
-    console.log(`release -> new leader in ${handover.toFixed(0)} ms (${next!.elector.identity})`);
+    const released = history.slice(from).find((h) => h.holder === '');
+    const next = rs.find((r) => r.elector.identity === taken.holder);
+    console.log(
+      `release: lock seen released ${((released?.at ?? Number.NaN) - t).toFixed(1)} ms and taken by ` +
+        `${taken.holder} ${(taken.at - t).toFixed(1)} ms after release() was called ` +
+        `(${(taken.at - (released?.at ?? Number.NaN)).toFixed(1)} ms between the two watch events); ` +
+        `the first candidate poll was due ${nextPoll.toFixed(0)} ms after the call`,
+    );
+    expect(next).toBeDefined();
     expect(next).not.toBe(old);
-    expect(handover).toBeLessThan(1_000);
+    expect(taken.at - t).toBeLessThan(HANDOVER_BOUND_MS);
     await sleep(300);
     expect(sampler.stop()).toBe(1);
     stopWatch();
-    const released = history.findIndex((h) => h.holder === '');
-    expect(history[released]).toMatchObject({ duration: 1, transitions: 0 });
-    expect(history[released + 1]).toMatchObject({
-      holder: next!.elector.identity,
-      duration: 3,
-      transitions: 1,
+    expect(released).toMatchObject({ duration: 1, transitions: 0 });
+    expect(history.slice(from).map((h) => h.holder)).toEqual(['', taken.holder]);
+    expect(taken).toMatchObject({ duration: SLOW_POLL.leaseDurationMs / 1000, transitions: 1 });
+    expect(next!.elector.isLeader()).toBe(true);
+  });
+
+  it('a replica started right after the lock was deleted does not lead while the old leader may still write (issue 28 defect 8)', async () => {
+    // The old leader has no lock watch: it notices the deletion at its next renewal (<= 500 ms).
+    const old = await replica('lock-deleted', 'replica-old', { lockWatch: false });
+    old.elector.start();
+    await waitUntil(() => old.elector.isLeader(), { timeoutMs: 5_000, what: 'the first leader' });
+    await sleep(700);
+    await cluster.admin.request({ method: 'DELETE', path: paths.lease(NS, 'lock-deleted') });
+    const fresh = await replica('lock-deleted', 'replica-new'); // never saw the lock held
+    fresh.elector.start();
+    const sampler = fenceSampler([old, fresh]);
+    await sleep(TIMING.leaseDurationMs + 2_000);
+    expect(sampler.stop()).toBe(1);
+    expect(old.elector.isLeader()).toBe(true);
+    expect(fresh.elector.isLeader()).toBe(false);
+    expect(fresh.elector.getLeader()).toBe(old.elector.identity);
+    expect((await getLease('lock-deleted')).spec).toMatchObject({
+      holderIdentity: old.elector.identity,
+      leaseTransitions: 0,
     });
   });
 
@@ -238,7 +297,7 @@ describe('leader election on a real API server', () => {
   });
 
   it('identity leases list every replica by label and show who leads', async () => {
-    const rs = await three('lock-identity', { gcAgeMs: 3_600_000 });
+    const rs = await three('lock-identity', { withIdentity: { gcAgeMs: 3_600_000 } });
     const selector = `${IDENTITY_LABEL}=node-lifecycle-controller`;
     const list = async () =>
       (
@@ -294,7 +353,7 @@ describe('leader election on a real API server', () => {
 
   it("a dead replica's identity lease is collected after the (shortened) GC age", async () => {
     const gcAgeMs = 3_000;
-    const rs = await three('lock-gc', { gcAgeMs });
+    const rs = await three('lock-gc', { withIdentity: { gcAgeMs } });
     const dead = rs[2]!;
     const name = identityLeaseName('node-lifecycle-controller', dead.host);
     await waitUntil(async () => (await getLease(name)).spec?.holderIdentity === dead.elector.identity, {

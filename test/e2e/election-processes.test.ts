@@ -22,9 +22,13 @@ import { sleep, waitUntil } from '../support/wait.js';
 
 const NS = 'nlc-e2e-procs';
 const LOCK = COMPONENT_NAME; // --leader-elect-resource-name default
-const LEASE_MS = 4_000;
-const RENEW_DEADLINE_MS = 3_000;
-const RETRY_MS = 500;
+// Candidates poll the lock every 5 s (x1 to x2.2): only a takeover driven by the lock watch meets
+// the hand-over bound; one at the next poll does not.
+const LEASE_MS = 8_000;
+const RENEW_DEADLINE_MS = 7_000;
+const RETRY_MS = 5_000;
+/** A graceful hand-over, SIGTERM to new holder on our own watch of the lock (docs/benchmarks.md: <= 300 ms). */
+const HANDOVER_BOUND_MS = 300;
 const GC_AGE_MS = 5_000;
 const GRACE_MS = 5_000;
 const MASTER = 'leader_election_master_status';
@@ -54,6 +58,9 @@ const replicas = new Map<string, Replica>();
 /** Replicas not yet stopped by a test. */
 let live: Replica[] = [];
 let nextIndex = 0;
+/** When the first three processes were started: performance.now() and the wall clock. */
+let startedAt = 0;
+let startedWall = 0;
 
 async function startReplica(): Promise<Replica> {
   const name = `nlc-${nextIndex++}`;
@@ -203,6 +210,8 @@ beforeAll(async () => {
     },
     { fieldSelector: `metadata.name=${LOCK}` },
   );
+  startedAt = performance.now();
+  startedWall = Date.now();
   await Promise.all([startReplica(), startReplica(), startReplica()]);
 });
 
@@ -221,10 +230,24 @@ afterAll(async () => {
   await cluster?.stop();
 });
 
-describe('leader election between three controller processes (lease 4 s, renew deadline 3 s, retry 0.5 s)', () => {
+describe('leader election between three controller processes (lease 8 s, renew deadline 7 s, retry 5 s)', () => {
   it('exactly one process leads: the lock holder, the only one with leader_election_master_status 1 and nlc_leading 1', async () => {
     dumpOnFailure();
-    const leader = await settledLeader(15_000);
+    // No lock yet: it is created one lease duration after the first process found it missing.
+    const leader = await settledLeader(LEASE_MS + 15_000);
+    const created = lockEvents[0]!;
+    // The creator's own clock: when it found the lock missing (its log) and created it (renewTime).
+    const notFound = leader.cp.logs.find((l) => String(l.msg).startsWith('Lock not found'));
+    const lookedWall = Date.parse(String(notFound?.ts));
+    const createdWall = Date.parse(created.renewTime);
+    console.log(
+      `fresh lock: ${leader.name} found it missing ${lookedWall - startedWall} ms after the processes were ` +
+        `started and created it ${createdWall - lookedWall} ms later (lease ${LEASE_MS} ms); our watch saw ` +
+        `it ${(created.at - startedAt).toFixed(0)} ms after the start`,
+    );
+    expect(created.holder).toBe(leader.name);
+    expect(notFound).toMatchObject({ createIn: `${LEASE_MS / 1000}s` });
+    expect(createdWall - lookedWall).toBeGreaterThanOrEqual(LEASE_MS - 1); // renewTime has ms; the log ts too
     // It stays so across several renewals and candidate polls.
     for (let i = 0; i < 8; i++) {
       await sleep(250);
@@ -268,7 +291,7 @@ describe('leader election between three controller processes (lease 4 s, renew d
         `(transitions ${recreated.transitions})`,
     );
     expect(recreated.holder).toBe(leader.name);
-    expect(recreated.at - t0).toBeLessThan(RETRY_MS + 1_000);
+    expect(recreated.at - t0).toBeLessThan(1_500); // driven by its lock watch, not its next renewal
     expect(lockEvents.slice(from).every((e) => e.holder === leader.name)).toBe(true);
     expect(leader.cp.child.exitCode).toBeNull();
     const stops = ['Leader election lost', 'Stopped leading', 'Stopped leading: no more writes'];
@@ -277,30 +300,33 @@ describe('leader election between three controller processes (lease 4 s, renew d
     expect(await settledLeader()).toBe(leader);
   });
 
-  it('SIGTERM the leader: it releases the lease, another process leads within 1 s, the old one exits 0', async () => {
+  it('SIGTERM the leader: it releases the lease, another process holds the lock within 300 ms on our own watch (polls every 5 s), the old one exits 0', async () => {
     dumpOnFailure();
     const old = await settledLeader();
-    await sleep(1_000); // a few renewals
+    await sleep(1_000);
     const from = lockEvents.length;
     const transitionsBefore = lockEvents.at(-1)!.transitions;
     const t0 = performance.now();
     old.cp.child.kill('SIGTERM');
-    const ev = await nextHolder(from, old.name, 5_000);
+    // Judged on the test's own watch of the lock: released (no holder), then the new holder.
+    const ev = await nextHolder(from, old.name, 3 * RETRY_MS);
     const next = replicas.get(ev.holder)!;
     const flipped = await masterFlip(next);
     const exit = await exitWithin(old.cp, 10_000);
     retire(old);
+    const released = lockEvents.slice(from).findIndex((e) => e.holder === '');
+    const releasedAt = lockEvents[from + released]?.at ?? Number.NaN;
     console.log(
-      `SIGTERM handover: lock holder ${old.name} -> ${next.name} seen ${(ev.at - t0).toFixed(0)} ms after SIGTERM; ` +
-        `${next.name}'s ${MASTER} was 1 at ${(flipped - t0).toFixed(0)} ms; old process exited ${exit.code} ` +
-        `after ${(exit.at - t0).toFixed(0)} ms`,
+      `SIGTERM handover: lock released ${(releasedAt - t0).toFixed(1)} ms after SIGTERM, held by ${next.name} ` +
+        `${(ev.at - t0).toFixed(1)} ms after SIGTERM (${(ev.at - releasedAt).toFixed(1)} ms after the release), ` +
+        `as our watch saw them; ${next.name}'s ${MASTER} was 1 at ${(flipped - t0).toFixed(0)} ms; old process ` +
+        `exited ${exit.code} after ${(exit.at - t0).toFixed(0)} ms`,
     );
-    expect(ev.at - t0).toBeLessThan(1_000);
+    expect(ev.at - t0).toBeLessThan(HANDOVER_BOUND_MS);
     expect(flipped - t0).toBeLessThan(1_000);
     expect(live).toContain(next);
     expect(exit).toMatchObject({ code: 0, signal: null });
     // The release is visible on the lock: no holder, 1 s duration, before the new holder took it.
-    const released = lockEvents.slice(from).findIndex((e) => e.holder === '');
     expect(released).toBeGreaterThanOrEqual(0);
     expect(lockEvents[from + released]).toMatchObject({ duration: 1, transitions: transitionsBefore });
     expect(ev.transitions).toBe(transitionsBefore + 1);

@@ -138,6 +138,16 @@ beforeAll(async () => {
     '--node-startup-grace-period=10s',
     '--watch-silence-threshold=3s',
   ];
+  // The lock as a replica that stopped cleanly leaves it (released: no holder, 1 s), so that nlc-0
+  // takes it at once: a replica that finds no lock at all waits one lease duration (60 s here).
+  await admin.request({
+    method: 'POST',
+    path: paths.leases(NS),
+    body: {
+      metadata: { name: 'node-lifecycle-controller' },
+      spec: { holderIdentity: '', leaseDurationSeconds: 1, leaseTransitions: 0 },
+    },
+  });
   replicas.a = await startController(flags, {
     env: { POD_NAME: 'nlc-0', POD_NAMESPACE: NS },
     name: 'nlc-0',

@@ -291,29 +291,32 @@ describe('RBAC of manifests/base (real API server, controller process with its S
   it('the controller process, bound only by those manifests, does its whole job without a 403', async () => {
     const { admin } = cluster;
     // A dead replica's identity lease that still claims leader=true: the leader resets the label,
-    // then collects the lease (--identity-lease-gc-age=4s).
+    // then collects the lease (--identity-lease-gc-age=4s). Created once the controller leads: the
+    // lock does not exist yet, so it leads only one lease duration (15s) after it started, and a
+    // replica that does not lead collects a stale lease without resetting its label.
     const deadHost = 'node-lifecycle-controller-5d8f7c9b4-dead0';
     const deadLease = identityLeaseName(COMPONENT_NAME, deadHost);
-    await admin.request({
-      method: 'POST',
-      path: paths.leases(NS),
-      body: {
-        metadata: {
-          name: deadLease,
-          labels: {
-            [IDENTITY_LABEL]: labelValue(COMPONENT_NAME),
-            [HOSTNAME_LABEL]: labelValue(deadHost),
-            [LEADER_LABEL]: 'true',
+    const createDeadLease = () =>
+      admin.request({
+        method: 'POST',
+        path: paths.leases(NS),
+        body: {
+          metadata: {
+            name: deadLease,
+            labels: {
+              [IDENTITY_LABEL]: labelValue(COMPONENT_NAME),
+              [HOSTNAME_LABEL]: labelValue(deadHost),
+              [LEADER_LABEL]: 'true',
+            },
+          },
+          spec: {
+            holderIdentity: deadHost,
+            leaseDurationSeconds: 3600,
+            acquireTime: microTime(Date.now() - 7_200_000),
+            renewTime: microTime(Date.now() - 3_600_000),
           },
         },
-        spec: {
-          holderIdentity: deadHost,
-          leaseDurationSeconds: 3600,
-          acquireTime: microTime(Date.now() - 7_200_000),
-          renewTime: microTime(Date.now() - 3_600_000),
-        },
-      },
-    });
+      });
 
     // A scraper: a ServiceAccount bound to the shipped metrics-reader ClusterRole. The controller
     // serves /metrics as it does by default (HTTPS, TokenReview + SubjectAccessReview), so each
@@ -363,6 +366,7 @@ describe('RBAC of manifests/base (real API server, controller process with its S
       const startedAt = performance.now();
       await ctl.waitForLog('Acting: watches healthy and leading', 30_000);
       console.log(`leading and acting ${Math.round(performance.now() - startedAt)} ms after /healthz`);
+      await createDeadLease();
 
       // Leader election: the lock lease in nlc-system is ours.
       const lock = await admin.request<Lease>({ method: 'GET', path: paths.lease(NS, COMPONENT_NAME) });

@@ -1,7 +1,8 @@
 /**
- * TEST SUPPORT ONLY (used by src/election/*.test.ts): an in-memory kube-apiserver for Leases with
- * resourceVersion preconditions, latency on timers (run it under vi.useFakeTimers), per-request
- * timeouts and aborts, fault injection and a change stream that can stand in for a watch.
+ * TEST SUPPORT ONLY (used by src/election/*.test.ts and src/apply/writer-fence.test.ts): an
+ * in-memory kube-apiserver for Leases with resourceVersion preconditions, latency on timers (run it
+ * under vi.useFakeTimers), per-request timeouts and aborts, fault injection and a change stream
+ * that can stand in for a watch.
  */
 
 import { formatDuration } from '../../disruption/duration.js';
