@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ApiWriter, createWriterMetrics } from '../apply/writer.js';
 import type { Clock } from '../clock/clock.js';
 import type { Ticker } from '../clock/ticker.js';
-import { DisruptionController } from '../disruption/index.js';
+import { createDisruptionMetrics, DisruptionController } from '../disruption/index.js';
 import { NodeHealthTracker } from '../health/index.js';
 import type { KubeClient } from '../kube/client.js';
 import type { Lease, Node } from '../kube/types.js';
@@ -44,6 +44,8 @@ interface Harness {
   blindIntervals: Array<[number, number]>;
   /** The delay of every action the controller and its watches scheduled on the clock. */
   scheduled: number[];
+  /** Every line the controller logged. */
+  logs: Array<Record<string, unknown>>;
   stop(): Promise<void>;
 }
 
@@ -51,7 +53,7 @@ interface Harness {
  * The controller as run.ts wires it (real watch layer, tracker, disruption controller and writer),
  * against the in-memory server, in virtual time. Leading from the start (no election).
  */
-function harness(o: { nodes: number; blindStepDownMs?: number; ticker?: Ticker }): Harness {
+function harness(o: { nodes: number; blindStepDownMs?: number; ticker?: Ticker; graceMs?: number }): Harness {
   const sim = new SimApiServer(now);
   for (let i = 0; i < o.nodes; i++) sim.addNode(`node-${i}`);
   const scheduled: number[] = [];
@@ -102,8 +104,10 @@ function harness(o: { nodes: number; blindStepDownMs?: number; ticker?: Ticker }
     metrics: createControllerMetrics(registry),
     client,
     writer,
-    tracker: new NodeHealthTracker({ grace: { monitorGraceMs: GRACE_MS, startupGraceMs: 60_000 } }),
-    disruption: new DisruptionController({}),
+    tracker: new NodeHealthTracker({
+      grace: { monitorGraceMs: o.graceMs ?? GRACE_MS, startupGraceMs: 60_000 },
+    }),
+    disruption: new DisruptionController({}, { metrics: createDisruptionMetrics(registry) }),
     leases,
     nodes,
     watchSilenceThresholdMs: SILENCE_MS,
@@ -150,6 +154,7 @@ function harness(o: { nodes: number; blindStepDownMs?: number; ticker?: Ticker }
     nodes,
     blindIntervals,
     scheduled,
+    logs: logger.lines,
     async stop() {
       sim.stopAll();
       nodes.dispose();
@@ -179,9 +184,22 @@ async function cutFor(h: Harness, ms: number): Promise<Array<{ call: string; aft
     .map((e) => ({ call: e.call, after: e.at - began }));
 }
 
-async function metric(registry: Registry, name: string): Promise<number | undefined> {
-  return (await registry.getSingleMetric(name)?.get())?.values[0]?.value;
+/** A metric's value; with `labels`, the sum of the samples that have them (0 when none has). */
+async function metric(
+  registry: Registry,
+  name: string,
+  labels?: Record<string, string>,
+): Promise<number | undefined> {
+  const values = (await registry.getSingleMetric(name)?.get())?.values;
+  if (!labels) return values?.[0]?.value;
+  const all = (values ?? []) as Array<{ value: number; labels: Record<string, unknown> }>;
+  const matching = all.filter((v) => Object.entries(labels).every(([k, x]) => v.labels[k] === x));
+  return matching.reduce((sum, v) => sum + v.value, 0);
 }
+
+const LAG_LOG = 'Lease was renewed but the watch had not shown it; not marking';
+const unknownPatches = (h: Harness) =>
+  h.sim.patches.filter((p) => JSON.stringify(p.body).includes('"type":"Ready","status":"Unknown"'));
 
 describe('NodeLifecycleController: blind spells (virtual time)', () => {
   it('a watch cut every 40 s (backoff never resets) delays marking a dead node by the blind time only', async () => {
@@ -395,6 +413,153 @@ describe('NodeLifecycleController: a watch cache behind its own writes (virtual 
       // Ready), the admission would be dropped and the next token come 10 s later.
       expect(noExecute[0]!.at - unknownAt!).toBeLessThan(1000);
       for (let i = 0; i < 10; i++) if (i !== 3) expect(h.sim.readyOf(`node-${i}`)).toBe('True');
+    } finally {
+      await h.stop();
+    }
+  });
+});
+
+describe('NodeLifecycleController: the lease is re-read before marking (virtual time)', () => {
+  it('a lease the watch has not shown renewed is not marked: the lag is counted and logged; a dead node under the same hold is marked', async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      await advance(20_000);
+      // The controller's lease watch stops showing node-3's lease; its kubelet keeps renewing.
+      h.sim.holdLease('node-3', true);
+      await advance(GRACE_MS + 30_000);
+      expect(h.controller.sight.blind).toBeUndefined();
+      expect(unknownPatches(h)).toEqual([]);
+      expect(h.sim.readyOf('node-3')).toBe('True');
+      const lag = await metric(h.registry, 'nlc_watch_lag_detected_total');
+      expect(lag).toBeGreaterThanOrEqual(1);
+      const lines = h.logs.filter((l) => l.msg === LAG_LOG);
+      expect(lines.length).toBe(lag);
+      expect(lines.every((l) => l.node === 'node-3' && l.level === 'warn')).toBe(true);
+      // The same hold with the kubelet gone: the node is marked once a re-read shows no renewal,
+      // one grace period after the last re-read that showed one (that is when we saw it).
+      h.sim.stopKubelet('node-3');
+      await advance(3 * GRACE_MS);
+      const markedAt = h.sim.markedUnknownAt('node-3');
+      expect(markedAt).toBeDefined();
+      const lastSeen = Date.parse(String(h.logs.filter((l) => l.msg === LAG_LOG).at(-1)?.ts));
+      expect(markedAt! - lastSeen).toBeGreaterThanOrEqual(GRACE_MS);
+      expect(markedAt! - lastSeen).toBeLessThanOrEqual(GRACE_MS + 100);
+      for (let i = 0; i < 10; i++) if (i !== 3) expect(h.sim.readyOf(`node-${i}`)).toBe('True');
+    } finally {
+      await h.stop();
+    }
+  });
+});
+
+describe('NodeLifecycleController: nothing is marked while blind (virtual time)', () => {
+  it('a stalled lease watch: no write while blind, not even for a dead node or a kubelet-reported NotReady; sight back, the dead node is marked grace + blind time after its last renewal', async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      await advance(20_000);
+      // The lease watch stalls (requests and the node watch still work, kubelets still renew), and
+      // node-3 dies at the same moment.
+      h.sim.stallWatch('leases', true);
+      const lastRenewal = h.sim.stopKubelet('node-3');
+      await advance(SILENCE_MS + 2_000);
+      expect(h.controller.sight.blind).toBe('silent');
+      // A kubelet reports NotReady while the controller is blind: no taint now.
+      h.sim.setReady('node-5', 'False');
+      await advance(1_000);
+      const reconciles = await metric(h.registry, 'nlc_reconcile_total', {});
+      await advance(2 * MINUTE);
+      // (Silent, then disconnected: the watch re-opened after its idle timeout gets no answer.)
+      expect(h.controller.sight.blind).toBeDefined();
+      expect(h.sim.patches).toEqual([]);
+      // Blind, no deadline timer is armed and the safety net queues nothing.
+      expect(await metric(h.registry, 'nlc_blind_skipped_total')).toBe(0);
+      expect(await metric(h.registry, 'nlc_reconcile_total', {})).toBe(reconciles);
+      h.sim.stallWatch('leases', false);
+      await advance(5_000);
+      expect(h.controller.sight.blind).toBeUndefined();
+      const blind = (await metric(h.registry, 'nlc_blind_seconds_total'))! * 1000;
+      expect(blind).toBeGreaterThan(2 * MINUTE + SILENCE_MS);
+      // The kubelet-reported NotReady gets its taint once the controller sees again.
+      const notReadyTaint = h.sim.patches.find(
+        (p) => p.path === '/api/v1/nodes/node-5' && JSON.stringify(p.body).includes('not-ready'),
+      );
+      expect(notReadyTaint).toBeDefined();
+      await advance(GRACE_MS);
+      const markedAt = h.sim.markedUnknownAt('node-3');
+      expect(markedAt).toBeDefined();
+      expect(markedAt! - lastRenewal).toBeGreaterThanOrEqual(GRACE_MS + blind);
+      expect(markedAt! - lastRenewal).toBeLessThanOrEqual(GRACE_MS + blind + 100);
+      expect(unknownPatches(h).map((p) => p.path)).toEqual(['/api/v1/nodes/node-3/status']);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a deadline that comes due as the lease watch goes silent is skipped and counted once; no deadline wakes the controller while it stays blind', async () => {
+    // Grace just above the silence threshold: the deadlines come due between the moment the watch
+    // has been silent for the threshold and the next 1 s sight check.
+    const h = harness({ nodes: 3, graceMs: SILENCE_MS + 500 });
+    try {
+      await advance(20_000);
+      h.sim.stallWatch('leases', true);
+      await advance(SILENCE_MS + 5_000);
+      expect(h.controller.sight.blind).toBe('silent');
+      expect(await metric(h.registry, 'nlc_blind_skipped_total')).toBe(1);
+      // A node event while blind arms no deadline timer.
+      h.sim.setReady('node-1', 'False');
+      await advance(30_000);
+      expect(await metric(h.registry, 'nlc_blind_skipped_total')).toBe(1);
+      expect(h.sim.patches).toEqual([]);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('leadership lost while the lease is being re-read: nothing is written', async () => {
+    const h = harness({ nodes: 3 });
+    try {
+      await advance(20_000);
+      let reads = 0;
+      h.sim.onRequest = (req) => {
+        if (req.method !== 'GET' || !req.path.endsWith('/leases/node-1')) return undefined;
+        reads++;
+        h.controller.setLeading(false); // the elector reports it while the GET is on the wire
+        return undefined;
+      };
+      h.sim.stopKubelet('node-1');
+      await advance(GRACE_MS + 20_000);
+      expect(reads).toBe(1);
+      expect(h.sim.patches).toEqual([]);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a pending NoExecute request is not admitted while not leading; it is once leading again', async () => {
+    const h = harness({ nodes: 10 });
+    const noExecute = (node: string) =>
+      h.sim.patches.filter(
+        (p) => p.path === `/api/v1/nodes/${node}` && JSON.stringify(p.body).includes('"effect":"NoExecute"'),
+      );
+    try {
+      await advance(20_000);
+      h.sim.stopKubelet('node-1');
+      h.sim.stopKubelet('node-2');
+      // Both marked at the same moment; one zone, 0.1 taints/s: the first tainted now, the second
+      // 10 s later.
+      for (let i = 0; i < 120 && noExecute('node-1').length + noExecute('node-2').length === 0; i++) {
+        await advance(500);
+      }
+      const first = noExecute('node-1').length > 0 ? 'node-1' : 'node-2';
+      const second = first === 'node-1' ? 'node-2' : 'node-1';
+      expect(h.sim.readyOf(second)).toBe('Unknown');
+      h.controller.setLeading(false);
+      await advance(60_000);
+      expect(noExecute(second)).toEqual([]);
+      expect(await metric(h.registry, 'nlc_noexecute_held_back', { reason: 'rate-limit' })).toBe(1);
+      h.controller.setLeading(true);
+      await advance(1_000);
+      expect(noExecute(second)).toHaveLength(1);
+      expect(await metric(h.registry, 'nlc_noexecute_held_back', { reason: 'rate-limit' })).toBe(0);
     } finally {
       await h.stop();
     }
