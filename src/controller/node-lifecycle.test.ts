@@ -565,3 +565,47 @@ describe('NodeLifecycleController: nothing is marked while blind (virtual time)'
     }
   });
 });
+
+describe('NodeLifecycleController: a lease re-read that is not the Lease (virtual time)', () => {
+  it("a 2xx answer that is not the node's Lease (an HTML page, another lease) marks nothing; counted every time, logged once per node", async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      await advance(20_000);
+      // Their kubelets keep renewing, the watch does not show it, and the re-read is answered by
+      // something else: a misbehaving proxy's HTML page, or another node's Lease.
+      h.sim.holdLease('node-3', true);
+      h.sim.holdLease('node-4', true);
+      const other = { kind: 'Lease', apiVersion: 'coordination.k8s.io/v1', ...h.sim.leases.get('node-5') };
+      h.sim.onRequest = (req) => {
+        if (req.method !== 'GET') return undefined;
+        if (req.path.endsWith('/leases/node-3')) return '<html><body>502 Bad Gateway</body></html>';
+        if (req.path.endsWith('/leases/node-4')) return other;
+        return undefined;
+      };
+      await advance(GRACE_MS + 30_000);
+      expect(unknownPatches(h)).toEqual([]);
+      const invalid = h.logs.filter((l) => l.kind === 'lease_read_invalid');
+      expect(invalid.map((l) => [l.level, l.name]).sort()).toEqual([
+        ['warn', 'kube-node-lease/node-3'],
+        ['warn', 'kube-node-lease/node-4'],
+      ]);
+      // Retried on each safety-net pass (5 s), counted each time.
+      expect(
+        await metric(h.registry, 'nlc_bad_objects_total', { kind: 'lease_read_invalid' }),
+      ).toBeGreaterThan(4);
+      expect(await metric(h.registry, 'nlc_watch_lag_detected_total')).toBe(0);
+      // The real answer again: the renewals show, nothing is marked.
+      h.sim.onRequest = undefined;
+      await advance(6_000);
+      expect(
+        h.logs
+          .filter((l) => l.msg === LAG_LOG)
+          .map((l) => l.node)
+          .sort(),
+      ).toEqual(['node-3', 'node-4']);
+      expect(unknownPatches(h)).toEqual([]);
+    } finally {
+      await h.stop();
+    }
+  });
+});

@@ -691,12 +691,14 @@ export class NodeLifecycleController {
   /**
    * Before marking, re-read the node's lease from the API server (a quorum read). If it was renewed
    * after all, our watch is behind: feed the fresh lease, count it, mark nothing. If we cannot read
-   * it, we cannot see: mark nothing now and retry.
+   * it, we cannot see: mark nothing now and retry. An answer that is not that Lease (a proxy's
+   * HTML page, another object) shows nothing either: counted and logged as bad data, not marked,
+   * read again on the next safety-net pass.
    */
   private async confirmStale(name: string): Promise<boolean> {
-    let lease: Lease;
+    let lease: unknown;
     try {
-      lease = await this.o.client.request<Lease>({
+      lease = await this.o.client.request<unknown>({
         method: 'GET',
         path: paths.lease(NODE_LEASE_NAMESPACE, name),
         timeoutMs: 5_000,
@@ -706,7 +708,9 @@ export class NodeLifecycleController {
       this.log.warn('Cannot confirm a stale lease; not marking', { node: name, err });
       throw err;
     }
-    const r = this.o.tracker.observeLease(lease, this.now());
+    const r = this.o.tracker.observeLeaseRead(name, lease, this.now());
+    this.noteAnomalies(r.anomalies);
+    if (!r.valid) return false;
     if (r.refreshed) {
       this.o.metrics.watchLagDetected.inc();
       this.log.warn('Lease was renewed but the watch had not shown it; not marking', { node: name });

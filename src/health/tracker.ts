@@ -133,6 +133,20 @@ function deadlineOf(entry: Entry): number {
   return entry.probe + entry.graceMs;
 }
 
+/** Why `body` is not the Lease of node `name` in kube-node-lease (undefined: it is). */
+function leaseReadProblem(name: string, body: unknown): string | undefined {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    const text = typeof body === 'string' ? JSON.stringify(body.slice(0, 64)) : String(body);
+    return `not a JSON object: ${text}`;
+  }
+  const o = body as { kind?: unknown; metadata?: { name?: unknown; namespace?: unknown } };
+  const got = `kind=${String(o.kind)} name=${String(o.metadata?.namespace)}/${String(o.metadata?.name)}`;
+  if (o.kind !== 'Lease' || o.metadata?.name !== name || o.metadata?.namespace !== NODE_LEASE_NAMESPACE) {
+    return `not the node's Lease ${NODE_LEASE_NAMESPACE}/${name}: ${got}`;
+  }
+  return undefined;
+}
+
 function validMs(v: unknown): v is number {
   return typeof v === 'number' && Number.isFinite(v) && v >= 0;
 }
@@ -265,6 +279,27 @@ export class NodeHealthTracker {
     entry.renewRaw = raw;
     this.remember(entry, micros);
     this.refresh(entry, now, result);
+    return result;
+  }
+
+  /**
+   * The Lease of node `name` as re-read from the API server (before marking it): observed as
+   * {@link observeLease} when it is that Lease (kind Lease, that name, in kube-node-lease). Any
+   * other answer (a non-JSON body such as a proxy's HTML page, another object) is the anomaly
+   * lease_read_invalid and `valid` is false: it shows neither a renewal nor its absence.
+   */
+  observeLeaseRead(name: string, body: unknown, now: number): ObservationResult & { valid: boolean } {
+    const problem = leaseReadProblem(name, body);
+    if (problem === undefined) return { ...this.observeLease(body as Lease, now), valid: true };
+    const result: ObservationResult & { valid: boolean } = {
+      name,
+      refreshed: false,
+      recovered: false,
+      registered: false,
+      anomalies: [],
+      valid: false,
+    };
+    this.anomaly(result.anomalies, AnomalyKind.LeaseReadInvalid, 'Lease', name, problem);
     return result;
   }
 
