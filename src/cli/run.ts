@@ -178,6 +178,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
         scheduler: clock.scheduler,
         logger: log,
         metrics: disruptionMetrics,
+        graceBounds: { watchSilenceThresholdMs: config.health.watchSilenceThresholdMs },
       })
     : undefined;
   if (pools) grace.setConfig(pools.current);

@@ -1,3 +1,4 @@
+import { timerDelay } from '../clock/clock.js';
 import { formatDuration } from '../disruption/duration.js';
 import type { ReleaseResult } from '../election/elector.js';
 import type { Logger } from '../log/logger.js';
@@ -51,7 +52,7 @@ export interface ShutdownResult {
 /** Resolves with `true` when `p` settles within `ms` (scheduler time), else `false`. */
 function within(p: Promise<unknown>, ms: number, scheduler: SchedulerLike): Promise<boolean> {
   return new Promise<boolean>((resolve) => {
-    const timer = scheduler.schedule(() => resolve(false), Math.max(0, ms));
+    const timer = scheduler.schedule(() => resolve(false), timerDelay(ms));
     p.then(
       () => {
         timer.unsubscribe();

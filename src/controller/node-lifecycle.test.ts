@@ -53,7 +53,13 @@ interface Harness {
  * The controller as run.ts wires it (real watch layer, tracker, disruption controller and writer),
  * against the in-memory server, in virtual time. Leading from the start (no election).
  */
-function harness(o: { nodes: number; blindStepDownMs?: number; ticker?: Ticker; graceMs?: number }): Harness {
+function harness(o: {
+  nodes: number;
+  blindStepDownMs?: number;
+  ticker?: Ticker;
+  graceMs?: number;
+  nodeEvictionRate?: number;
+}): Harness {
   const sim = new SimApiServer(now);
   for (let i = 0; i < o.nodes; i++) sim.addNode(`node-${i}`);
   const scheduled: number[] = [];
@@ -107,7 +113,10 @@ function harness(o: { nodes: number; blindStepDownMs?: number; ticker?: Ticker; 
     tracker: new NodeHealthTracker({
       grace: { monitorGraceMs: o.graceMs ?? GRACE_MS, startupGraceMs: 60_000 },
     }),
-    disruption: new DisruptionController({}, { metrics: createDisruptionMetrics(registry) }),
+    disruption: new DisruptionController(
+      { nodeEvictionRate: o.nodeEvictionRate },
+      { metrics: createDisruptionMetrics(registry) },
+    ),
     leases,
     nodes,
     watchSilenceThresholdMs: SILENCE_MS,
@@ -604,6 +613,44 @@ describe('NodeLifecycleController: a lease re-read that is not the Lease (virtua
           .sort(),
       ).toEqual(['node-3', 'node-4']);
       expect(unknownPatches(h)).toEqual([]);
+    } finally {
+      await h.stop();
+    }
+  });
+});
+
+describe('NodeLifecycleController: grace periods beyond what a timer can take (virtual time)', () => {
+  it('a 720h grace arms one deadline timer, not one every millisecond', async () => {
+    // 720h overflows a Node.js timer (2^31 - 1 ms at most): the delay becomes 1 ms, and a timer
+    // that finds nothing due re-arms for the same deadline.
+    const h = harness({ nodes: 3, graceMs: 720 * 3_600_000 });
+    try {
+      await advance(5_000);
+      const from = h.scheduled.length;
+      await advance(10_000);
+      const armed = h.scheduled.slice(from);
+      // The 1 s sight check, the 5 s safety net and the watches' own timers: a few dozen at most.
+      expect(armed.length).toBeLessThan(50);
+      expect(Math.max(...h.scheduled)).toBeLessThanOrEqual(2 ** 31 - 1);
+      expect(h.sim.patches).toEqual([]);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a NoExecute admission due in years (--node-eviction-rate=1e-7) arms one timer, not one every millisecond', async () => {
+    const h = harness({ nodes: 10, nodeEvictionRate: 1e-7 });
+    try {
+      await advance(20_000);
+      h.sim.stopKubelet('node-1');
+      h.sim.stopKubelet('node-2');
+      await advance(GRACE_MS + 10_000);
+      // One of them got the zone's token, the other waits 1e7 s for the next.
+      expect(await metric(h.registry, 'nlc_noexecute_held_back', { reason: 'rate-limit' })).toBe(1);
+      const from = h.scheduled.length;
+      await advance(10_000);
+      expect(h.scheduled.length - from).toBeLessThan(50);
+      expect(Math.max(...h.scheduled)).toBeLessThanOrEqual(2 ** 31 - 1);
     } finally {
       await h.stop();
     }

@@ -1,5 +1,5 @@
 import type { ApiWriter, WriteOutcome } from '../apply/writer.js';
-import type { Clock } from '../clock/clock.js';
+import { type Clock, timerDelay } from '../clock/clock.js';
 import { everyOnTicks, type Ticker } from '../clock/ticker.js';
 import {
   type DisruptionController,
@@ -208,8 +208,8 @@ export class NodeLifecycleController {
         schedule(state?: unknown, delay?: number): void;
       }) {
         fn();
-        this.schedule(undefined, ms);
-      }, ms),
+        this.schedule(undefined, timerDelay(ms));
+      }, timerDelay(ms)),
     );
   }
 
@@ -458,11 +458,15 @@ export class NodeLifecycleController {
     // Renewals mostly push the earliest deadline later, so this saves a timer swap per renewal.
     if (this.deadlineTimer && this.deadlineTimer.at <= next) return;
     this.deadlineTimer?.sub.unsubscribe();
-    const delay = Math.max(0, next - this.now());
-    const sub = this.o.clock.scheduler.schedule(() => {
-      this.deadlineTimer = undefined;
-      this.onDeadline();
-    }, delay);
+    // A grace beyond what a timer takes (720h, ~24.8 days at most): it fires early, finds nothing
+    // due and arms again.
+    const sub = this.o.clock.scheduler.schedule(
+      () => {
+        this.deadlineTimer = undefined;
+        this.onDeadline();
+      },
+      timerDelay(next - this.now()),
+    );
     this.deadlineTimer = { at: next, sub };
   }
 
@@ -541,7 +545,7 @@ export class NodeLifecycleController {
           this.disruptionTimer = undefined;
           this.disruptionTick();
         },
-        Math.max(0, wake - now),
+        timerDelay(wake - now),
       );
       this.disruptionTimer = { at: wake, sub };
     }
