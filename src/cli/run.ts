@@ -345,7 +345,8 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     logger: log,
   });
 
-  // Nodes first, so that leases find their nodes (no spurious lease-without-node at start).
+  // Nodes first, so that leases find their nodes. (A lease without a node is judged only once both
+  // lists are complete, so a slow node list does not make every lease look like one.)
   nodes.start();
   await Promise.race([nodes.whenSynced(), new Promise((r) => setTimeout(r, 30_000))]);
   leases.start();

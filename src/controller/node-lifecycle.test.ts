@@ -59,9 +59,12 @@ function harness(o: {
   ticker?: Ticker;
   graceMs?: number;
   nodeEvictionRate?: number;
+  /** Arranges the server before the controller starts. */
+  before?: (sim: SimApiServer) => void;
 }): Harness {
   const sim = new SimApiServer(now);
   for (let i = 0; i < o.nodes; i++) sim.addNode(`node-${i}`);
+  o.before?.(sim);
   const scheduled: number[] = [];
   const clock: Clock = {
     scheduler: {
@@ -651,6 +654,37 @@ describe('NodeLifecycleController: grace periods beyond what a timer can take (v
       await advance(10_000);
       expect(h.scheduled.length - from).toBeLessThan(50);
       expect(Math.max(...h.scheduled)).toBeLessThanOrEqual(2 ** 31 - 1);
+    } finally {
+      await h.stop();
+    }
+  });
+});
+
+describe('NodeLifecycleController: leases listed before their nodes (virtual time)', () => {
+  it('no lease_without_node for leases whose Node is still being listed; a lease whose Node is really missing is reported once both lists synced', async () => {
+    const h = harness({
+      nodes: 10,
+      before: (sim) => {
+        // The node list takes 5 s; the lease list comes at once. One lease has no Node at all.
+        sim.delayList('nodes', 5_000);
+        sim.addLeaseOnly('ghost');
+      },
+    });
+    try {
+      await advance(20_000);
+      expect(h.nodes.health().synced && h.leases.health().synced).toBe(true);
+      const orphans = h.logs.filter((l) => l.kind === 'lease_without_node');
+      expect(orphans.map((l) => [l.level, l.msg, l.name])).toEqual([
+        ['warn', 'Unexpected data, still used', 'kube-node-lease/ghost'],
+      ]);
+      expect(await metric(h.registry, 'nlc_bad_objects_total', { kind: 'lease_without_node' })).toBe(1);
+      // No warning about any of the nodes' leases.
+      expect(h.logs.filter((l) => l.level === 'warn' && /node-\d/.test(JSON.stringify(l)))).toEqual([]);
+      // Its next update is counted again, not logged again.
+      h.sim.addLeaseOnly('ghost');
+      await advance(1_000);
+      expect(await metric(h.registry, 'nlc_bad_objects_total', { kind: 'lease_without_node' })).toBe(2);
+      expect(h.logs.filter((l) => l.kind === 'lease_without_node')).toHaveLength(1);
     } finally {
       await h.stop();
     }

@@ -156,6 +156,8 @@ export class NodeLifecycleController {
   /** Nodes as our last write returned them, until the watch cache shows that version or newer. */
   private readonly writtenNodes = new RecentWrites<Node>(RECENT_WRITE_TTL_MS);
   private readonly workerLoops: Promise<void>[] = [];
+  /** Which watches delivered their first complete list (leases without nodes are judged after both). */
+  private readonly listed = { nodes: false, leases: false };
   private stopped = false;
   /** The safety-net pass being timed: the nodes it queued that are not reconciled yet. */
   private pass: { started: number; pending: Set<string> } | undefined;
@@ -257,8 +259,18 @@ export class NodeLifecycleController {
     this.anomalies.note(anomalies);
   }
 
+  /** A watch delivered a complete list: once both have, leases without a node are anomalies. */
+  private listDone(which: 'nodes' | 'leases'): void {
+    if (this.listed[which]) return;
+    this.listed[which] = true;
+    if (this.listed.nodes && this.listed.leases) this.noteAnomalies(this.o.tracker.listsSynced());
+  }
+
   private onLeaseEvent(ev: WatchEvent<Lease>): void {
-    if (ev.type === 'InitDone') this.anomalies.leasesSynced();
+    if (ev.type === 'InitDone') {
+      this.anomalies.leasesSynced();
+      this.listDone('leases');
+    }
     if (ev.type === 'Init' || ev.type === 'InitDone') return;
     const now = this.now();
     const lease = ev.object;
@@ -275,6 +287,7 @@ export class NodeLifecycleController {
   }
 
   private onNodeEvent(ev: WatchEvent<Node>): void {
+    if (ev.type === 'InitDone') this.listDone('nodes');
     if (ev.type === 'Init' || ev.type === 'InitDone') return;
     const now = this.now();
     const node = ev.object;

@@ -202,6 +202,7 @@ describe('lease rule', () => {
 
   it('a lease without a node is tracked, reported, and never marked', () => {
     const t = new NodeHealthTracker();
+    t.listsSynced();
     const r = t.observeLease(lease('ghost', micro(1)), 0);
     expect(r.anomalies).toContainEqual(
       expect.objectContaining({ kind: AnomalyKind.LeaseWithoutNode, first: true }),
@@ -218,6 +219,27 @@ describe('lease rule', () => {
     expect(n.registered).toBe(true);
     expect(t.leasesWithoutNode()).toEqual([]);
     expect(t.nextDeadline()).toBe(20_050_000 + DEADLINE_EPSILON_MS);
+  });
+
+  it('a lease without a node is judged only once both lists are complete', () => {
+    const t = new NodeHealthTracker();
+    // Leases listed before their nodes (start-up): not an anomaly yet.
+    expect(kinds(t.observeLease(lease('n1', micro(1)), 0))).toEqual([]);
+    expect(kinds(t.observeLease(lease('ghost', micro(1)), 0))).toEqual([]);
+    t.observeNode(node('n1', [ready('True', 1)]), 100);
+    // Both lists done: the lease whose node is really missing is reported, once.
+    expect(t.listsSynced()).toEqual([
+      expect.objectContaining({ kind: AnomalyKind.LeaseWithoutNode, name: 'ghost', first: true }),
+    ]);
+    expect(t.listsSynced()).toEqual([]);
+    // From now on each observation of it counts (logged once), and a new orphan is reported.
+    expect(t.observeLease(lease('ghost', micro(2)), 200).anomalies).toEqual([
+      expect.objectContaining({ kind: AnomalyKind.LeaseWithoutNode, first: false }),
+    ]);
+    expect(t.observeLease(lease('late', micro(2)), 200).anomalies).toEqual([
+      expect.objectContaining({ kind: AnomalyKind.LeaseWithoutNode, name: 'late', first: true }),
+    ]);
+    expect(kinds(t.observeLease(lease('n1', micro(2)), 200))).toEqual([]);
   });
 
   it('leases outside kube-node-lease and nameless objects are ignored', () => {

@@ -171,6 +171,8 @@ export class NodeHealthTracker {
   private nodeCount = 0;
   private leaseCount = 0;
   private backwardSteps = 0;
+  /** Both lists are complete: a lease without a node is an anomaly from now on (see listsSynced). */
+  private judgingOrphans = false;
 
   constructor(options: NodeHealthTrackerOptions = {}) {
     this.defaults = {
@@ -242,7 +244,9 @@ export class NodeHealthTracker {
     } else if (holder !== name) {
       this.anomaly(anomalies, AnomalyKind.HolderMismatch, 'Lease', name, String(holder));
     }
-    if (!entry.hasNode) this.anomaly(anomalies, AnomalyKind.LeaseWithoutNode, 'Lease', name);
+    if (!entry.hasNode && this.judgingOrphans) {
+      this.anomaly(anomalies, AnomalyKind.LeaseWithoutNode, 'Lease', name);
+    }
 
     const raw = spec.renewTime;
     if (raw === null || raw === undefined || raw === '') {
@@ -373,6 +377,22 @@ export class NodeHealthTracker {
     if (refresh) this.refresh(entry, now, result);
     else this.reschedule(entry, now);
     return result;
+  }
+
+  /**
+   * The node list and the lease list are both complete (each watch synced once). Until then a
+   * lease without a node is not an anomaly: its Node may just not be listed yet (at start-up
+   * every lease would be one). From now on it is; returns the anomaly of each lease that has no
+   * node now. Later calls return nothing.
+   */
+  listsSynced(): Anomaly[] {
+    if (this.judgingOrphans) return [];
+    this.judgingOrphans = true;
+    const out: Anomaly[] = [];
+    for (const name of this.leasesWithoutNode()) {
+      this.anomaly(out, AnomalyKind.LeaseWithoutNode, 'Lease', name);
+    }
+    return out;
   }
 
   /** The Node was deleted. Returns whether it was known (upstream emits RemovingNode then). */
