@@ -45,7 +45,7 @@ import {
   watchNodeLeases,
   watchNodes,
 } from '../watch/index.js';
-import { runShutdown, shutdownBudget } from './shutdown.js';
+import { drainWrites, runShutdown, shutdownBudget } from './shutdown.js';
 
 export const COMPONENT = 'node-lifecycle-controller';
 /** Source component on Events, as upstream's node lifecycle controller records them. */
@@ -366,10 +366,8 @@ export async function runController(o: RunOptions): Promise<RunningController> {
             leases.stop();
             readPacer?.close();
           },
-          drain: async () => {
-            await controller.stop();
-            await writer.idle();
-          },
+          // Writes only (the fence refuses new ones since stopActing); reads are aborted.
+          drain: () => drainWrites(controller, writer),
           inFlight: () => writer.inFlight,
           release: elector
             ? async (ms) => {

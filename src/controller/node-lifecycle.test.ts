@@ -690,3 +690,48 @@ describe('NodeLifecycleController: leases listed before their nodes (virtual tim
     }
   });
 });
+
+describe('NodeLifecycleController: stop() ends the reads in flight (virtual time)', () => {
+  it('a pod list and a lease re-read hanging on a slow API server end at once; nothing is logged as failed', async () => {
+    const h = harness({ nodes: 10 });
+    const hung: string[] = [];
+    try {
+      await advance(20_000);
+      // The API server answers reads only after their timeouts (pod list 30 s, lease re-read 5 s).
+      h.sim.onRequest = (req) => {
+        if (req.method !== 'GET') return undefined;
+        if (!req.path.startsWith('/api/v1/pods') && !/\/leases\/node-2$/.test(req.path)) return undefined;
+        hung.push(req.path);
+        return new Promise((_, reject) => {
+          const timer = setTimeout(() => reject(new Error(`${req.path}: timed out`)), req.timeoutMs);
+          req.signal?.addEventListener('abort', () => {
+            clearTimeout(timer);
+            reject(new Error(`${req.path}: aborted`));
+          });
+        });
+      };
+      // node-1's pods are being listed (it was marked), node-2's lease is being re-read.
+      h.sim.stopKubelet('node-1');
+      await advance(5_000);
+      h.sim.stopKubelet('node-2');
+      for (let i = 0; i < 100 && hung.length < 2; i++) await advance(500);
+      expect(hung.sort()).toEqual([
+        '/api/v1/pods',
+        '/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/node-2',
+      ]);
+      const before = h.logs.length;
+      let stopped = false;
+      void h.controller.stop().then(() => {
+        stopped = true;
+      });
+      await advance(10);
+      expect(stopped).toBe(true);
+      expect(h.logs.filter((l) => l.level === 'error')).toEqual([]);
+      expect(h.logs.slice(before).filter((l) => l.level === 'warn')).toEqual([]);
+    } finally {
+      h.sim.onRequest = undefined;
+      await advance(60_000); // the reads time out if they were not aborted
+      await h.stop();
+    }
+  });
+});

@@ -156,6 +156,11 @@ export class NodeLifecycleController {
   /** Nodes as our last write returned them, until the watch cache shows that version or newer. */
   private readonly writtenNodes = new RecentWrites<Node>(RECENT_WRITE_TTL_MS);
   private readonly workerLoops: Promise<void>[] = [];
+  /**
+   * Aborted by stop(): the reads in flight (lease re-reads, pod lists) end at once. A shutdown
+   * waits for the writes on the wire only (the writer's idle()); the fence refuses new ones.
+   */
+  private readonly reads = new AbortController();
   /** Which watches delivered their first complete list (leases without nodes are judged after both). */
   private readonly listed = { nodes: false, leases: false };
   private stopped = false;
@@ -225,13 +230,17 @@ export class NodeLifecycleController {
     this.evaluateSight();
   }
 
-  /** Stops timers and workers; in-flight reconciles finish (their writes stay fenced). */
+  /**
+   * Stops timers and workers and aborts the reads in flight; resolves when the workers are done.
+   * A write on the wire is not aborted (it may land anyway): the caller waits for the writer.
+   */
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
     for (const s of this.subs.splice(0)) s.unsubscribe();
     this.deadlineTimer?.sub.unsubscribe();
     this.disruptionTimer?.sub.unsubscribe();
+    this.reads.abort();
     this.queue.shutDown();
     await Promise.all(this.workerLoops);
   }
@@ -603,6 +612,11 @@ export class NodeLifecycleController {
         if (requeueAfter !== undefined) this.queue.addAfter(name, requeueAfter);
         this.o.metrics.reconciles.inc({ result: requeueAfter === undefined ? 'success' : 'requeue' });
       } catch (err) {
+        if (this.stopped) {
+          // A read aborted by stop(), or a reconcile that failed on its way out: nothing to retry.
+          this.log.debug(2, 'Reconcile ended by stop', { node: name, err });
+          continue;
+        }
         const delay = this.queue.addRateLimited(name);
         this.o.metrics.reconciles.inc({ result: 'error' });
         this.log.error('Reconcile failed, will retry', { node: name, retryIn: formatDuration(delay), err });
@@ -719,10 +733,11 @@ export class NodeLifecycleController {
         method: 'GET',
         path: paths.lease(NODE_LEASE_NAMESPACE, name),
         timeoutMs: 5_000,
+        signal: this.reads.signal,
       });
     } catch (err) {
       if (err instanceof KubeApiError && err.isNotFound) return true; // judged on node status alone
-      this.log.warn('Cannot confirm a stale lease; not marking', { node: name, err });
+      if (!this.stopped) this.log.warn('Cannot confirm a stale lease; not marking', { node: name, err });
       throw err;
     }
     const r = this.o.tracker.observeLeaseRead(name, lease, this.now());
@@ -841,6 +856,7 @@ export class NodeLifecycleController {
           ...(rv ? { resourceVersion: rv, resourceVersionMatch: 'NotOlderThan' } : {}),
         },
         timeoutMs: 30_000,
+        signal: this.reads.signal,
       });
     } catch (err) {
       // Next time a quorum read (e.g. "too large resource version" after an etcd restore).

@@ -1,0 +1,98 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
+import { SimulatedFleet } from '../../src/fleet/fleet.js';
+import { paths } from '../../src/kube/client.js';
+import type { Lease } from '../../src/kube/types.js';
+import { ApiHttpProxy } from '../support/api-http-proxy.js';
+import { startCluster, type TestCluster } from '../support/cluster.js';
+import { exitWithin, fastTestFlags, startController } from '../support/controller-process.js';
+import { ClusterObserver } from '../support/observer.js';
+import { sleep, waitUntil } from '../support/wait.js';
+
+/**
+ * The controller's reads against the real API server, through an HTTP proxy that can hold back
+ * one node's watch events or make chosen requests slow (the kubelets and the test's observer talk
+ * to the API server directly).
+ */
+
+const GRACE_MS = 5000;
+const NS = 'kube-system';
+const LOCK = 'node-lifecycle-controller';
+
+let cluster: TestCluster;
+let fleet: SimulatedFleet;
+let observer: ClusterObserver;
+let proxy: ApiHttpProxy;
+let dir: string;
+let kubeconfig: string;
+
+beforeAll(async () => {
+  cluster = await startCluster();
+  // Renewals every second; node status only every 5 minutes when unchanged (kubelet defaults).
+  fleet = await SimulatedFleet.start(cluster.admin, {
+    nodes: 6,
+    podsPerNode: 2,
+    namePrefix: 'rp-',
+    timing: { renewIntervalMs: 1000 },
+  });
+  observer = await ClusterObserver.start(cluster.admin);
+  proxy = await ApiHttpProxy.start(cluster.cp);
+  dir = mkdtempSync(path.join(tmpdir(), 'nlc-read-path-'));
+  kubeconfig = path.join(dir, 'via-http-proxy.kubeconfig');
+  proxy.writeKubeconfig(cluster.cp, kubeconfig);
+});
+
+afterAll(async () => {
+  observer?.stop();
+  fleet?.stop();
+  await proxy?.close();
+  await cluster?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('SIGTERM with a slow API server for reads (real API server)', () => {
+  it('a pod list hanging on the wire: the shutdown does not wait for it, the lock is released at once', async () => {
+    const dead = fleet.names[3]!;
+    // Pod lists take a minute to be answered; everything else is prompt.
+    const clear = proxy.delay((r) => r.method === 'GET' && r.url.startsWith('/api/v1/pods?'), 60_000);
+    const ctl = await startController(fastTestFlags(kubeconfig, GRACE_MS), {
+      env: { POD_NAME: 'nlc-read-path-0', POD_NAMESPACE: NS },
+      name: 'leader',
+    });
+    onTestFailed(() => console.log(`controller log summary:\n${ctl.summary()}`));
+    try {
+      await ctl.waitForLog('Acting: watches healthy and leading', 30_000);
+      fleet.node(dead).pauseHeartbeats();
+      // Marked Unknown (the write goes through), then its pods are listed: that read hangs.
+      await waitUntil(() => observer.readyStatus(dead) === 'Unknown', {
+        timeoutMs: GRACE_MS + 10_000,
+        what: `${dead} marked Unknown`,
+      });
+      await waitUntil(() => proxy.delayed.length > 0, { timeoutMs: 5000, what: 'a pod list on the wire' });
+      await sleep(500);
+      const t0 = performance.now();
+      ctl.child.kill('SIGTERM');
+      const exit = await exitWithin(ctl, 30_000);
+      const took = exit.at - t0;
+      const stopped = ctl.logs.find((l) => l.msg === 'Stopped');
+      console.log(
+        `exit ${exit.code} ${Math.round(took)} ms after SIGTERM with ${proxy.delayed.length} read(s) on the wire; ` +
+          `${JSON.stringify(stopped)}`,
+      );
+      expect(exit.code).toBe(0);
+      expect(stopped).toMatchObject({ drained: true, lease: 'released' });
+      expect(ctl.logs.some((l) => String(l.msg).startsWith('In-flight writes did not finish'))).toBe(false);
+      // Released: the lock names nobody (another replica could take it at once).
+      const lock = await cluster.admin.request<Lease>({ method: 'GET', path: paths.lease(NS, LOCK) });
+      expect(lock.spec?.holderIdentity ?? '').toBe('');
+      // Well inside the drain budget (7 s of 10 s): nothing waited for the read.
+      expect(took).toBeLessThan(3000);
+    } finally {
+      clear();
+      fleet.node(dead).resumeHeartbeats();
+      await ctl.kill();
+    }
+  });
+});
