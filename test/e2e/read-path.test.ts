@@ -18,6 +18,7 @@ import { sleep, waitUntil } from '../support/wait.js';
  */
 
 const GRACE_MS = 5000;
+const LAG_LOG = 'Lease was renewed but the watch had not shown it; not marking';
 const NS = 'kube-system';
 const LOCK = 'node-lifecycle-controller';
 
@@ -50,6 +51,49 @@ afterAll(async () => {
   await proxy?.close();
   await cluster?.stop();
   if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('the lease re-read before marking (real API server)', () => {
+  it("a lease watch that stops showing one node's renewals while its kubelet renews: the node is not marked, the lag is counted and logged", async () => {
+    const lagging = fleet.names[1]!;
+    const startedAt = performance.now();
+    const ctl = await startController([...fastTestFlags(kubeconfig, GRACE_MS), '--leader-elect=false']);
+    onTestFailed(() => console.log(`controller log summary:\n${ctl.summary()}`));
+    try {
+      await ctl.waitForLog('Acting: watches healthy and leading', 20_000);
+      await sleep(1000);
+      // From now on the controller's watches do not show this node's Lease (nor Node) changes;
+      // every other event and bookmark still flows, so its watches stay healthy.
+      proxy.hold(lagging);
+      const heldAt = performance.now();
+      await waitUntil(async () => (await ctl.metric('nlc_watch_lag_detected_total')) >= 2, {
+        timeoutMs: 3 * GRACE_MS + 5000,
+        what: 'the lag detected twice',
+      });
+      const lagged = await ctl.metric('nlc_watch_lag_detected_total');
+      console.log(
+        `lag detected ${lagged} times in ${Math.round(performance.now() - heldAt)} ms; ` +
+          `${proxy.dropped.get(lagging) ?? 0} watch events held back`,
+      );
+      // The kubelet kept renewing, and the watch really did not show it.
+      expect(observer.lastRenewalAt(lagging)).toBeGreaterThan(heldAt + GRACE_MS);
+      expect(proxy.dropped.get(lagging) ?? 0).toBeGreaterThan(GRACE_MS / 1000);
+      const lines = ctl.logs.filter((l) => l.msg === LAG_LOG);
+      expect(lines.length).toBe(lagged);
+      expect(lines.every((l) => l.node === lagging && l.level === 'warn')).toBe(true);
+      // Judged on the test's own watch of the Nodes: nothing was marked, this node or another.
+      for (const n of fleet.names) expect(observer.readyAt(n, 'Unknown', startedAt), n).toBeUndefined();
+      expect(await ctl.metric('nlc_transitions_total', { kind: 'marked_unknown' })).toBe(0);
+      expect(
+        ctl.logs.filter((l) => l.msg === 'Blind: the lease watch is not healthy, marking nothing').length,
+      ).toBe(
+        1, // the start-up one
+      );
+    } finally {
+      proxy.hold(lagging, false);
+      await ctl.kill();
+    }
+  });
 });
 
 describe('SIGTERM with a slow API server for reads (real API server)', () => {
