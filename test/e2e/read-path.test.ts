@@ -7,7 +7,7 @@ import { paths } from '../../src/kube/client.js';
 import type { Lease } from '../../src/kube/types.js';
 import { ApiHttpProxy } from '../support/api-http-proxy.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
-import { exitWithin, fastTestFlags, startController } from '../support/controller-process.js';
+import { fastTestFlags, sigtermAndExit, startController } from '../support/controller-process.js';
 import { ClusterObserver } from '../support/observer.js';
 import { sleep, waitUntil } from '../support/wait.js';
 
@@ -116,13 +116,11 @@ describe('SIGTERM with a slow API server for reads (real API server)', () => {
       });
       await waitUntil(() => proxy.delayed.length > 0, { timeoutMs: 5000, what: 'a pod list on the wire' });
       await sleep(500);
-      const t0 = performance.now();
-      ctl.child.kill('SIGTERM');
-      const exit = await exitWithin(ctl, 30_000);
-      const took = exit.at - t0;
-      const stopped = ctl.logs.find((l) => l.msg === 'Stopped');
+      const reads = proxy.delayed.length;
+      const exit = await sigtermAndExit(ctl);
+      const { took, stopped } = exit;
       console.log(
-        `exit ${exit.code} ${Math.round(took)} ms after SIGTERM with ${proxy.delayed.length} read(s) on the wire; ` +
+        `exit ${exit.code} ${Math.round(took)} ms after SIGTERM with ${reads} read(s) on the wire; ` +
           `${JSON.stringify(stopped)}`,
       );
       expect(exit.code).toBe(0);
