@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import type { Clock } from '../clock/clock.js';
+import { type Clock, timerDelay } from '../clock/clock.js';
 import { formatDuration } from '../disruption/duration.js';
 import { TokenBucket } from '../disruption/token-bucket.js';
 import {
@@ -119,7 +119,7 @@ export interface EventSpec {
   message: string;
 }
 
-const realSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const realSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, timerDelay(ms)));
 const EVENT_DEDUPE_MS = 10 * 60_000;
 /** Longest a write may take (client- and server-side) when the fence allows more. */
 export const WRITE_TIMEOUT_MS = 10_000;

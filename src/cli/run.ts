@@ -46,7 +46,7 @@ import {
   watchNodeLeases,
   watchNodes,
 } from '../watch/index.js';
-import { runShutdown, shutdownBudget } from './shutdown.js';
+import { drainWrites, runShutdown, shutdownBudget } from './shutdown.js';
 
 export const COMPONENT = 'node-lifecycle-controller';
 /** Source component on Events, as upstream's node lifecycle controller records them. */
@@ -179,6 +179,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
         scheduler: clock.scheduler,
         logger: log,
         metrics: disruptionMetrics,
+        graceBounds: { watchSilenceThresholdMs: config.health.watchSilenceThresholdMs },
       })
     : undefined;
   if (pools) grace.setConfig(pools.current);
@@ -347,7 +348,8 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     connections: createHttpConnectionMetrics(registry),
   });
 
-  // Nodes first, so that leases find their nodes (no spurious lease-without-node at start).
+  // Nodes first, so that leases find their nodes. (A lease without a node is judged only once both
+  // lists are complete, so a slow node list does not make every lease look like one.)
   nodes.start();
   await Promise.race([nodes.whenSynced(), new Promise((r) => setTimeout(r, 30_000))]);
   leases.start();
@@ -367,10 +369,8 @@ export async function runController(o: RunOptions): Promise<RunningController> {
             leases.stop();
             readPacer?.close();
           },
-          drain: async () => {
-            await controller.stop();
-            await writer.idle();
-          },
+          // Writes only (the fence refuses new ones since stopActing); reads are aborted.
+          drain: () => drainWrites(controller, writer),
           inFlight: () => writer.inFlight,
           release: elector
             ? async (ms) => {

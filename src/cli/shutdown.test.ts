@@ -2,7 +2,13 @@ import { asyncScheduler } from 'rxjs';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ReleaseResult } from '../election/elector.js';
 import { memoryLogger } from '../log/logger.js';
-import { runShutdown, SHUTDOWN_TAIL_MS, type ShutdownSteps, shutdownBudget } from './shutdown.js';
+import {
+  drainWrites,
+  runShutdown,
+  SHUTDOWN_TAIL_MS,
+  type ShutdownSteps,
+  shutdownBudget,
+} from './shutdown.js';
 
 beforeEach(() => {
   vi.useFakeTimers({ now: 0 });
@@ -90,5 +96,38 @@ describe('shutdown', () => {
     const r = await run(stuck.s, 10_000);
     expect(r.took - t0).toBe(500 + SHUTDOWN_TAIL_MS);
     expect(r.result).toEqual({ drained: true, released: undefined });
+  });
+});
+
+describe('drainWrites', () => {
+  it('waits for the writes on the wire only: a reconciler still in a read does not hold it', async () => {
+    const calls: string[] = [];
+    let writesDone: () => void = () => {};
+    const drained = drainWrites(
+      {
+        stop: () => {
+          calls.push('stop');
+          return never(); // a worker in a writer's re-read or retry wait
+        },
+      },
+      {
+        idle: () => {
+          calls.push('idle');
+          return new Promise<void>((r) => {
+            writesDone = r;
+          });
+        },
+      },
+    );
+    let done = false;
+    void drained.then(() => {
+      done = true;
+    });
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(calls).toEqual(['stop', 'idle']);
+    expect(done).toBe(false); // a write is still on the wire
+    writesDone();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(done).toBe(true);
   });
 });

@@ -1,3 +1,4 @@
+import { timerDelay } from '../clock/clock.js';
 import { formatDuration } from '../disruption/duration.js';
 import type { ReleaseResult } from '../election/elector.js';
 import type { Logger } from '../log/logger.js';
@@ -5,7 +6,8 @@ import type { SchedulerLike } from '../rx/index.js';
 
 /**
  * How the shutdown budget (--shutdown-grace-period, the whole of it) is spent:
- * 1. drain: the reconciler and the writes on the wire finish (new writes are refused at once);
+ * 1. drain: the writes on the wire finish (new writes are refused at once; reads in flight are
+ *    aborted, not waited for: only a write can land after another replica starts leading);
  * 2. tail: release the lock Lease (only after a clean drain) and delete the identity lease, side
  *    by side, each bounded by the tail;
  * 3. close the HTTP servers and the client (no waiting).
@@ -29,7 +31,7 @@ export function shutdownBudget(totalMs: number): ShutdownBudget {
 export interface ShutdownSteps {
   /** Stop acting at once: no new writes (the fence refuses), watches stopped. Synchronous. */
   stopActing(): void;
-  /** Resolves when the reconciler stopped and no write is on the wire. */
+  /** Resolves when no write is on the wire (after stopActing, none can start). */
   drain(): Promise<void>;
   /** Writes on the wire right now (for the log when the drain does not finish). */
   inFlight?(): number;
@@ -48,10 +50,24 @@ export interface ShutdownResult {
   released: ReleaseResult | 'skipped' | undefined;
 }
 
+/**
+ * The drain: writes only. `reconciler.stop()` is started (it aborts the reads in flight and ends the
+ * workers) but not waited for: a worker still in a read or a retry wait can no longer write (the
+ * fence refuses since stopActing), so only the writes already on the wire matter for releasing the
+ * lock. A slow API server for reads then does not hold the release back.
+ */
+export function drainWrites(
+  reconciler: { stop(): Promise<void> },
+  writer: { idle(): Promise<void> },
+): Promise<void> {
+  void reconciler.stop();
+  return writer.idle();
+}
+
 /** Resolves with `true` when `p` settles within `ms` (scheduler time), else `false`. */
 function within(p: Promise<unknown>, ms: number, scheduler: SchedulerLike): Promise<boolean> {
   return new Promise<boolean>((resolve) => {
-    const timer = scheduler.schedule(() => resolve(false), Math.max(0, ms));
+    const timer = scheduler.schedule(() => resolve(false), timerDelay(ms));
     p.then(
       () => {
         timer.unsubscribe();

@@ -1,5 +1,6 @@
 import { isIPv6 } from 'node:net';
 import { DURATION_SYNTAX_HELP, formatDuration, tryParseDuration } from '../disruption/duration.js';
+import { MAX_GRACE_MS } from '../disruption/pools/config.js';
 
 /**
  * Command-line flags in kube-controller-manager's style: `--name=value` or `--name value`,
@@ -43,7 +44,7 @@ export const FLAGS: readonly FlagSpec[] = [
     default: '50s',
     // Above the smallest --watch-silence-threshold (1s), which must be below it.
     greaterThan: 1000,
-    max: 24 * 3600_000,
+    max: MAX_GRACE_MS,
     help: 'How long a node may go without a heartbeat (lease renewal or status update) before it is marked Unknown. Keep it above 45s: the HTTP/2 health check needs 30s+15s to notice a dead connection.',
   },
   {
@@ -52,7 +53,7 @@ export const FLAGS: readonly FlagSpec[] = [
     kind: DUR,
     default: '1m',
     greaterThan: 0,
-    max: 24 * 3600_000,
+    max: MAX_GRACE_MS,
     help: 'Grace period for a node that has never posted Ready before it is marked Unknown.',
   },
   {

@@ -28,6 +28,10 @@ const HANDLING: Record<AnomalyKind, { skipped: true } | { skipped: false; handli
   [AnomalyKind.DuplicateCondition]: { skipped: false, handling: 'the first one is used' },
   [AnomalyKind.InvalidGrace]: { skipped: false, handling: 'default grace periods used' },
   [AnomalyKind.InvalidNow]: { skipped: true },
+  [AnomalyKind.LeaseReadInvalid]: {
+    skipped: false,
+    handling: 'node not marked on it; read again on the next safety-net pass',
+  },
 };
 
 /**

@@ -71,7 +71,7 @@ function build(registry: Registry): ControllerMetrics {
     }),
     blindSkipped: new Counter({
       name: 'nlc_blind_skipped_total',
-      help: 'Node deadlines that passed while the controller was blind or not leading, so nothing was marked.',
+      help: 'Times the deadline timer fired and found the controller blind or not leading (sight lost since the last 1 s check), so nothing was marked. No deadline timer is armed while blind: the deadlines of a spell are moved by its length when sight returns (nlc_blind_seconds_total).',
       registers: [registry],
     }),
     blindSeconds: new Counter({

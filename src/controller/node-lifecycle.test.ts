@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ApiWriter, createWriterMetrics } from '../apply/writer.js';
 import type { Clock } from '../clock/clock.js';
 import type { Ticker } from '../clock/ticker.js';
-import { DisruptionController } from '../disruption/index.js';
+import { createDisruptionMetrics, DisruptionController } from '../disruption/index.js';
 import { NodeHealthTracker } from '../health/index.js';
 import type { KubeClient } from '../kube/client.js';
 import type { Lease, Node } from '../kube/types.js';
@@ -44,6 +44,8 @@ interface Harness {
   blindIntervals: Array<[number, number]>;
   /** The delay of every action the controller and its watches scheduled on the clock. */
   scheduled: number[];
+  /** Every line the controller logged. */
+  logs: Array<Record<string, unknown>>;
   stop(): Promise<void>;
 }
 
@@ -51,9 +53,18 @@ interface Harness {
  * The controller as run.ts wires it (real watch layer, tracker, disruption controller and writer),
  * against the in-memory server, in virtual time. Leading from the start (no election).
  */
-function harness(o: { nodes: number; blindStepDownMs?: number; ticker?: Ticker }): Harness {
+function harness(o: {
+  nodes: number;
+  blindStepDownMs?: number;
+  ticker?: Ticker;
+  graceMs?: number;
+  nodeEvictionRate?: number;
+  /** Arranges the server before the controller starts. */
+  before?: (sim: SimApiServer) => void;
+}): Harness {
   const sim = new SimApiServer(now);
   for (let i = 0; i < o.nodes; i++) sim.addNode(`node-${i}`);
+  o.before?.(sim);
   const scheduled: number[] = [];
   const clock: Clock = {
     scheduler: {
@@ -102,8 +113,13 @@ function harness(o: { nodes: number; blindStepDownMs?: number; ticker?: Ticker }
     metrics: createControllerMetrics(registry),
     client,
     writer,
-    tracker: new NodeHealthTracker({ grace: { monitorGraceMs: GRACE_MS, startupGraceMs: 60_000 } }),
-    disruption: new DisruptionController({}),
+    tracker: new NodeHealthTracker({
+      grace: { monitorGraceMs: o.graceMs ?? GRACE_MS, startupGraceMs: 60_000 },
+    }),
+    disruption: new DisruptionController(
+      { nodeEvictionRate: o.nodeEvictionRate },
+      { metrics: createDisruptionMetrics(registry) },
+    ),
     leases,
     nodes,
     watchSilenceThresholdMs: SILENCE_MS,
@@ -150,6 +166,7 @@ function harness(o: { nodes: number; blindStepDownMs?: number; ticker?: Ticker }
     nodes,
     blindIntervals,
     scheduled,
+    logs: logger.lines,
     async stop() {
       sim.stopAll();
       nodes.dispose();
@@ -179,9 +196,22 @@ async function cutFor(h: Harness, ms: number): Promise<Array<{ call: string; aft
     .map((e) => ({ call: e.call, after: e.at - began }));
 }
 
-async function metric(registry: Registry, name: string): Promise<number | undefined> {
-  return (await registry.getSingleMetric(name)?.get())?.values[0]?.value;
+/** A metric's value; with `labels`, the sum of the samples that have them (0 when none has). */
+async function metric(
+  registry: Registry,
+  name: string,
+  labels?: Record<string, string>,
+): Promise<number | undefined> {
+  const values = (await registry.getSingleMetric(name)?.get())?.values;
+  if (!labels) return values?.[0]?.value;
+  const all = (values ?? []) as Array<{ value: number; labels: Record<string, unknown> }>;
+  const matching = all.filter((v) => Object.entries(labels).every(([k, x]) => v.labels[k] === x));
+  return matching.reduce((sum, v) => sum + v.value, 0);
 }
+
+const LAG_LOG = 'Lease was renewed but the watch had not shown it; not marking';
+const unknownPatches = (h: Harness) =>
+  h.sim.patches.filter((p) => JSON.stringify(p.body).includes('"type":"Ready","status":"Unknown"'));
 
 describe('NodeLifecycleController: blind spells (virtual time)', () => {
   it('a watch cut every 40 s (backoff never resets) delays marking a dead node by the blind time only', async () => {
@@ -396,6 +426,311 @@ describe('NodeLifecycleController: a watch cache behind its own writes (virtual 
       expect(noExecute[0]!.at - unknownAt!).toBeLessThan(1000);
       for (let i = 0; i < 10; i++) if (i !== 3) expect(h.sim.readyOf(`node-${i}`)).toBe('True');
     } finally {
+      await h.stop();
+    }
+  });
+});
+
+describe('NodeLifecycleController: the lease is re-read before marking (virtual time)', () => {
+  it('a lease the watch has not shown renewed is not marked: the lag is counted and logged; a dead node under the same hold is marked', async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      await advance(20_000);
+      // The controller's lease watch stops showing node-3's lease; its kubelet keeps renewing.
+      h.sim.holdLease('node-3', true);
+      await advance(GRACE_MS + 30_000);
+      expect(h.controller.sight.blind).toBeUndefined();
+      expect(unknownPatches(h)).toEqual([]);
+      expect(h.sim.readyOf('node-3')).toBe('True');
+      const lag = await metric(h.registry, 'nlc_watch_lag_detected_total');
+      expect(lag).toBeGreaterThanOrEqual(1);
+      const lines = h.logs.filter((l) => l.msg === LAG_LOG);
+      expect(lines.length).toBe(lag);
+      expect(lines.every((l) => l.node === 'node-3' && l.level === 'warn')).toBe(true);
+      // The same hold with the kubelet gone: the node is marked once a re-read shows no renewal,
+      // one grace period after the last re-read that showed one (that is when we saw it).
+      h.sim.stopKubelet('node-3');
+      await advance(3 * GRACE_MS);
+      const markedAt = h.sim.markedUnknownAt('node-3');
+      expect(markedAt).toBeDefined();
+      const lastSeen = Date.parse(String(h.logs.filter((l) => l.msg === LAG_LOG).at(-1)?.ts));
+      expect(markedAt! - lastSeen).toBeGreaterThanOrEqual(GRACE_MS);
+      expect(markedAt! - lastSeen).toBeLessThanOrEqual(GRACE_MS + 100);
+      for (let i = 0; i < 10; i++) if (i !== 3) expect(h.sim.readyOf(`node-${i}`)).toBe('True');
+    } finally {
+      await h.stop();
+    }
+  });
+});
+
+describe('NodeLifecycleController: nothing is marked while blind (virtual time)', () => {
+  it('a stalled lease watch: no write while blind, not even for a dead node or a kubelet-reported NotReady; sight back, the dead node is marked grace + blind time after its last renewal', async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      await advance(20_000);
+      // The lease watch stalls (requests and the node watch still work, kubelets still renew), and
+      // node-3 dies at the same moment.
+      h.sim.stallWatch('leases', true);
+      const lastRenewal = h.sim.stopKubelet('node-3');
+      await advance(SILENCE_MS + 2_000);
+      expect(h.controller.sight.blind).toBe('silent');
+      // A kubelet reports NotReady while the controller is blind: no taint now.
+      h.sim.setReady('node-5', 'False');
+      await advance(1_000);
+      const reconciles = await metric(h.registry, 'nlc_reconcile_total', {});
+      await advance(2 * MINUTE);
+      // (Silent, then disconnected: the watch re-opened after its idle timeout gets no answer.)
+      expect(h.controller.sight.blind).toBeDefined();
+      expect(h.sim.patches).toEqual([]);
+      // Blind, no deadline timer is armed and the safety net queues nothing.
+      expect(await metric(h.registry, 'nlc_blind_skipped_total')).toBe(0);
+      expect(await metric(h.registry, 'nlc_reconcile_total', {})).toBe(reconciles);
+      h.sim.stallWatch('leases', false);
+      await advance(5_000);
+      expect(h.controller.sight.blind).toBeUndefined();
+      const blind = (await metric(h.registry, 'nlc_blind_seconds_total'))! * 1000;
+      expect(blind).toBeGreaterThan(2 * MINUTE + SILENCE_MS);
+      // The kubelet-reported NotReady gets its taint once the controller sees again.
+      const notReadyTaint = h.sim.patches.find(
+        (p) => p.path === '/api/v1/nodes/node-5' && JSON.stringify(p.body).includes('not-ready'),
+      );
+      expect(notReadyTaint).toBeDefined();
+      await advance(GRACE_MS);
+      const markedAt = h.sim.markedUnknownAt('node-3');
+      expect(markedAt).toBeDefined();
+      expect(markedAt! - lastRenewal).toBeGreaterThanOrEqual(GRACE_MS + blind);
+      expect(markedAt! - lastRenewal).toBeLessThanOrEqual(GRACE_MS + blind + 100);
+      expect(unknownPatches(h).map((p) => p.path)).toEqual(['/api/v1/nodes/node-3/status']);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a deadline that comes due as the lease watch goes silent is skipped and counted once; no deadline wakes the controller while it stays blind', async () => {
+    // Grace just above the silence threshold: the deadlines come due between the moment the watch
+    // has been silent for the threshold and the next 1 s sight check.
+    const h = harness({ nodes: 3, graceMs: SILENCE_MS + 500 });
+    try {
+      await advance(20_000);
+      h.sim.stallWatch('leases', true);
+      await advance(SILENCE_MS + 5_000);
+      expect(h.controller.sight.blind).toBe('silent');
+      expect(await metric(h.registry, 'nlc_blind_skipped_total')).toBe(1);
+      // A node event while blind arms no deadline timer.
+      h.sim.setReady('node-1', 'False');
+      await advance(30_000);
+      expect(await metric(h.registry, 'nlc_blind_skipped_total')).toBe(1);
+      expect(h.sim.patches).toEqual([]);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('leadership lost while the lease is being re-read: nothing is written', async () => {
+    const h = harness({ nodes: 3 });
+    try {
+      await advance(20_000);
+      let reads = 0;
+      h.sim.onRequest = (req) => {
+        if (req.method !== 'GET' || !req.path.endsWith('/leases/node-1')) return undefined;
+        reads++;
+        h.controller.setLeading(false); // the elector reports it while the GET is on the wire
+        return undefined;
+      };
+      h.sim.stopKubelet('node-1');
+      await advance(GRACE_MS + 20_000);
+      expect(reads).toBe(1);
+      expect(h.sim.patches).toEqual([]);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a pending NoExecute request is not admitted while not leading; it is once leading again', async () => {
+    const h = harness({ nodes: 10 });
+    const noExecute = (node: string) =>
+      h.sim.patches.filter(
+        (p) => p.path === `/api/v1/nodes/${node}` && JSON.stringify(p.body).includes('"effect":"NoExecute"'),
+      );
+    try {
+      await advance(20_000);
+      h.sim.stopKubelet('node-1');
+      h.sim.stopKubelet('node-2');
+      // Both marked at the same moment; one zone, 0.1 taints/s: the first tainted now, the second
+      // 10 s later.
+      for (let i = 0; i < 120 && noExecute('node-1').length + noExecute('node-2').length === 0; i++) {
+        await advance(500);
+      }
+      const first = noExecute('node-1').length > 0 ? 'node-1' : 'node-2';
+      const second = first === 'node-1' ? 'node-2' : 'node-1';
+      expect(h.sim.readyOf(second)).toBe('Unknown');
+      h.controller.setLeading(false);
+      await advance(60_000);
+      expect(noExecute(second)).toEqual([]);
+      expect(await metric(h.registry, 'nlc_noexecute_held_back', { reason: 'rate-limit' })).toBe(1);
+      h.controller.setLeading(true);
+      await advance(1_000);
+      expect(noExecute(second)).toHaveLength(1);
+      expect(await metric(h.registry, 'nlc_noexecute_held_back', { reason: 'rate-limit' })).toBe(0);
+    } finally {
+      await h.stop();
+    }
+  });
+});
+
+describe('NodeLifecycleController: a lease re-read that is not the Lease (virtual time)', () => {
+  it("a 2xx answer that is not the node's Lease (an HTML page, another lease) marks nothing; counted every time, logged once per node", async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      await advance(20_000);
+      // Their kubelets keep renewing, the watch does not show it, and the re-read is answered by
+      // something else: a misbehaving proxy's HTML page, or another node's Lease.
+      h.sim.holdLease('node-3', true);
+      h.sim.holdLease('node-4', true);
+      const other = { kind: 'Lease', apiVersion: 'coordination.k8s.io/v1', ...h.sim.leases.get('node-5') };
+      h.sim.onRequest = (req) => {
+        if (req.method !== 'GET') return undefined;
+        if (req.path.endsWith('/leases/node-3')) return '<html><body>502 Bad Gateway</body></html>';
+        if (req.path.endsWith('/leases/node-4')) return other;
+        return undefined;
+      };
+      await advance(GRACE_MS + 30_000);
+      expect(unknownPatches(h)).toEqual([]);
+      const invalid = h.logs.filter((l) => l.kind === 'lease_read_invalid');
+      expect(invalid.map((l) => [l.level, l.name]).sort()).toEqual([
+        ['warn', 'kube-node-lease/node-3'],
+        ['warn', 'kube-node-lease/node-4'],
+      ]);
+      // Retried on each safety-net pass (5 s), counted each time.
+      expect(
+        await metric(h.registry, 'nlc_bad_objects_total', { kind: 'lease_read_invalid' }),
+      ).toBeGreaterThan(4);
+      expect(await metric(h.registry, 'nlc_watch_lag_detected_total')).toBe(0);
+      // The real answer again: the renewals show, nothing is marked.
+      h.sim.onRequest = undefined;
+      await advance(6_000);
+      expect(
+        h.logs
+          .filter((l) => l.msg === LAG_LOG)
+          .map((l) => l.node)
+          .sort(),
+      ).toEqual(['node-3', 'node-4']);
+      expect(unknownPatches(h)).toEqual([]);
+    } finally {
+      await h.stop();
+    }
+  });
+});
+
+describe('NodeLifecycleController: grace periods beyond what a timer can take (virtual time)', () => {
+  it('a 720h grace arms one deadline timer, not one every millisecond', async () => {
+    // 720h overflows a Node.js timer (2^31 - 1 ms at most): the delay becomes 1 ms, and a timer
+    // that finds nothing due re-arms for the same deadline.
+    const h = harness({ nodes: 3, graceMs: 720 * 3_600_000 });
+    try {
+      await advance(5_000);
+      const from = h.scheduled.length;
+      await advance(10_000);
+      const armed = h.scheduled.slice(from);
+      // The 1 s sight check, the 5 s safety net and the watches' own timers: a few dozen at most.
+      expect(armed.length).toBeLessThan(50);
+      expect(Math.max(...h.scheduled)).toBeLessThanOrEqual(2 ** 31 - 1);
+      expect(h.sim.patches).toEqual([]);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a NoExecute admission due in years (--node-eviction-rate=1e-7) arms one timer, not one every millisecond', async () => {
+    const h = harness({ nodes: 10, nodeEvictionRate: 1e-7 });
+    try {
+      await advance(20_000);
+      h.sim.stopKubelet('node-1');
+      h.sim.stopKubelet('node-2');
+      await advance(GRACE_MS + 10_000);
+      // One of them got the zone's token, the other waits 1e7 s for the next.
+      expect(await metric(h.registry, 'nlc_noexecute_held_back', { reason: 'rate-limit' })).toBe(1);
+      const from = h.scheduled.length;
+      await advance(10_000);
+      expect(h.scheduled.length - from).toBeLessThan(50);
+      expect(Math.max(...h.scheduled)).toBeLessThanOrEqual(2 ** 31 - 1);
+    } finally {
+      await h.stop();
+    }
+  });
+});
+
+describe('NodeLifecycleController: leases listed before their nodes (virtual time)', () => {
+  it('no lease_without_node for leases whose Node is still being listed; a lease whose Node is really missing is reported once both lists synced', async () => {
+    const h = harness({
+      nodes: 10,
+      before: (sim) => {
+        // The node list takes 5 s; the lease list comes at once. One lease has no Node at all.
+        sim.delayList('nodes', 5_000);
+        sim.addLeaseOnly('ghost');
+      },
+    });
+    try {
+      await advance(20_000);
+      expect(h.nodes.health().synced && h.leases.health().synced).toBe(true);
+      const orphans = h.logs.filter((l) => l.kind === 'lease_without_node');
+      expect(orphans.map((l) => [l.level, l.msg, l.name])).toEqual([
+        ['warn', 'Unexpected data, still used', 'kube-node-lease/ghost'],
+      ]);
+      expect(await metric(h.registry, 'nlc_bad_objects_total', { kind: 'lease_without_node' })).toBe(1);
+      // No warning about any of the nodes' leases.
+      expect(h.logs.filter((l) => l.level === 'warn' && /node-\d/.test(JSON.stringify(l)))).toEqual([]);
+      // Its next update is counted again, not logged again.
+      h.sim.addLeaseOnly('ghost');
+      await advance(1_000);
+      expect(await metric(h.registry, 'nlc_bad_objects_total', { kind: 'lease_without_node' })).toBe(2);
+      expect(h.logs.filter((l) => l.kind === 'lease_without_node')).toHaveLength(1);
+    } finally {
+      await h.stop();
+    }
+  });
+});
+
+describe('NodeLifecycleController: stop() ends the reads in flight (virtual time)', () => {
+  it('a pod list and a lease re-read hanging on a slow API server end at once; nothing is logged as failed', async () => {
+    const h = harness({ nodes: 10 });
+    const hung: string[] = [];
+    try {
+      await advance(20_000);
+      // The API server answers reads only after their timeouts (pod list 30 s, lease re-read 5 s).
+      h.sim.onRequest = (req) => {
+        if (req.method !== 'GET') return undefined;
+        if (!req.path.startsWith('/api/v1/pods') && !/\/leases\/node-2$/.test(req.path)) return undefined;
+        hung.push(req.path);
+        return new Promise((_, reject) => {
+          const timer = setTimeout(() => reject(new Error(`${req.path}: timed out`)), req.timeoutMs);
+          req.signal?.addEventListener('abort', () => {
+            clearTimeout(timer);
+            reject(new Error(`${req.path}: aborted`));
+          });
+        });
+      };
+      // node-1's pods are being listed (it was marked), node-2's lease is being re-read.
+      h.sim.stopKubelet('node-1');
+      await advance(5_000);
+      h.sim.stopKubelet('node-2');
+      for (let i = 0; i < 100 && hung.length < 2; i++) await advance(500);
+      expect(hung.sort()).toEqual([
+        '/api/v1/pods',
+        '/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/node-2',
+      ]);
+      const before = h.logs.length;
+      let stopped = false;
+      void h.controller.stop().then(() => {
+        stopped = true;
+      });
+      await advance(10);
+      expect(stopped).toBe(true);
+      expect(h.logs.filter((l) => l.level === 'error')).toEqual([]);
+      expect(h.logs.slice(before).filter((l) => l.level === 'warn')).toEqual([]);
+    } finally {
+      h.sim.onRequest = undefined;
+      await advance(60_000); // the reads time out if they were not aborted
       await h.stop();
     }
   });

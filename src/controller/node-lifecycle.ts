@@ -1,5 +1,5 @@
 import type { ApiWriter, WriteOutcome } from '../apply/writer.js';
-import type { Clock } from '../clock/clock.js';
+import { type Clock, timerDelay } from '../clock/clock.js';
 import { everyOnTicks, type Ticker } from '../clock/ticker.js';
 import {
   type DisruptionController,
@@ -156,6 +156,13 @@ export class NodeLifecycleController {
   /** Nodes as our last write returned them, until the watch cache shows that version or newer. */
   private readonly writtenNodes = new RecentWrites<Node>(RECENT_WRITE_TTL_MS);
   private readonly workerLoops: Promise<void>[] = [];
+  /**
+   * Aborted by stop(): the reads in flight (lease re-reads, pod lists) end at once. A shutdown
+   * waits for the writes on the wire only (the writer's idle()); the fence refuses new ones.
+   */
+  private readonly reads = new AbortController();
+  /** Which watches delivered their first complete list (leases without nodes are judged after both). */
+  private readonly listed = { nodes: false, leases: false };
   private stopped = false;
   /** The safety-net pass being timed: the nodes it queued that are not reconciled yet. */
   private pass: { started: number; pending: Set<string> } | undefined;
@@ -208,8 +215,8 @@ export class NodeLifecycleController {
         schedule(state?: unknown, delay?: number): void;
       }) {
         fn();
-        this.schedule(undefined, ms);
-      }, ms),
+        this.schedule(undefined, timerDelay(ms));
+      }, timerDelay(ms)),
     );
   }
 
@@ -223,13 +230,17 @@ export class NodeLifecycleController {
     this.evaluateSight();
   }
 
-  /** Stops timers and workers; in-flight reconciles finish (their writes stay fenced). */
+  /**
+   * Stops timers and workers and aborts the reads in flight; resolves when the workers are done.
+   * A write on the wire is not aborted (it may land anyway): the caller waits for the writer.
+   */
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
     for (const s of this.subs.splice(0)) s.unsubscribe();
     this.deadlineTimer?.sub.unsubscribe();
     this.disruptionTimer?.sub.unsubscribe();
+    this.reads.abort();
     this.queue.shutDown();
     await Promise.all(this.workerLoops);
   }
@@ -257,8 +268,18 @@ export class NodeLifecycleController {
     this.anomalies.note(anomalies);
   }
 
+  /** A watch delivered a complete list: once both have, leases without a node are anomalies. */
+  private listDone(which: 'nodes' | 'leases'): void {
+    if (this.listed[which]) return;
+    this.listed[which] = true;
+    if (this.listed.nodes && this.listed.leases) this.noteAnomalies(this.o.tracker.listsSynced());
+  }
+
   private onLeaseEvent(ev: WatchEvent<Lease>): void {
-    if (ev.type === 'InitDone') this.anomalies.leasesSynced();
+    if (ev.type === 'InitDone') {
+      this.anomalies.leasesSynced();
+      this.listDone('leases');
+    }
     if (ev.type === 'Init' || ev.type === 'InitDone') return;
     const now = this.now();
     const lease = ev.object;
@@ -275,6 +296,7 @@ export class NodeLifecycleController {
   }
 
   private onNodeEvent(ev: WatchEvent<Node>): void {
+    if (ev.type === 'InitDone') this.listDone('nodes');
     if (ev.type === 'Init' || ev.type === 'InitDone') return;
     const now = this.now();
     const node = ev.object;
@@ -458,11 +480,15 @@ export class NodeLifecycleController {
     // Renewals mostly push the earliest deadline later, so this saves a timer swap per renewal.
     if (this.deadlineTimer && this.deadlineTimer.at <= next) return;
     this.deadlineTimer?.sub.unsubscribe();
-    const delay = Math.max(0, next - this.now());
-    const sub = this.o.clock.scheduler.schedule(() => {
-      this.deadlineTimer = undefined;
-      this.onDeadline();
-    }, delay);
+    // A grace beyond what a timer takes (720h, ~24.8 days at most): it fires early, finds nothing
+    // due and arms again.
+    const sub = this.o.clock.scheduler.schedule(
+      () => {
+        this.deadlineTimer = undefined;
+        this.onDeadline();
+      },
+      timerDelay(next - this.now()),
+    );
     this.deadlineTimer = { at: next, sub };
   }
 
@@ -541,7 +567,7 @@ export class NodeLifecycleController {
           this.disruptionTimer = undefined;
           this.disruptionTick();
         },
-        Math.max(0, wake - now),
+        timerDelay(wake - now),
       );
       this.disruptionTimer = { at: wake, sub };
     }
@@ -586,6 +612,11 @@ export class NodeLifecycleController {
         if (requeueAfter !== undefined) this.queue.addAfter(name, requeueAfter);
         this.o.metrics.reconciles.inc({ result: requeueAfter === undefined ? 'success' : 'requeue' });
       } catch (err) {
+        if (this.stopped) {
+          // A read aborted by stop(), or a reconcile that failed on its way out: nothing to retry.
+          this.log.debug(2, 'Reconcile ended by stop', { node: name, err });
+          continue;
+        }
         const delay = this.queue.addRateLimited(name);
         this.o.metrics.reconciles.inc({ result: 'error' });
         this.log.error('Reconcile failed, will retry', { node: name, retryIn: formatDuration(delay), err });
@@ -691,22 +722,27 @@ export class NodeLifecycleController {
   /**
    * Before marking, re-read the node's lease from the API server (a quorum read). If it was renewed
    * after all, our watch is behind: feed the fresh lease, count it, mark nothing. If we cannot read
-   * it, we cannot see: mark nothing now and retry.
+   * it, we cannot see: mark nothing now and retry. An answer that is not that Lease (a proxy's
+   * HTML page, another object) shows nothing either: counted and logged as bad data, not marked,
+   * read again on the next safety-net pass.
    */
   private async confirmStale(name: string): Promise<boolean> {
-    let lease: Lease;
+    let lease: unknown;
     try {
-      lease = await this.o.client.request<Lease>({
+      lease = await this.o.client.request<unknown>({
         method: 'GET',
         path: paths.lease(NODE_LEASE_NAMESPACE, name),
         timeoutMs: 5_000,
+        signal: this.reads.signal,
       });
     } catch (err) {
       if (err instanceof KubeApiError && err.isNotFound) return true; // judged on node status alone
-      this.log.warn('Cannot confirm a stale lease; not marking', { node: name, err });
+      if (!this.stopped) this.log.warn('Cannot confirm a stale lease; not marking', { node: name, err });
       throw err;
     }
-    const r = this.o.tracker.observeLease(lease, this.now());
+    const r = this.o.tracker.observeLeaseRead(name, lease, this.now());
+    this.noteAnomalies(r.anomalies);
+    if (!r.valid) return false;
     if (r.refreshed) {
       this.o.metrics.watchLagDetected.inc();
       this.log.warn('Lease was renewed but the watch had not shown it; not marking', { node: name });
@@ -820,6 +856,7 @@ export class NodeLifecycleController {
           ...(rv ? { resourceVersion: rv, resourceVersionMatch: 'NotOlderThan' } : {}),
         },
         timeoutMs: 30_000,
+        signal: this.reads.signal,
       });
     } catch (err) {
       // Next time a quorum read (e.g. "too large resource version" after an etcd restore).

@@ -1,3 +1,4 @@
+import { timerDelay } from '../clock/clock.js';
 import type { SchedulerLike, Subscription } from '../rx/index.js';
 import type { QueueMetrics } from './workqueue-metrics.js';
 
@@ -74,7 +75,7 @@ export class WorkQueue<K = string> {
     const sub = this.scheduler.schedule(() => {
       this.delayed.delete(key);
       this.add(key);
-    }, ms);
+    }, timerDelay(ms));
     this.delayed.set(key, { at, sub });
   }
 

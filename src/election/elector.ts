@@ -1,4 +1,4 @@
-import type { Clock } from '../clock/clock.js';
+import { type Clock, timerDelay } from '../clock/clock.js';
 import { formatDuration } from '../disruption/duration.js';
 import { KubeApiError } from '../kube/client.js';
 import type { Lease } from '../kube/types.js';
@@ -276,7 +276,7 @@ export class LeaderElector {
         await new Promise<void>((resolve) => {
           this.clock.scheduler.schedule(
             () => resolve(),
-            Math.min(this.cfg.retryPeriodMs, Math.max(0, deadline - this.now())),
+            timerDelay(Math.min(this.cfg.retryPeriodMs, deadline - this.now())),
           );
         });
       }
@@ -391,11 +391,15 @@ export class LeaderElector {
 
   private schedule(atMonotonic: number): void {
     this.cancelTimer();
-    const delay = Math.max(0, atMonotonic - this.now());
-    this.timer = this.clock.scheduler.schedule(() => {
-      this.timer = undefined;
-      this.tick();
-    }, delay);
+    // tick() decides again: a timer cut short by timerDelay (an expiry beyond ~24.8 days, from
+    // another holder's leaseDurationSeconds) just waits again.
+    this.timer = this.clock.scheduler.schedule(
+      () => {
+        this.timer = undefined;
+        this.tick();
+      },
+      timerDelay(atMonotonic - this.now()),
+    );
   }
 
   private tick(): void {

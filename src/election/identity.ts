@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Clock } from '../clock/clock.js';
+import { type Clock, timerDelay } from '../clock/clock.js';
 import { formatDuration } from '../disruption/duration.js';
 import { KubeApiError } from '../kube/client.js';
 import type { Lease } from '../kube/types.js';
@@ -271,7 +271,7 @@ export class IdentityLeases {
     const base = ok
       ? this.renewIntervalMs * (1 + 0.04 * this.random())
       : Math.min(this.renewIntervalMs, 200 * 2 ** Math.min(this.failures, 10));
-    this.renewTimer = this.o.clock.scheduler.schedule(() => void this.sync(), base);
+    this.renewTimer = this.o.clock.scheduler.schedule(() => void this.sync(), timerDelay(base));
     return ok;
   }
 
@@ -281,7 +281,7 @@ export class IdentityLeases {
       void this.collect().finally(() => {
         if (this.running) this.scheduleGc(this.gcCheckIntervalMs);
       });
-    }, delay);
+    }, timerDelay(delay));
   }
 
   /**

@@ -1,3 +1,4 @@
+import { timerDelay } from '../clock/clock.js';
 import type { KubeClient } from '../kube/client.js';
 import { type KubeletSpec, type KubeletTiming, SimulatedKubelet } from './kubelet.js';
 
@@ -101,7 +102,7 @@ export class SimulatedFleet {
                 this.node(n).resumeHeartbeats();
                 resolve();
               },
-              (i * interval) / names.length,
+              timerDelay((i * interval) / names.length),
             ),
           ),
       ),

@@ -1,4 +1,5 @@
 import type { V1Lease, V1Node, V1NodeCondition, V1Pod } from '@kubernetes/client-node';
+import { timerDelay } from '../clock/clock.js';
 import { KubeApiError, type KubeClient, PatchType, paths } from '../kube/client.js';
 
 import { NODE_LEASE_NAMESPACE } from '../kube/types.js';
@@ -180,15 +181,18 @@ export class SimulatedKubelet {
         : this.jittered(this.timing.renewIntervalMs);
     this.renewTimer = setTimeout(() => {
       void this.renewOnce().finally(() => this.scheduleRenew());
-    }, delay);
+    }, timerDelay(delay));
     this.renewTimer.unref?.();
   }
 
   private scheduleStatus(): void {
     if (!this.isHeartbeating) return;
-    this.statusTimer = setTimeout(() => {
-      void this.syncStatus(false).finally(() => this.scheduleStatus());
-    }, this.jittered(this.timing.statusUpdateIntervalMs));
+    this.statusTimer = setTimeout(
+      () => {
+        void this.syncStatus(false).finally(() => this.scheduleStatus());
+      },
+      timerDelay(this.jittered(this.timing.statusUpdateIntervalMs)),
+    );
     this.statusTimer.unref?.();
   }
 

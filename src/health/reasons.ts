@@ -138,5 +138,11 @@ export const AnomalyKind = {
   InvalidGrace: 'invalid_grace',
   /** A non-finite `now` was passed in (observation ignored). */
   InvalidNow: 'invalid_now',
+  /**
+   * The Lease re-read before marking a node was answered (2xx) with something else than that
+   * node's Lease: a non-JSON body (a proxy's HTML page), another object. It shows nothing: the
+   * node is not marked on it.
+   */
+  LeaseReadInvalid: 'lease_read_invalid',
 } as const;
 export type AnomalyKind = (typeof AnomalyKind)[keyof typeof AnomalyKind];

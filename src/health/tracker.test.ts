@@ -40,6 +40,40 @@ function node(name: string, conditions?: NodeCondition[], extra: Partial<Node['m
 
 const kinds = (r: { anomalies: { kind: string }[] }) => r.anomalies.map((a) => a.kind);
 
+describe('observeLeaseRead (the lease re-read before marking)', () => {
+  it("only that node's Lease counts; anything else is lease_read_invalid and shows nothing", () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('n1', [ready('True', 1)]), 0);
+    t.observeLease(lease('n1', micro(1000)), 1_000);
+    const renewed = { kind: 'Lease', ...lease('n1', micro(9000)) };
+    const wrong: Array<[unknown, RegExp]> = [
+      ['<html><body>502 Bad Gateway</body></html>', /^not a JSON object: "<html><body>502/],
+      [null, /^not a JSON object: null$/],
+      [[renewed], /^not a JSON object/],
+      [{ ...renewed, kind: 'Node' }, /: kind=Node name=kube-node-lease\/n1$/],
+      [{ ...renewed, kind: undefined }, /: kind=undefined name=kube-node-lease\/n1$/],
+      [
+        { kind: 'Lease', ...lease('n2', micro(9000)) },
+        /^not the node's Lease kube-node-lease\/n1: kind=Lease name=kube-node-lease\/n2$/,
+      ],
+      [{ ...renewed, metadata: { name: 'n1', namespace: 'kube-system' } }, /name=kube-system\/n1$/],
+    ];
+    for (const [i, [body, detail]] of wrong.entries()) {
+      const r = t.observeLeaseRead('n1', body, 10_000 + i);
+      expect(r.valid, String(i)).toBe(false);
+      expect(r.refreshed, String(i)).toBe(false);
+      expect(r.anomalies, String(i)).toEqual([
+        expect.objectContaining({ kind: AnomalyKind.LeaseReadInvalid, name: 'n1', first: i === 0 }),
+      ]);
+      expect(r.anomalies[0]!.detail, String(i)).toMatch(detail);
+    }
+    expect(t.health('n1')?.probeTimestamp).toBe(1_000);
+    const ok = t.observeLeaseRead('n1', renewed, 20_000);
+    expect(ok).toMatchObject({ valid: true, refreshed: true, anomalies: [] });
+    expect(t.health('n1')?.probeTimestamp).toBe(20_000);
+  });
+});
+
 describe('lease rule', () => {
   it('first lease and every advance set probe = now; an equal renewTime is ignored', () => {
     const t = new NodeHealthTracker();
@@ -168,6 +202,7 @@ describe('lease rule', () => {
 
   it('a lease without a node is tracked, reported, and never marked', () => {
     const t = new NodeHealthTracker();
+    t.listsSynced();
     const r = t.observeLease(lease('ghost', micro(1)), 0);
     expect(r.anomalies).toContainEqual(
       expect.objectContaining({ kind: AnomalyKind.LeaseWithoutNode, first: true }),
@@ -184,6 +219,27 @@ describe('lease rule', () => {
     expect(n.registered).toBe(true);
     expect(t.leasesWithoutNode()).toEqual([]);
     expect(t.nextDeadline()).toBe(20_050_000 + DEADLINE_EPSILON_MS);
+  });
+
+  it('a lease without a node is judged only once both lists are complete', () => {
+    const t = new NodeHealthTracker();
+    // Leases listed before their nodes (start-up): not an anomaly yet.
+    expect(kinds(t.observeLease(lease('n1', micro(1)), 0))).toEqual([]);
+    expect(kinds(t.observeLease(lease('ghost', micro(1)), 0))).toEqual([]);
+    t.observeNode(node('n1', [ready('True', 1)]), 100);
+    // Both lists done: the lease whose node is really missing is reported, once.
+    expect(t.listsSynced()).toEqual([
+      expect.objectContaining({ kind: AnomalyKind.LeaseWithoutNode, name: 'ghost', first: true }),
+    ]);
+    expect(t.listsSynced()).toEqual([]);
+    // From now on each observation of it counts (logged once), and a new orphan is reported.
+    expect(t.observeLease(lease('ghost', micro(2)), 200).anomalies).toEqual([
+      expect.objectContaining({ kind: AnomalyKind.LeaseWithoutNode, first: false }),
+    ]);
+    expect(t.observeLease(lease('late', micro(2)), 200).anomalies).toEqual([
+      expect.objectContaining({ kind: AnomalyKind.LeaseWithoutNode, name: 'late', first: true }),
+    ]);
+    expect(kinds(t.observeLease(lease('n1', micro(2)), 200))).toEqual([]);
   });
 
   it('leases outside kube-node-lease and nameless objects are ignored', () => {

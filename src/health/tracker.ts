@@ -133,6 +133,20 @@ function deadlineOf(entry: Entry): number {
   return entry.probe + entry.graceMs;
 }
 
+/** Why `body` is not the Lease of node `name` in kube-node-lease (undefined: it is). */
+function leaseReadProblem(name: string, body: unknown): string | undefined {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    const text = typeof body === 'string' ? JSON.stringify(body.slice(0, 64)) : String(body);
+    return `not a JSON object: ${text}`;
+  }
+  const o = body as { kind?: unknown; metadata?: { name?: unknown; namespace?: unknown } };
+  const got = `kind=${String(o.kind)} name=${String(o.metadata?.namespace)}/${String(o.metadata?.name)}`;
+  if (o.kind !== 'Lease' || o.metadata?.name !== name || o.metadata?.namespace !== NODE_LEASE_NAMESPACE) {
+    return `not the node's Lease ${NODE_LEASE_NAMESPACE}/${name}: ${got}`;
+  }
+  return undefined;
+}
+
 function validMs(v: unknown): v is number {
   return typeof v === 'number' && Number.isFinite(v) && v >= 0;
 }
@@ -157,6 +171,8 @@ export class NodeHealthTracker {
   private nodeCount = 0;
   private leaseCount = 0;
   private backwardSteps = 0;
+  /** Both lists are complete: a lease without a node is an anomaly from now on (see listsSynced). */
+  private judgingOrphans = false;
 
   constructor(options: NodeHealthTrackerOptions = {}) {
     this.defaults = {
@@ -228,7 +244,9 @@ export class NodeHealthTracker {
     } else if (holder !== name) {
       this.anomaly(anomalies, AnomalyKind.HolderMismatch, 'Lease', name, String(holder));
     }
-    if (!entry.hasNode) this.anomaly(anomalies, AnomalyKind.LeaseWithoutNode, 'Lease', name);
+    if (!entry.hasNode && this.judgingOrphans) {
+      this.anomaly(anomalies, AnomalyKind.LeaseWithoutNode, 'Lease', name);
+    }
 
     const raw = spec.renewTime;
     if (raw === null || raw === undefined || raw === '') {
@@ -265,6 +283,27 @@ export class NodeHealthTracker {
     entry.renewRaw = raw;
     this.remember(entry, micros);
     this.refresh(entry, now, result);
+    return result;
+  }
+
+  /**
+   * The Lease of node `name` as re-read from the API server (before marking it): observed as
+   * {@link observeLease} when it is that Lease (kind Lease, that name, in kube-node-lease). Any
+   * other answer (a non-JSON body such as a proxy's HTML page, another object) is the anomaly
+   * lease_read_invalid and `valid` is false: it shows neither a renewal nor its absence.
+   */
+  observeLeaseRead(name: string, body: unknown, now: number): ObservationResult & { valid: boolean } {
+    const problem = leaseReadProblem(name, body);
+    if (problem === undefined) return { ...this.observeLease(body as Lease, now), valid: true };
+    const result: ObservationResult & { valid: boolean } = {
+      name,
+      refreshed: false,
+      recovered: false,
+      registered: false,
+      anomalies: [],
+      valid: false,
+    };
+    this.anomaly(result.anomalies, AnomalyKind.LeaseReadInvalid, 'Lease', name, problem);
     return result;
   }
 
@@ -338,6 +377,22 @@ export class NodeHealthTracker {
     if (refresh) this.refresh(entry, now, result);
     else this.reschedule(entry, now);
     return result;
+  }
+
+  /**
+   * The node list and the lease list are both complete (each watch synced once). Until then a
+   * lease without a node is not an anomaly: its Node may just not be listed yet (at start-up
+   * every lease would be one). From now on it is; returns the anomaly of each lease that has no
+   * node now. Later calls return nothing.
+   */
+  listsSynced(): Anomaly[] {
+    if (this.judgingOrphans) return [];
+    this.judgingOrphans = true;
+    const out: Anomaly[] = [];
+    for (const name of this.leasesWithoutNode()) {
+      this.anomaly(out, AnomalyKind.LeaseWithoutNode, 'Lease', name);
+    }
+    return out;
   }
 
   /** The Node was deleted. Returns whether it was known (upstream emits RemovingNode then). */

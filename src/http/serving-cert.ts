@@ -2,7 +2,7 @@ import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import tls from 'node:tls';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { Clock } from '../clock/clock.js';
+import { type Clock, timerDelay } from '../clock/clock.js';
 import type { Logger } from '../log/logger.js';
 import type { Subscription } from '../rx/index.js';
 import { selfSignedCert } from './x509.js';
@@ -156,8 +156,8 @@ export class ServingCertificate {
       schedule(state?: unknown, delay?: number): void;
     }) {
       void tick();
-      this.schedule(undefined, pollMs);
-    }, pollMs);
+      this.schedule(undefined, timerDelay(pollMs));
+    }, timerDelay(pollMs));
     return sc;
   }
 

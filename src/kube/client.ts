@@ -3,6 +3,7 @@ import https from 'node:https';
 import type stream from 'node:stream';
 import tls from 'node:tls';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { timerDelay } from '../clock/clock.js';
 import { formatDuration } from '../disruption/duration.js';
 import { type ClientAuth, type Credentials, credentialsFromKubeConfig } from './credentials.js';
 import { connectTunnel } from './proxy.js';
@@ -250,7 +251,7 @@ class Deadline {
         this.ac.abort(
           new KubeTransportError(`${what}: timed out after ${formatDuration(timeoutMs)}`, 'TIMEOUT'),
         ),
-      timeoutMs,
+      timerDelay(timeoutMs),
     );
     this.onCallerAbort = () => this.ac.abort(new KubeTransportError(`${what}: aborted`, 'ABORTED'));
     if (caller?.aborted) this.onCallerAbort();

@@ -1,6 +1,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { domainToASCII } from 'node:url';
+import { timerDelay } from '../clock/clock.js';
 import { formatDuration } from '../disruption/duration.js';
 
 /**
@@ -274,7 +275,7 @@ export function connectTunnel(opts: {
             { code: 'ETIMEDOUT' },
           ),
         ),
-      opts.timeoutMs,
+      timerDelay(opts.timeoutMs),
     );
     socket.once('error', (err) =>
       fail(

@@ -1,3 +1,4 @@
+import { timerDelay } from '../clock/clock.js';
 import type { SchedulerLike, Subscription } from '../rx/index.js';
 
 /**
@@ -80,7 +81,7 @@ export class RequestRateLimiter {
         this.timer = undefined;
         this.drain();
       },
-      Math.max(0, this.nextAt(now) - now),
+      timerDelay(this.nextAt(now) - now),
     );
   }
 

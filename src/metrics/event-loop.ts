@@ -1,5 +1,6 @@
 import { createHistogram, type RecordableHistogram } from 'node:perf_hooks';
 import { Gauge, type Registry } from 'prom-client';
+import { timerDelay } from '../clock/clock.js';
 import type { Ticker } from '../clock/ticker.js';
 
 /**
@@ -107,7 +108,7 @@ export class EventLoopSampler implements Ticker {
   start(): void {
     if (this.timer) return;
     this.last = process.hrtime.bigint(); // the first interval starts here
-    this.timer = setInterval(() => this.tick(), this.intervalMs);
+    this.timer = setInterval(() => this.tick(), timerDelay(this.intervalMs));
     // It must not keep the process alive by itself.
     this.timer.unref();
   }

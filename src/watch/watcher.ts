@@ -1,3 +1,4 @@
+import { timerDelay } from '../clock/clock.js';
 import { formatDuration } from '../disruption/duration.js';
 import { KubeApiError, type KubeStatus, KubeTransportError } from '../kube/client.js';
 import type { KubeObject, List } from '../kube/types.js';
@@ -190,7 +191,7 @@ class WatchRun<T extends KubeObject> {
   }
 
   private after(delayMs: number, fn: () => void): Subscription {
-    return this.scheduler.schedule(fn, delayMs);
+    return this.scheduler.schedule(fn, timerDelay(delayMs));
   }
 
   /** Runs `fn`; a bug in the watch layer or a store callback fails the stream instead of escaping. */
@@ -388,9 +389,9 @@ class WatchRun<T extends KubeObject> {
             'watch',
           );
       } else {
-        this.schedule(undefined, idleMs - idle);
+        this.schedule(undefined, timerDelay(idleMs - idle));
       }
-    }, idleMs);
+    }, timerDelay(idleMs));
   }
 
   private onChunk(chunk: string, epoch: number): void {

@@ -108,9 +108,23 @@ describe('CLI errors (no API server needed)', () => {
         JSON.stringify({ pools: [{ name: 'gpu', selector: {}, nodeMonitorGracePeriod: '5 minutes' }] }),
       );
       const missing = path.join(dir, 'absent.json');
+      // Grace bounds: above --watch-silence-threshold (45s here), at most 24h.
+      const atThreshold = path.join(dir, 'at-threshold.json');
+      writeFileSync(
+        atThreshold,
+        JSON.stringify({ pools: [{ name: 'edge', selector: {}, nodeMonitorGracePeriod: '45s' }] }),
+      );
+      const tooLong = path.join(dir, 'too-long.json');
+      writeFileSync(
+        tooLong,
+        JSON.stringify({ pools: [{ name: 'off', selector: {}, nodeMonitorGracePeriod: '720h' }] }),
+      );
       for (const [file, problem] of [
         [invalid, '"5 minutes"'],
         [missing, 'cannot read'],
+        [atThreshold, 'pools[0] "edge": nodeMonitorGracePeriod: "45s": out of range; accepted: '],
+        [atThreshold, 'above --watch-silence-threshold (45s) and at most 24h0m0s'],
+        [tooLong, 'pools[0] "off": nodeMonitorGracePeriod: "720h": out of range; '],
       ] as const) {
         // The kubeconfig resolves (the file exists); the pool file is checked before any request.
         const r = await runCli([

@@ -8,7 +8,7 @@ import type { SimulatedFleet } from '../../src/fleet/fleet.js';
 import { paths } from '../../src/kube/client.js';
 import type { Lease } from '../../src/kube/types.js';
 import type { TestCluster } from '../support/cluster.js';
-import { exitWithin, startController } from '../support/controller-process.js';
+import { sigtermAndExit, startController } from '../support/controller-process.js';
 import type { FlakyTcpProxy } from '../support/flaky-tcp-proxy.js';
 import type { ClusterObserver } from '../support/observer.js';
 import { type ProxiedCluster, startProxiedCluster } from '../support/proxied-cluster.js';
@@ -79,11 +79,8 @@ describe('SIGTERM (real kube-apiserver, default leader-election and shutdown fla
     // The network to the API server turns into a black hole; the next write (one a second) hangs.
     proxy.stall(true);
     await sleep(1500);
-    const t0 = performance.now();
-    ctl.child.kill('SIGTERM');
-    const exit = await exitWithin(ctl, 30_000);
-    const took = exit.at - t0;
-    const stopped = ctl.logs.find((l) => l.msg === 'Stopped');
+    const exit = await sigtermAndExit(ctl);
+    const { took, stopped } = exit;
     console.log(
       `exit ${exit.code} ${(took / 1000).toFixed(2)} s after SIGTERM (budget ${budget.totalMs / 1000} s, ` +
         `terminationGracePeriodSeconds ${terminationGraceMs() / 1000}); ${JSON.stringify(stopped)}; ` +

@@ -291,6 +291,20 @@ export async function exitWithin(
   }
 }
 
+/**
+ * Sends SIGTERM and waits (at most `timeoutMs`) for the exit: its code, how long it took from the
+ * signal (ms), and the shutdown's `Stopped` log line (undefined when it was not logged).
+ */
+export async function sigtermAndExit(
+  cp: ControllerProcess,
+  timeoutMs = 30_000,
+): Promise<{ code: number | null; took: number; stopped: Record<string, unknown> | undefined }> {
+  const t0 = performance.now();
+  cp.child.kill('SIGTERM');
+  const exit = await exitWithin(cp, timeoutMs);
+  return { code: exit.code, took: exit.at - t0, stopped: cp.logs.find((l) => l.msg === 'Stopped') };
+}
+
 export interface CliResult {
   code: number | null;
   signal: NodeJS.Signals | null;

@@ -56,6 +56,8 @@ export class SimApiServer {
   /** Every PATCH the controller sent that was applied: [monotonic time, path]. */
   readonly patches: Array<{ at: number; path: string; body: unknown }> = [];
   private readonly history: Change[] = [];
+  /** Watch opens waiting for a stalled resource to flow again. */
+  private readonly stalledOpens: Array<() => void> = [];
   private readonly streams = new Set<Stream>();
   private readonly kubelets = new Map<string, ReturnType<typeof setInterval>>();
   private readonly lastRenewal = new Map<string, number>();
@@ -64,6 +66,16 @@ export class SimApiServer {
   /** False while the server itself is down for everyone (kubelets cannot renew either). */
   private kubeletsReach = true;
   private readonly watchDelayMs = new Map<Resource, number>();
+  /** Leases whose watch events the controller does not get (held back) while set. */
+  private readonly heldLeases = new Set<string>();
+  /** Resources whose watches deliver nothing while set (requests and kubelets are not affected). */
+  private readonly stalledWatches = new Set<Resource>();
+  private readonly listDelayMs = new Map<Resource, number>();
+  /**
+   * Called with every request the controller's client sends (not watches), after the path let it
+   * through and before it is answered: may wait, throw, or return a body to answer with instead.
+   */
+  onRequest: ((req: KubeRequest) => Promise<unknown> | unknown) | undefined;
 
   constructor(private readonly now: () => number = () => Date.now()) {}
 
@@ -120,6 +132,33 @@ export class SimApiServer {
     this.lastRenewal.set(name, this.now());
   }
 
+  /** The kubelet posts a Ready condition with this status (a node status update, heartbeat included). */
+  setReady(name: string, status: 'True' | 'False'): void {
+    const node = this.nodes.get(name);
+    if (!node) return;
+    const wall = new Date(Date.now()).toISOString();
+    const conditions = (node.status?.conditions ?? []).map((c) =>
+      c.type === 'Ready'
+        ? {
+            ...c,
+            status,
+            reason: status === 'True' ? 'KubeletReady' : 'KubeletNotReady',
+            lastHeartbeatTime: wall,
+            lastTransitionTime: c.status === status ? c.lastTransitionTime : wall,
+          }
+        : c,
+    );
+    this.store('nodes', 'MODIFIED', { ...node, status: { ...node.status, conditions } });
+  }
+
+  /** A Lease in kube-node-lease with no Node (renewed by nobody). */
+  addLeaseOnly(name: string): void {
+    this.store('leases', 'ADDED', {
+      metadata: { name, namespace: 'kube-node-lease', uid: `uid-lease-${name}` },
+      spec: { holderIdentity: name, leaseDurationSeconds: 40, renewTime: microTime(Date.now()) },
+    });
+  }
+
   readyOf(name: string): string | undefined {
     return this.nodes.get(name)?.status?.conditions?.find((c) => c.type === 'Ready')?.status;
   }
@@ -155,6 +194,7 @@ export class SimApiServer {
     this.path = state;
     if (state !== 'hang') {
       for (const s of this.streams) {
+        if (this.stalledWatches.has(s.resource)) continue;
         for (const line of s.held.splice(0)) s.sub.next(line);
       }
     }
@@ -163,6 +203,35 @@ export class SimApiServer {
   /** Watch events of `resource` reach the controller `ms` late (a busy server, or paced reads). */
   delayWatch(resource: Resource, ms: number): void {
     this.watchDelayMs.set(resource, ms);
+  }
+
+  /** While on, the controller's lease watch does not show this lease's changes (its kubelet renews). */
+  holdLease(name: string, on: boolean): void {
+    if (on) this.heldLeases.add(name);
+    else this.heldLeases.delete(name);
+  }
+
+  /**
+   * While on, the controller's watches of `resource` deliver nothing and new ones are not answered
+   * (a stuck watch connection); its other requests and the kubelets are not affected. Held events
+   * are delivered when it ends.
+   */
+  stallWatch(resource: Resource, on: boolean): void {
+    if (on) {
+      this.stalledWatches.add(resource);
+      return;
+    }
+    this.stalledWatches.delete(resource);
+    for (const s of this.streams) {
+      if (s.resource === resource && this.path !== 'hang')
+        for (const line of s.held.splice(0)) s.sub.next(line);
+    }
+    for (const wake of this.stalledOpens.splice(0)) wake();
+  }
+
+  /** The controller's lists of `resource` are answered `ms` late. */
+  delayList(resource: Resource, ms: number): void {
+    this.listDelayMs.set(resource, ms);
   }
 
   /** The server is down for everyone, kubelets included (the controller's path refuses too). */
@@ -190,9 +259,10 @@ export class SimApiServer {
     this.history.push(change);
     const line = `${JSON.stringify({ type, object: stored })}\n`;
     const delay = this.watchDelayMs.get(resource) ?? 0;
+    if (resource === 'leases' && this.heldLeases.has(stored.metadata.name)) return;
     for (const s of this.streams) {
       if (s.resource !== resource) continue;
-      if (this.path === 'hang') s.held.push(line);
+      if (this.path === 'hang' || this.stalledWatches.has(resource)) s.held.push(line);
       else if (delay > 0) setTimeout(() => s.sub.next(line), delay);
       else s.sub.next(line);
     }
@@ -225,14 +295,33 @@ export class SimApiServer {
     return {
       list: async (_req: ListRequest, signal: AbortSignal) => {
         await this.pass(`list ${resource}`, signal);
+        const delay = this.listDelayMs.get(resource) ?? 0;
+        if (delay > 0) await new Promise((r) => setTimeout(r, delay));
         const map = (resource === 'leases' ? this.leases : this.nodes) as Map<string, Lease | Node>;
         return listPage(clone([...map.values()]), String(this.rv));
       },
       watch: async (req: WatchRequest, signal: AbortSignal) => {
         await this.pass(`watch ${resource}`, signal);
+        if (this.stalledWatches.has(resource)) {
+          await new Promise<void>((resolve, reject) => {
+            this.stalledOpens.push(resolve);
+            signal.addEventListener(
+              'abort',
+              () => reject(new KubeTransportError('watch: aborted', 'ABORTED')),
+              {
+                once: true,
+              },
+            );
+          });
+        }
         const from = Number(req.resourceVersion);
         return new Observable<string>((sub) => {
-          const missed = this.history.filter((c) => c.resource === resource && c.rv > from);
+          const missed = this.history.filter(
+            (c) =>
+              c.resource === resource &&
+              c.rv > from &&
+              !(resource === 'leases' && this.heldLeases.has(c.object.metadata.name)),
+          );
           if (missed.length > 0) {
             sub.next(missed.map((c) => `${JSON.stringify({ type: c.type, object: c.object })}\n`).join(''));
           }
@@ -251,6 +340,8 @@ export class SimApiServer {
     request: async <T>(req: KubeRequest): Promise<T> => {
       const what = `${req.method} ${req.path}`;
       await this.pass(what, req.signal, req.timeoutMs ?? 30_000);
+      const instead = await this.onRequest?.(req);
+      if (instead !== undefined) return instead as T;
       return this.handle(req) as T;
     },
   };
@@ -261,7 +352,7 @@ export class SimApiServer {
     if (lease && req.method === 'GET') {
       const l = this.leases.get(decodeURIComponent(lease[1]!));
       if (!l) throw apiError(404, 'NotFound', what);
-      return clone(l);
+      return { kind: 'Lease', apiVersion: 'coordination.k8s.io/v1', ...clone(l) };
     }
     if (req.path === '/api/v1/pods' && req.method === 'GET') return { metadata: {}, items: [] };
     if (req.method === 'POST' && req.path.endsWith('/events')) return {};

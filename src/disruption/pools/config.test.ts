@@ -96,7 +96,7 @@ describe('validatePoolConfig', () => {
     });
     expect(errors).toEqual([
       'pools[1] "gpu": nodeMonitorGracePeriod: "5x": unknown unit "x" in duration "5x"; accepted: a Go duration ' +
-        'such as "45s", "5m", "1h2m3.5s" or "300ms" (units ns, us, ms, s, m, h), greater than 0',
+        'such as "45s", "5m", "1h2m3.5s" or "300ms" (units ns, us, ms, s, m, h), greater than 0 and at most 24h0m0s',
     ]);
     const r = validatePoolConfig({ pools: [{ name: 'gpu', selector: {}, nodeMonitorGracePeriod: '5x' }] });
     expect(r.ok ? undefined : r.errors[0]).toMatchObject({
@@ -204,6 +204,37 @@ describe('validatePoolConfig', () => {
     expect(errorsOf([])).toEqual(['[]: the pool config must be a JSON object {"pools": [...]}']);
     expect(errorsOf({ pools: {} })).toEqual(['pools: {}: must be a list of pools']);
     expect(errorsOf({ pools: [], extra: 1 })[0]).toMatch(/^extra: 1: unknown field/);
+  });
+
+  it('bounds the grace periods: at most 24h (a timer cannot wait 720h), nodeMonitorGracePeriod above --watch-silence-threshold', () => {
+    const pool = (grace: Record<string, string>) => ({ pools: [{ name: 'edge', selector: {}, ...grace }] });
+    expect(errorsOf(pool({ nodeMonitorGracePeriod: '720h' }))).toEqual([
+      'pools[0] "edge": nodeMonitorGracePeriod: "720h": out of range; accepted: a Go duration such as "45s", "5m", ' +
+        '"1h2m3.5s" or "300ms" (units ns, us, ms, s, m, h), greater than 0 and at most 24h0m0s',
+    ]);
+    expect(errorsOf(pool({ nodeStartupGracePeriod: '24h0m1s' }))).toEqual([
+      expect.stringMatching(
+        /^pools\[0\] "edge": nodeStartupGracePeriod: "24h0m1s": out of range; .* at most 24h0m0s$/,
+      ),
+    ]);
+    expect(
+      valid(pool({ nodeMonitorGracePeriod: '24h', nodeStartupGracePeriod: '24h' })).pools[0],
+    ).toMatchObject({
+      monitorGraceMs: 24 * 3_600_000,
+      startupGraceMs: 24 * 3_600_000,
+    });
+    // The silence threshold the controller runs with: a pool grace must be above it, as the
+    // global one is (a blind watch must be noticed before a grace can run out on stale data).
+    const bounds = { watchSilenceThresholdMs: 45_000 };
+    const r = validatePoolConfig(pool({ nodeMonitorGracePeriod: '45s' }), bounds);
+    expect(r.ok ? [] : r.errors.map((e) => e.text)).toEqual([
+      'pools[0] "edge": nodeMonitorGracePeriod: "45s": out of range; accepted: a Go duration such as "45s", "5m", ' +
+        '"1h2m3.5s" or "300ms" (units ns, us, ms, s, m, h), above --watch-silence-threshold (45s) and at most 24h0m0s',
+    ]);
+    expect(validatePoolConfig(pool({ nodeMonitorGracePeriod: '46s' }), bounds).ok).toBe(true);
+    // The startup grace has no such bound (neither has --node-startup-grace-period).
+    expect(validatePoolConfig(pool({ nodeStartupGracePeriod: '10s' }), bounds).ok).toBe(true);
+    expect(parsePoolConfig(JSON.stringify(pool({ nodeMonitorGracePeriod: '30s' })), bounds).ok).toBe(false);
   });
 
   it('warns below the HTTP/2 health-check sum, for short startup grace, and for shadowed pools', () => {

@@ -37,6 +37,18 @@ import {
 /** Nodes matching no pool are reported under this pool name; no pool may use it. */
 export const DEFAULT_POOL_NAME = 'default';
 
+/** The longest grace period, a pool's as the flags' (a timer waits at most ~24.8 days). */
+export const MAX_GRACE_MS = 24 * 3_600_000;
+
+/** What a pool's grace periods are checked against besides their syntax. */
+export interface PoolGraceBounds {
+  /**
+   * --watch-silence-threshold: a nodeMonitorGracePeriod must be above it, as
+   * --node-monitor-grace-period must (a blind watch is noticed before a grace can run out).
+   */
+  watchSilenceThresholdMs?: number;
+}
+
 /** client-go's HTTP/2 health check: 30s ping timeout + 15s read-idle timeout (reference §1). */
 export const HTTP2_HEALTH_CHECK_MS = 45_000;
 
@@ -156,11 +168,14 @@ function validateGrace(
   pool: Record<string, unknown>,
   field: string,
   base: string,
+  aboveMs?: number,
 ): number | undefined {
   const raw = pool[field];
   if (raw === undefined) return undefined;
   const path = `${base}.${field}`;
-  const accepted = `accepted: ${DURATION_SYNTAX_HELP}, greater than 0`;
+  const lower =
+    aboveMs === undefined ? 'greater than 0' : `above --watch-silence-threshold (${formatDuration(aboveMs)})`;
+  const accepted = `accepted: ${DURATION_SYNTAX_HELP}, ${lower} and at most ${formatDuration(MAX_GRACE_MS)}`;
   if (typeof raw !== 'string') {
     c.error(path, field, raw, `must be a duration string; ${accepted}`);
     return undefined;
@@ -172,6 +187,10 @@ function validateGrace(
   }
   if (!(parsed.ms > 0)) {
     c.error(path, field, raw, `must be greater than 0; ${accepted}`);
+    return undefined;
+  }
+  if (parsed.ms > MAX_GRACE_MS || (aboveMs !== undefined && parsed.ms <= aboveMs)) {
+    c.error(path, field, raw, `out of range; ${accepted}`);
     return undefined;
   }
   return parsed.ms;
@@ -293,7 +312,7 @@ function validateSelector(c: Collector, raw: unknown, base: string): LabelSelect
 }
 
 /** Validates a parsed pool config document; collects every problem. */
-export function validatePoolConfig(doc: unknown): PoolConfigResult {
+export function validatePoolConfig(doc: unknown, bounds: PoolGraceBounds = {}): PoolConfigResult {
   const c = new Collector();
   if (!isObject(doc)) {
     c.error('', '', doc, 'the pool config must be a JSON object {"pools": [...]}');
@@ -347,7 +366,13 @@ export function validatePoolConfig(doc: unknown): PoolConfigResult {
     if (raw.selector === undefined) {
       c.error(`${base}.selector`, 'selector', undefined, 'required; {} matches every node');
     }
-    const monitorGraceMs = validateGrace(c, raw, 'nodeMonitorGracePeriod', base);
+    const monitorGraceMs = validateGrace(
+      c,
+      raw,
+      'nodeMonitorGracePeriod',
+      base,
+      bounds.watchSilenceThresholdMs,
+    );
     const startupGraceMs = validateGrace(c, raw, 'nodeStartupGracePeriod', base);
     if (raw.nodeMonitorGracePeriod === undefined && raw.nodeStartupGracePeriod === undefined) {
       c.error(
@@ -395,7 +420,7 @@ export function validatePoolConfig(doc: unknown): PoolConfigResult {
 }
 
 /** Parses and validates pool config text (JSON). */
-export function parsePoolConfig(text: string): PoolConfigResult {
+export function parsePoolConfig(text: string, bounds: PoolGraceBounds = {}): PoolConfigResult {
   let doc: unknown;
   try {
     doc = JSON.parse(text);
@@ -412,7 +437,7 @@ export function parsePoolConfig(text: string): PoolConfigResult {
       warnings: [],
     };
   }
-  return validatePoolConfig(doc);
+  return validatePoolConfig(doc, bounds);
 }
 
 /** The grace periods for a node: the first pool whose selector matches, else the defaults. */

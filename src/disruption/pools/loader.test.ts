@@ -90,6 +90,25 @@ describe('PoolConfigLoader', () => {
     expect((err as PoolConfigError).errors[0]?.poolIndex).toBe(0);
   });
 
+  it('holds every load to the grace bounds it is given (--watch-silence-threshold)', async () => {
+    fs.write(PATH, doc('30s'));
+    const graceBounds = { watchSilenceThresholdMs: 45_000 };
+    const err = await PoolConfigLoader.open({ path: PATH, fs, graceBounds }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PoolConfigError);
+    expect((err as PoolConfigError).message).toMatch(
+      /pools\[0\] "gpu": nodeMonitorGracePeriod: "30s": out of range; .*above --watch-silence-threshold \(45s\)/,
+    );
+    fs.write(PATH, doc('1m'));
+    loader = await PoolConfigLoader.open({ path: PATH, fs, graceBounds, pollIntervalMs: 0 });
+    fs.write(PATH, doc('30s'));
+    expect((await loader.reload('SIGHUP')).result).toBe('invalid');
+    let current: PoolConfig | undefined;
+    loader.config$.subscribe((c) => {
+      current = c;
+    });
+    expect(graceOf(current!)).toBe(60_000);
+  });
+
   it('refuses to start on a missing file', async () => {
     await expect(PoolConfigLoader.open({ path: PATH, fs })).rejects.toThrow(
       /cannot read \/etc\/nlc\/pools.json: ENOENT/,

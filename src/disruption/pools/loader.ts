@@ -1,6 +1,7 @@
 import { watch as fsWatch } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
+import { timerDelay } from '../../clock/clock.js';
 import { type Logger, silentLogger } from '../../log/logger.js';
 import {
   asyncScheduler,
@@ -16,7 +17,13 @@ import {
   type Subscription,
 } from '../../rx/index.js';
 import type { DisruptionMetrics } from '../metrics.js';
-import { type PoolConfig, PoolConfigError, type PoolConfigIssue, parsePoolConfig } from './config.js';
+import {
+  type PoolConfig,
+  PoolConfigError,
+  type PoolConfigIssue,
+  type PoolGraceBounds,
+  parsePoolConfig,
+} from './config.js';
 
 /** What identifies one version of the file on disk (stat follows symlinks, as ConfigMap mounts need). */
 export interface FileStamp {
@@ -79,6 +86,8 @@ export interface PoolConfigLoaderOptions {
   pollIntervalMs?: number;
   /** Use fs.watch. Default true. */
   watch?: boolean;
+  /** What every load's grace periods are checked against (--watch-silence-threshold). */
+  graceBounds?: PoolGraceBounds;
 }
 
 function readIssue(path: string, err: unknown): PoolConfigIssue {
@@ -107,6 +116,7 @@ export class PoolConfigLoader {
     private readonly fs: PoolFileSystem,
     private readonly log: Logger,
     private readonly metrics: DisruptionMetrics | undefined,
+    private readonly graceBounds: PoolGraceBounds | undefined,
     initial: PoolConfig,
     private lastText: string,
     private lastStamp: FileStamp | undefined,
@@ -130,11 +140,20 @@ export class PoolConfigLoader {
     } catch (err) {
       throw new PoolConfigError(opts.path, [readIssue(opts.path, err)]);
     }
-    const parsed = parsePoolConfig(text);
+    const parsed = parsePoolConfig(text, opts.graceBounds);
     for (const w of parsed.warnings) log.warn('Pool config warning', { warning: w.text });
     if (!parsed.ok) throw new PoolConfigError(opts.path, parsed.errors);
     log.info('Pool config loaded', { pools: parsed.config.pools.length });
-    const loader = new PoolConfigLoader(opts.path, fs, log, opts.metrics, parsed.config, text, stamp);
+    const loader = new PoolConfigLoader(
+      opts.path,
+      fs,
+      log,
+      opts.metrics,
+      opts.graceBounds,
+      parsed.config,
+      text,
+      stamp,
+    );
     loader.start(opts);
     return loader;
   }
@@ -168,7 +187,7 @@ export class PoolConfigLoader {
     this.subs.push(
       this.triggers
         .pipe(
-          debounceTime(debounceMs, scheduler),
+          debounceTime(timerDelay(debounceMs), scheduler),
           // reload() serialises itself; a change seen during a reload must not be dropped.
           mergeMap(() => from(this.reload('watch'))),
         )
@@ -191,7 +210,7 @@ export class PoolConfigLoader {
     }
     if (pollMs > 0) {
       this.subs.push(
-        interval(pollMs, scheduler)
+        interval(timerDelay(pollMs), scheduler)
           .pipe(exhaustMap(() => from(this.pollOnce())))
           .subscribe(),
       );
@@ -226,7 +245,7 @@ export class PoolConfigLoader {
       this.log.debug(2, 'Pool config unchanged', { reason });
       return { result: 'unchanged', config: previous };
     }
-    const parsed = parsePoolConfig(text);
+    const parsed = parsePoolConfig(text, this.graceBounds);
     for (const w of parsed.warnings) this.log.warn('Pool config warning', { warning: w.text });
     if (!parsed.ok) {
       this.metrics?.poolConfigReloads.inc({ result: 'invalid' });
