@@ -13,6 +13,12 @@ import { auditWrites, ClusterObserver } from '../support/observer.js';
 import { sleep, waitUntil } from '../support/wait.js';
 
 const GRACE_MS = 5000;
+/**
+ * The claim: a lost node is marked milliseconds after its grace period (docs/benchmarks.md: p99 13
+ * ms at 100 nodes). Judged here by the test's own watch, from the last renewal it saw to the Ready=
+ * Unknown it saw, on a shared 2-core machine that also runs etcd, kube-apiserver and 30 kubelets.
+ */
+const OVERHEAD_P99_MS = 250;
 const UR_NS = 'node.kubernetes.io/unreachable:NoSchedule';
 const UR_NE = 'node.kubernetes.io/unreachable:NoExecute';
 const CONTROLLER_UA = 'node-lifecycle-controller/';
@@ -29,6 +35,23 @@ const controllerFlags = (extra: string[] = []) => [
   '--watch-silence-threshold=3s',
   ...extra,
 ];
+
+/** The kubelets of `nodes` post again; resolves once the observer sees every one Ready without a health taint. */
+async function resumeUntilReady(nodes: string[]): Promise<void> {
+  const resumedAt = performance.now();
+  for (const n of nodes) fleet.node(n).resumeHeartbeats();
+  for (const n of nodes) {
+    await waitUntil(
+      () =>
+        observer.readyAt(n, 'True', resumedAt) !== undefined &&
+        !observer.currentTaints(n).some((t) => t.startsWith('node.kubernetes.io/')),
+      {
+        timeoutMs: 15_000,
+        what: `${n} Ready and untainted again (Ready ${observer.readyStatus(n)}, taints ${observer.currentTaints(n).join(',')})`,
+      },
+    );
+  }
+}
 
 /** The kubelets of `nodes` post again; resolves once our unreachable taints are gone from all. */
 async function resumeUntilUntainted(nodes: string[]): Promise<number> {
@@ -76,12 +99,12 @@ afterAll(async () => {
 });
 
 describe('marking lost nodes (real API server, 30 simulated nodes, grace 5 s, renew 1 s)', () => {
-  it('marks exactly the 3 silent nodes within grace + 1 s, marks their pods, and undoes it on recovery', async () => {
+  it('marks exactly the 3 silent nodes within grace + 250 ms, marks their pods, and undoes it on recovery', async () => {
     const controllerStarted = performance.now();
     const ctl = await startActing();
+    const failing = ['sim-zone-a-001', 'sim-zone-b-001', 'sim-zone-c-003']; // +10 min, -10 min, no skew
     try {
       await sleep(2000);
-      const failing = ['sim-zone-a-001', 'sim-zone-b-001', 'sim-zone-c-003']; // +10 min, -10 min, no skew
       const failedAt = performance.now();
       for (const n of failing) fleet.node(n).pauseHeartbeats();
       await sleep(300); // a renewal already in flight may still land
@@ -99,7 +122,10 @@ describe('marking lost nodes (real API server, 30 simulated nodes, grace 5 s, re
           `${n}: Unknown ${Math.round(unknownAt - since)} ms and tainted ${Math.round(taintedAt - since)} ms after its last renewal`,
         );
         expect(unknownAt - since).toBeGreaterThanOrEqual(GRACE_MS - 50);
-        expect(unknownAt - since).toBeLessThanOrEqual(GRACE_MS + 1000);
+        expect(unknownAt - since).toBeLessThanOrEqual(GRACE_MS + OVERHEAD_P99_MS);
+        // The taints are the next writes of the same reconcile, after the Unknown marks of the other
+        // nodes that died at the same moment: under a load of ~15 here, writes took 50-100 ms each
+        // and one node's taints landed 464 ms after its Unknown.
         expect(taintedAt - since).toBeLessThanOrEqual(GRACE_MS + 1000);
         const node = observer.nodes.get(n)!;
         const ready = node.status?.conditions?.find((c) => c.type === 'Ready');
@@ -194,11 +220,13 @@ describe('marking lost nodes (real API server, 30 simulated nodes, grace 5 s, re
       expect(await ctl.metric('nlc_transitions_total', { kind: 'taint_removed' })).toBeGreaterThanOrEqual(6);
       expect(ctl.logs.filter((l) => l.level === 'error')).toEqual([]);
     } finally {
+      // A failure above must not leave these nodes silent for the tests after this one.
+      for (const n of failing) fleet.node(n).resumeHeartbeats();
       await ctl.kill();
     }
   });
 
-  it('with --watch-read-interval=200ms: marks exactly the 2 silent nodes within grace + 1.2 s, and the event-loop series tick at 200 ms', async () => {
+  it('with --watch-read-interval=200ms: marks exactly the 2 silent nodes within grace + 200 ms + 250 ms, and the event-loop series tick at 200 ms', async () => {
     const controllerStarted = performance.now();
     const ctl = await startActing(['--watch-read-interval=200ms']);
     const failing = ['sim-zone-b-004', 'sim-zone-c-004'];
@@ -218,7 +246,7 @@ describe('marking lost nodes (real API server, 30 simulated nodes, grace 5 s, re
         console.log(`paced ${n}: Unknown ${Math.round(unknownAt - since)} ms after its last renewal`);
         // Seen up to one interval late, so marked up to that much later; never earlier.
         expect(unknownAt - since).toBeGreaterThanOrEqual(GRACE_MS - 50);
-        expect(unknownAt - since).toBeLessThanOrEqual(GRACE_MS + 200 + 1000);
+        expect(unknownAt - since).toBeLessThanOrEqual(GRACE_MS + 200 + OVERHEAD_P99_MS);
       }
       // (Earlier tests in this file marked other nodes: look only at what happened since this start.)
       for (const n of fleet.names.filter((x) => !failing.includes(x))) {
@@ -233,6 +261,49 @@ describe('marking lost nodes (real API server, 30 simulated nodes, grace 5 s, re
       expect(ctl.logs.filter((l) => l.level === 'error')).toEqual([]);
 
       await resumeUntilUntainted(failing);
+    } finally {
+      for (const n of failing) fleet.node(n).resumeHeartbeats();
+      await ctl.kill();
+    }
+  });
+
+  it(`marks 24 nodes lost one after another, each at most ${OVERHEAD_P99_MS} ms past its grace (p99, judged on the test's own watch)`, async () => {
+    const controllerStarted = performance.now();
+    const ctl = await startActing();
+    // Eight of each zone's ten: every zone ends fully disrupted, which holds NoExecute taints back
+    // but never the Unknown mark this measures.
+    const failing = fleet.names.filter((n) => Number(n.slice(-3)) < 8);
+    expect(failing).toHaveLength(24);
+    try {
+      await sleep(2000);
+      const failedAt = performance.now();
+      // One every 150 ms: each deadline is its own, as nodes are lost one by one.
+      for (const n of failing) {
+        fleet.node(n).pauseHeartbeats();
+        await sleep(150);
+      }
+      await sleep(300); // a renewal already in flight may still land
+      const overheads: number[] = [];
+      for (const n of failing) {
+        const since = observer.lastRenewalAt(n)!;
+        const unknownAt = await waitUntil(() => observer.readyAt(n, 'Unknown', failedAt), {
+          timeoutMs: GRACE_MS + 10_000,
+          what: `${n} Unknown`,
+        });
+        expect(unknownAt - since, n).toBeGreaterThanOrEqual(GRACE_MS - 50);
+        overheads.push(unknownAt - since - GRACE_MS);
+      }
+      const sorted = [...overheads].sort((a, b) => a - b);
+      const p = (q: number) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
+      console.log(
+        `marking overhead past grace over ${sorted.length} nodes: p50 ${Math.round(p(0.5))} ms, ` +
+          `p99 ${Math.round(p(0.99))} ms, max ${Math.round(sorted.at(-1)!)} ms`,
+      );
+      expect(p(0.99)).toBeLessThanOrEqual(OVERHEAD_P99_MS);
+      for (const n of fleet.names.filter((x) => !failing.includes(x))) {
+        expect(observer.readyAt(n, 'Unknown', controllerStarted), n).toBeUndefined();
+      }
+      await resumeUntilReady(failing);
     } finally {
       for (const n of failing) fleet.node(n).resumeHeartbeats();
       await ctl.kill();
