@@ -355,8 +355,11 @@ describe('a real Prometheus scraping the controller with the shipped rules', () 
       `histogram_quantile(0.99, sum by (le) (nlc_detection_latency_seconds_bucket{job="${JOB}"}))`,
     );
     console.log(`detection latency p99 as Prometheus computes it: ${p99}s`);
+    // The series as Prometheus reads it, at the claimed figure (the 0.25 s bucket: one mark a few ms
+    // past its deadline interpolates below it; a 5 s poller's would not). The bound judged from
+    // outside the controller is node-marking.test.ts's 24-node case.
     expect(p99).toBeGreaterThan(0);
-    expect(p99).toBeLessThan(5);
+    expect(p99).toBeLessThanOrEqual(0.25);
     expect(await one(`sum(nlc_transitions_total{job="${JOB}", kind="marked_unknown"})`)).toBe(1);
     expect(
       await one(`node_collector_update_node_health_duration_seconds_count{job="${JOB}", pod="nlc-0"}`),
