@@ -1,7 +1,9 @@
 /**
  * Side-by-side benchmark: upstream kube-controller-manager's node lifecycle controller against ours,
  * on a fresh real control plane per controller, with the same simulated nodes, the same grace
- * periods and the same failures at known moments.
+ * periods, the same client rate limits and the same failures at known moments. The two never run
+ * at the same time: both write the same nodes. bench/fair-set.ts runs the published set (several
+ * runs of each, in alternating order).
  *
  *   flock /tmp/nlc-e2e.lock npx tsx bench/compare/run.ts --nodes 100 --fail 5 --controller both \
  *     --simulator fleet --grace 20s
@@ -11,6 +13,7 @@
  *   --fail K [5]               nodes failed per wave, spread across zones
  *   --waves W [1]              failure waves (each: fail K, wait for detection/taints/pods, recover)
  *   --controller kcm|ours|both [both]   (both: kcm first, then ours; --order ours,kcm to swap)
+ *   --qps 20 --burst 30        --kube-api-qps / --kube-api-burst of BOTH controllers [kcm's defaults]
  *   --simulator fleet|kwok [fleet]
  *   --grace 20s                --node-monitor-grace-period for both controllers
  *   --startup-grace 60s        --node-startup-grace-period for both controllers
@@ -21,6 +24,8 @@
  *   --preclean                 before the controller starts, remove the admission not-ready taint and
  *                              add the beta os/arch labels (a controller restart, not a first start)
  *   --out DIR                  results folder [/tmp/nlc-compare/<stamp>]
+ *   --json FILE                also write a small results record (bench/compare/record.ts) of the one
+ *                              controller run (with --controller kcm or ours), e.g. into bench/results/
  *
  * Per controller it reports: detection overhead (observer's Ready=Unknown moment minus the node's last
  * heartbeat seen by the same observer plus grace), taint and pod-marking latency, time from controller
@@ -37,6 +42,7 @@ import { type KubeClient, PatchType, paths } from '../../src/kube/client.js';
 import { ETCD_VERSION, K8S_VERSION } from '../../src/localcluster/binaries.js';
 import { killAndWait, LocalControlPlane } from '../../src/localcluster/control-plane.js';
 import { imageNodeFlags } from '../../test/support/controller-process.js';
+import { recorder, writeResults } from '../results.js';
 import { AuditTail, type AuditWrite, attributeToNode, countByKind, readWrites } from './audit.js';
 import {
   type ControllerName,
@@ -49,6 +55,7 @@ import {
 import { CONTROLLER_USER, controllerKubeconfig } from './identity.js';
 import { hasTaint, Observer, UNREACHABLE } from './observer.js';
 import { machineCpu, machineShare, nowMs, sampleTree, type TreeSample, TreeSampler } from './proc.js';
+import { compareRecord } from './record.js';
 import {
   FleetSimulator,
   forEachLimited,
@@ -107,7 +114,7 @@ function memoryTimeline(
 
 // ------------------------------------------------------------------ options
 
-function parseArgs(argv: string[]): Options {
+function parseArgs(argv: string[]): Options & { json: string | undefined } {
   const m = new Map<string, string>();
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
@@ -140,6 +147,9 @@ function parseArgs(argv: string[]): Options {
     'ours-entry',
     'ours-node-flags',
     'ours-flags',
+    'qps',
+    'burst',
+    'json',
   ];
   for (const k of m.keys()) if (!known.includes(k)) throw new Error(`unknown option --${k}`);
   const which = m.get('controller') ?? 'both';
@@ -150,11 +160,16 @@ function parseArgs(argv: string[]): Options {
   const controllers = which === 'both' ? order : [which as ControllerName];
   const simulator = m.get('simulator') ?? 'fleet';
   if (simulator !== 'fleet' && simulator !== 'kwok') throw new Error('--simulator is fleet or kwok');
-  for (const k of ['nodes', 'fail', 'waves', 'pods', 'zones']) {
+  for (const k of ['nodes', 'fail', 'waves', 'pods', 'zones', 'qps', 'burst']) {
     const v = m.get(k);
     if (v !== undefined && !(Number.isInteger(Number(v)) && Number(v) >= 0))
       throw new Error(`--${k} needs a whole number`);
   }
+  if (m.has('json') && controllers.length !== 1)
+    throw new Error(
+      '--json writes the record of ONE controller run: add --controller kcm or --controller ours',
+    );
+  if (m.get('json') === 'true') throw new Error('--json needs a file name');
   const stamp = new Date().toISOString().replace(/[:.]/g, '-').slice(0, 19);
   return {
     nodes: Number(m.get('nodes') ?? 100),
@@ -168,6 +183,9 @@ function parseArgs(argv: string[]): Options {
     pods: Number(m.get('pods') ?? 2),
     zones: Number(m.get('zones') ?? 3),
     steadyMs: parseDurationMs(m.get('steady') ?? '60s'),
+    // kube-controller-manager's defaults; ours' own are 50/100.
+    qps: Number(m.get('qps') ?? 20),
+    burst: Number(m.get('burst') ?? 30),
     recover: m.get('recover') !== 'false',
     preclean: m.get('preclean') === 'true',
     oursEntry: path.resolve(m.get('ours-entry') ?? OURS_ENTRY),
@@ -181,6 +199,7 @@ function parseArgs(argv: string[]): Options {
             .filter((f) => f !== ''),
     oursFlags: (m.get('ours-flags') ?? '').split(' ').filter((f) => f !== ''),
     out: m.get('out') ?? path.join('/tmp/nlc-compare', `${stamp}-${simulator}-${m.get('nodes') ?? 100}`),
+    json: m.has('json') ? path.resolve(m.get('json')!) : undefined,
   };
 }
 
@@ -418,6 +437,8 @@ async function runOne(
       kubeconfigPath: kubeconfig,
       graceMs: o.graceMs,
       startupGraceMs: o.startupGraceMs,
+      qps: o.qps ?? 20,
+      burst: o.burst ?? 30,
       logDir: dir,
       oursEntry: o.oursEntry,
       oursNodeFlags: o.oursNodeFlags,
@@ -770,6 +791,7 @@ async function runOne(
 
 async function main(): Promise<void> {
   const o = parseArgs(process.argv.slice(2));
+  const record = recorder('side-by-side');
   if (o.controllers.includes('ours')) {
     const u = oursUsable(o.oursEntry);
     if (!u.ok) throw new Error(`our controller is not usable yet: ${u.why} (run with --controller kcm)`);
@@ -791,6 +813,11 @@ async function main(): Promise<void> {
   };
   writeFileSync(path.join(o.out, 'summary.json'), JSON.stringify(summary, null, 1));
   writeFileSync(path.join(o.out, 'summary.md'), table);
+  if (o.json) {
+    const software = { k8s: info.k8s, etcd: info.etcd, oursBuiltAt: info.oursBuiltAt };
+    writeResults(o.json, compareRecord(record({}), results[0]!, o, software));
+    log(`results record: ${o.json}`);
+  }
   console.log(
     `- Machine: ${info.nproc} cores (${info.cpuModel}), ${info.memGiB} GiB; node ${info.node}; k8s ${info.k8s}, etcd ${info.etcd}; commit ${info.commit}; dist/main.js built ${info.oursBuiltAt}`,
   );
