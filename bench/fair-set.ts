@@ -45,6 +45,7 @@ import {
 } from './figures.js';
 import {
   DEFAULT_SET,
+  describePlan,
   formatMinutes,
   PARTS,
   type Part,
@@ -123,29 +124,6 @@ function parse(argv: string[]) {
 const clock = () => new Date().toISOString().slice(11, 19);
 const say = (s: string) => console.log(`[fair-set ${clock()}] ${s}`);
 
-/** The steps as a reader reads them, and their expected total. */
-function describe(steps: Step[]): string {
-  const byPart = new Map<Part, Step[]>();
-  for (const s of steps) byPart.set(s.part, [...(byPart.get(s.part) ?? []), s]);
-  const lines = [...byPart].map(([part, ss]) => {
-    const total = ss.reduce((a, s) => a + s.estimateS, 0);
-    const detail =
-      part === 'side-by-side'
-        ? ` (${[...new Set(ss.map((s) => s.nodes))]
-            .map(
-              (n) =>
-                `${n} nodes: ${ss
-                  .filter((s) => s.nodes === n)
-                  .map((s) => s.controller)
-                  .join(', ')}`,
-            )
-            .join('; ')})`
-        : '';
-    return `  ${part}: ${ss.length} step(s), about ${formatMinutes(total)}${detail}`;
-  });
-  return lines.join('\n');
-}
-
 function lockPrefix(lock: string): string[] {
   if (lock === 'none') return [];
   if (spawnSync('flock', ['--version'], { stdio: 'ignore' }).status !== 0) {
@@ -199,7 +177,11 @@ async function main(): Promise<number> {
   const total = steps.reduce((a, s) => a + s.estimateS, 0);
   const finish = new Date(Date.now() + total * 1000);
   console.log(
-    `Set ${o.set}: ${steps.length} steps into bench/results/${o.set}/, raw logs in ${o.raw}\n${describe(steps)}\n` +
+    `Set ${o.set}: ${steps.length} steps into bench/results/${o.set}/, raw logs in ${o.raw}\n${describePlan(
+      steps,
+    )
+      .map((l) => `  ${l}`)
+      .join('\n')}\n` +
       `Expected duration: about ${formatMinutes(total)} on a quiet machine (done around ${finish.toISOString().slice(0, 16).replace('T', ' ')} UTC); a busy machine takes longer.`,
   );
   if (o.parts.includes('side-by-side') && !existsSync(binariesIn().kubeControllerManager))
@@ -218,6 +200,7 @@ async function main(): Promise<number> {
   await ensureBinaries({ withKcm: o.parts.includes('side-by-side') });
   const prefix = lockPrefix(lock);
   const startedAt = new Date().toISOString();
+  const env = environment();
   const status: StepStatus[] = steps.map((s) => ({
     name: s.name,
     part: s.part,
@@ -232,7 +215,7 @@ async function main(): Promise<number> {
       command: `${['npm', 'run', 'bench:fair-set', '--', ...process.argv.slice(2)].join(' ')}`,
       startedAt,
       options: { ...o, raw: path.basename(o.raw) },
-      environment: environment(),
+      environment: env,
       expectedSeconds: Math.round(total),
       steps: status,
     });

@@ -24,7 +24,7 @@ import type { ControllerName } from './compare/controllers.js';
 import type { CompareRecord } from './compare/record.js';
 import { percentile } from './compare/stats.js';
 import { ratio } from './compare/table.js';
-import type { Part } from './published.js';
+import { DEFAULT_SET, describePlan, formatMinutes, type Part, plan } from './published.js';
 import { REPO_ROOT, RESULTS_DIR, type RecordHeader } from './results.js';
 
 export const MIN_RUNS = 5;
@@ -730,6 +730,17 @@ function readmeBlock(m: Material): string {
   return items.map((i) => `- ${i}`).join('\n');
 }
 
+/** What the one command runs with its defaults, and how long that should take (bench/published.ts). */
+function setPlanBlock(): string {
+  const steps = plan({ ...DEFAULT_SET, set: 'SET', raw: 'RAW' });
+  const total = steps.reduce((a, s) => a + s.estimateS, 0);
+  return [
+    `With its defaults \`${SET_COMMAND}\` runs ${steps.length} steps, expected to take about ${formatMinutes(total)} on a quiet 2-CPU machine:`,
+    '',
+    ...describePlan(steps).map((l) => `- ${l}`),
+  ].join('\n');
+}
+
 /** Every generated block by name. Throws when a published side-by-side set is not valid. */
 export function generate(root = RESULTS_DIR, published = readPublished(root)): Map<string, string> {
   const m = loadMaterial(root, published);
@@ -742,6 +753,7 @@ export function generate(root = RESULTS_DIR, published = readPublished(root)): M
     );
   return new Map([
     ['summary', summaryBlock(m)],
+    ['set-plan', setPlanBlock()],
     ['readme', readmeBlock(m)],
     [
       'side-by-side',

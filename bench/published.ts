@@ -108,12 +108,13 @@ export function estimateSideBySide(
   const writesS = c === 'kcm' ? (3 * nodes) / (0.6 * o.qps) : nodes / o.qps;
   const converge = Math.max(grace + 1.5, writesS) + 5 + 2;
   // A wave: the last failed node is Unknown ~grace after its failure, then the zone's NoExecute
-  // taints at 0.1/s (k per zone: (k - 1) x 10 s), 3 s, recovery (kcm: its next 5 s pass), 3 s,
-  // and one renew interval before the next wave.
+  // taints at 0.1/s (k per zone: (k - 1) x 10 s), 3 s, recovery (kcm: its next 5 s pass), 3 s;
+  // one renew interval between two waves.
   const perZone = Math.ceil(o.fail / 3);
-  const wave = grace + (perZone - 1) * 10 + 3 + (c === 'kcm' ? 6 : 2) + 3 + 10;
+  const wave = grace + (perZone - 1) * 10 + 3 + (c === 'kcm' ? 6 : 2) + 3;
+  const waves = o.waves * wave + (o.waves - 1) * 10;
   const teardown = 4 + 0.01 * nodes;
-  return fleetUp(nodes) + 20 + 1 + converge + seconds(o.steady) + o.waves * wave + teardown + 3;
+  return fleetUp(nodes) + 20 + 1 + converge + seconds(o.steady) + waves + teardown + 3;
 }
 
 // ------------------------------------------------------------------ the plan
@@ -266,4 +267,29 @@ export function formatMinutes(totalS: number): string {
   const min = Math.round(totalS / 60);
   if (min < 60) return `${min} min`;
   return `${Math.floor(min / 60)} h ${String(min % 60).padStart(2, '0')} min`;
+}
+
+/** One line per part: its steps, their expected time, and for side by side the order of the runs. */
+export function describePlan(steps: readonly Step[]): string[] {
+  const byPart = new Map<Part, Step[]>();
+  for (const s of steps) byPart.set(s.part, [...(byPart.get(s.part) ?? []), s]);
+  return [...byPart].map(([part, ss]) => {
+    const total = ss.reduce((a, s) => a + s.estimateS, 0);
+    const sizes = [...new Set(ss.map((s) => s.nodes).filter((n) => n !== undefined))];
+    const detail =
+      part === 'side-by-side'
+        ? `: ${sizes
+            .map(
+              (n) =>
+                `${n.toLocaleString('en-US')} nodes ${ss
+                  .filter((s) => s.nodes === n)
+                  .map((s) => s.controller)
+                  .join(', ')}`,
+            )
+            .join('; ')}`
+        : sizes.length
+          ? ` (${sizes.map((n) => n.toLocaleString('en-US')).join(' and ')} nodes)`
+          : '';
+    return `${part}: ${ss.length} step${ss.length === 1 ? '' : 's'}, about ${formatMinutes(total)}${detail}`;
+  });
 }

@@ -166,11 +166,16 @@ export function scrubPaths(text: string): string {
   return out;
 }
 
-/** Starts a record: call the returned function with the results when the measurement ends. */
+/**
+ * Starts a record: call the returned function with the results when the measurement ends. The
+ * environment (the commit and whether the tree was clean) is taken now, when the code that is
+ * measured is loaded, not when the record is written.
+ */
 export function recorder(bench: string): <T extends object>(data: T) => RecordHeader & T {
   const startedAt = new Date().toISOString();
   const start = loadAverage();
   const command = publicCommand();
+  const env = environment();
   return (data) => ({
     bench,
     schema: 1,
@@ -178,7 +183,7 @@ export function recorder(bench: string): <T extends object>(data: T) => RecordHe
     startedAt,
     endedAt: new Date().toISOString(),
     load: { start, end: loadAverage() },
-    environment: environment(),
+    environment: env,
     ...data,
   });
 }
