@@ -43,6 +43,7 @@ import {
   sideBySide,
   syncDocs,
 } from './figures.js';
+import { parseLongOptions } from './options.js';
 import {
   DEFAULT_SET,
   describePlan,
@@ -56,15 +57,6 @@ import {
 import { environment, loadAverage, REPO_ROOT, RESULTS_DIR, scrubPaths, writeResults } from './results.js';
 
 function parse(argv: string[]) {
-  const m = new Map<string, string>();
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
-    const eq = a.indexOf('=');
-    if (eq > 0) m.set(a.slice(2, eq), a.slice(eq + 1));
-    else if (argv[i + 1] !== undefined && !argv[i + 1]!.startsWith('--')) m.set(a.slice(2), argv[++i]!);
-    else m.set(a.slice(2), 'true');
-  }
   const known = [
     'set',
     'parts',
@@ -82,7 +74,7 @@ function parse(argv: string[]) {
     'resume',
     'dry-run',
   ];
-  for (const k of m.keys()) if (!known.includes(k)) throw new Error(`unknown option --${k}`);
+  const m = parseLongOptions(argv, known);
   const whole = (k: string, dflt: number, min: number) => {
     const v = Number(m.get(k) ?? dflt);
     if (!(Number.isInteger(v) && v >= min)) throw new Error(`--${k} needs a whole number >= ${min}`);

@@ -25,6 +25,13 @@ import type { CompareRecord } from './compare/record.js';
 import { percentile } from './compare/stats.js';
 import { ratio } from './compare/table.js';
 import { DEFAULT_SET, describePlan, formatMinutes, type Part, plan } from './published.js';
+import type {
+  DecisionsRecord,
+  HandoverRecord,
+  ReplicasRecord,
+  SteadyRecord,
+  WatchIngestRecord,
+} from './records.js';
 import { REPO_ROOT, RESULTS_DIR, type RecordHeader } from './results.js';
 
 export const MIN_RUNS = 5;
@@ -354,49 +361,6 @@ export function sideBySideTable(g: SideBySide): string {
 }
 
 // ------------------------------------------------------------------ the other benches
-
-interface WatchIngestRecord extends RecordHeader {
-  options: { runs: number; rounds: number };
-  throughput: Array<{ leases: number; pathEventsPerS: number; bareParseLinesPerS: number; ratio: number }>;
-  memory: Array<{ object: string; count: number; heapBytes: number; wireBytes: number }>;
-}
-interface DecisionsRecord extends RecordHeader {
-  throughput: Array<{
-    nodes: number;
-    decisionsEventsPerS: number;
-    watchStoreEventsPerS: number;
-    bareParseLinesPerS: number;
-    ratio: number;
-  }>;
-  heapPerNode: Array<{ nodes: number; bytes: number }>;
-  precision: Array<{
-    nodes: number;
-    eventsPerS: number;
-    found: number;
-    stopped: number;
-    latenessMs: { p50: number | null; p99: number | null; max: number | null };
-    eventLoopUtilization: number;
-  }>;
-}
-interface SteadyRecord extends RecordHeader {
-  options: { nodes: number; rounds: number; windowMs: number };
-  variants: Array<{
-    name: string;
-    command: string;
-    rounds: Array<{ cpuMicrosPerRenewal: number; corePct: number; wakeupsPerS: number; peakRssMiB: number }>;
-  }>;
-}
-interface HandoverRecord extends RecordHeader {
-  options: { nodes: number; replicas: number; rounds: number };
-  rounds: Array<{ lockMovedMs: number | null; startedLeadingMs: number | null; oldExitedMs: number | null }>;
-}
-interface ReplicasRecord extends RecordHeader {
-  options: { nodes: number; rounds: number; windowMs: number };
-  replicas: Array<{
-    name: string;
-    rounds: Array<{ cpuMicrosPerRenewal: number; corePct: number; peakRssMiB: number }>;
-  }>;
-}
 
 const flagsOf = (r: RecordHeader) => {
   const f = r.environment.nodeFlags.filter(

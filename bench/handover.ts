@@ -37,6 +37,7 @@ import {
 } from '../test/support/controller-process.js';
 import { rawWatch } from '../test/support/raw-watch.js';
 import { sleep, waitUntil } from '../test/support/wait.js';
+import type { HandoverRecord } from './records.js';
 import { jsonOption, publicPath, recorder, writeResults } from './results.js';
 
 function arg(name: string, dflt: string): string {
@@ -534,7 +535,7 @@ try {
           released: r.lease === 'released' && r.drained === true,
           steps: Object.fromEntries(Object.entries(r.steps).map(([k, v]) => [k, ms(v)])),
         })),
-      }),
+      }) satisfies HandoverRecord,
     );
     console.log(`results: ${JSON_FILE}`);
   }

@@ -27,6 +27,7 @@ import { Reflector } from '../src/watch/reflector.js';
 import { Store } from '../src/watch/store.js';
 import { stripLease, stripNode } from '../src/watch/strip.js';
 import type { WatchTransport } from '../src/watch/types.js';
+import type { DecisionsRecord } from './records.js';
 import { jsonOption, recorder, writeResults } from './results.js';
 import { leaseLine, memoryTransport, nodeObject, toChunks } from './synthetic.js';
 
@@ -297,25 +298,11 @@ async function precision(n: number) {
 console.log(
   `node ${process.version}; sizes ${SIZES.join(', ')}; ${RUNS} runs; ${ROUNDS + 1} events per lease; parse: ${PARSE === JSON.parse ? 'whole line' : 'managedFields skipped'}`,
 );
-const results: {
-  throughput: Array<{
-    nodes: number;
-    events: number;
-    decisionsEventsPerS: number;
-    watchStoreEventsPerS: number;
-    bareParseLinesPerS: number;
-    ratio: number;
-  }>;
-  heapPerNode: Array<{ nodes: number; bytes: number }>;
-  precision: Array<{
-    nodes: number;
-    eventsPerS: number;
-    found: number;
-    stopped: number;
-    latenessMs: { p50: number; p99: number; max: number };
-    eventLoopUtilization: number;
-  }>;
-} = { throughput: [], heapPerNode: [], precision: [] };
+const results: Pick<DecisionsRecord, 'throughput' | 'heapPerNode' | 'precision'> = {
+  throughput: [],
+  heapPerNode: [],
+  precision: [],
+};
 const r1 = (x: number) => Math.round(x * 10) / 10;
 if (SECTIONS.has('A')) {
   console.log('\n### A. Throughput ceiling (one core)\n');
@@ -386,7 +373,7 @@ if (JSON_FILE) {
         parse: PARSE === JSON.parse ? 'whole line' : 'managedFields skipped',
       },
       ...results,
-    }),
+    }) satisfies DecisionsRecord,
   );
   console.log(`\nresults: ${JSON_FILE}`);
 }

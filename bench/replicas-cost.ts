@@ -25,7 +25,8 @@ import {
 } from '../test/support/controller-process.js';
 import { sleep, waitUntil } from '../test/support/wait.js';
 import { type MachineShare, machineCpu, machineShare } from './compare/proc.js';
-import { median } from './compare/stats.js';
+import { median, round } from './compare/stats.js';
+import type { ReplicasRecord } from './records.js';
 import { jsonOption, recorder, writeResults } from './results.js';
 import { cpuOf, memOf, steadyOptions } from './steady.js';
 
@@ -150,7 +151,6 @@ for (const n of names) {
 }
 
 if (JSON_FILE) {
-  const r = (x: number, d: number) => Math.round(x * 10 ** d) / 10 ** d;
   writeResults(
     JSON_FILE,
     record({
@@ -165,15 +165,15 @@ if (JSON_FILE) {
         rounds: samples
           .filter((s) => s.name === n)
           .map((s) => ({
-            cpuMicrosPerRenewal: r(s.usPerRenewal, 0),
-            corePct: r(s.corePct, 2),
-            mainThreadPct: r(s.mainPct, 2),
-            wakeupsPerS: r(s.wakeupsPerS, 1),
-            peakRssMiB: r(s.hwmMiB, 1),
-            rssMiB: r(s.rssMiB, 1),
+            cpuMicrosPerRenewal: round(s.usPerRenewal, 0),
+            corePct: round(s.corePct, 2),
+            mainThreadPct: round(s.mainPct, 2),
+            wakeupsPerS: round(s.wakeupsPerS, 1),
+            peakRssMiB: round(s.hwmMiB, 1),
+            rssMiB: round(s.rssMiB, 1),
           })),
       })),
-    }),
+    }) satisfies ReplicasRecord,
   );
   console.log(`results: ${JSON_FILE}`);
 }

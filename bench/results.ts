@@ -45,7 +45,8 @@ export interface RecordHeader {
   environment: Environment;
 }
 
-function sh(cmd: string, args: string[]): string {
+/** A command's trimmed output, run in the repository; '' when it fails or is missing. */
+export function sh(cmd: string, args: string[]): string {
   try {
     return execFileSync(cmd, args, {
       encoding: 'utf8',

@@ -30,6 +30,8 @@ import { startCluster } from '../test/support/cluster.js';
 import { imageNodeFlags, startController } from '../test/support/controller-process.js';
 import { sleep, waitUntil } from '../test/support/wait.js';
 import { type MachineShare, machineCpu, machineShare } from './compare/proc.js';
+import { round as r } from './compare/stats.js';
+import type { SteadyRecord } from './records.js';
 import { jsonOption, publicPath, recorder, writeResults } from './results.js';
 import { args, cpuOf, memOf, steadyOptions } from './steady.js';
 
@@ -208,7 +210,6 @@ for (const v of variants) {
 }
 
 if (JSON_FILE) {
-  const r = (x: number, d: number) => Math.round(x * 10 ** d) / 10 ** d;
   writeResults(
     JSON_FILE,
     record({
@@ -232,7 +233,7 @@ if (JSON_FILE) {
             machineCpu: s.machine ?? null,
           })),
       })),
-    }),
+    }) satisfies SteadyRecord,
   );
   console.log(`results: ${JSON_FILE}`);
 }

@@ -16,6 +16,7 @@ import type { KubeObject, Lease, Node } from '../src/kube/types.js';
 import { Reflector } from '../src/watch/reflector.js';
 import { stripLease, stripNode } from '../src/watch/strip.js';
 import type { StripFn } from '../src/watch/types.js';
+import type { WatchIngestRecord } from './records.js';
 import { jsonOption, recorder, writeResults } from './results.js';
 import { CHUNK_BYTES, leaseLine, memoryTransport, nodeObject, toChunks } from './synthetic.js';
 
@@ -269,7 +270,7 @@ async function main(): Promise<void> {
             wireBytes: Math.round(nodeMem.lineBytes),
           },
         ],
-      }),
+      }) satisfies WatchIngestRecord,
     );
     console.log(`\nresults: ${JSON_FILE}`);
   }

@@ -33,22 +33,20 @@
  * seconds and peak RSS of the controller process tree (/proc), CPU per lease renewal in a steady
  * window, and API writes from the audit log (per failed node, per kind, in total).
  */
-import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { fleetSpecs } from '../../src/fleet/fleet.js';
 import { type KubeClient, PatchType, paths } from '../../src/kube/client.js';
 import { ETCD_VERSION, K8S_VERSION } from '../../src/localcluster/binaries.js';
 import { killAndWait, LocalControlPlane } from '../../src/localcluster/control-plane.js';
 import { imageNodeFlags } from '../../test/support/controller-process.js';
-import { recorder, writeResults } from '../results.js';
+import { parseLongOptions } from '../options.js';
+import { environment, loadAverage, recorder, writeResults } from '../results.js';
 import { AuditTail, type AuditWrite, attributeToNode, countByKind, readWrites } from './audit.js';
 import {
   type ControllerName,
   OURS_ENTRY,
   oursUsable,
-  REPO_ROOT,
   type RunningController,
   startController,
 } from './controllers.js';
@@ -115,19 +113,6 @@ function memoryTimeline(
 // ------------------------------------------------------------------ options
 
 function parseArgs(argv: string[]): Options & { json: string | undefined } {
-  const m = new Map<string, string>();
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
-    const eq = a.indexOf('=');
-    if (eq > 0) m.set(a.slice(2, eq), a.slice(eq + 1));
-    // Their values are flags, which start with `--` themselves.
-    else if ((a === '--ours-node-flags' || a === '--ours-flags') && argv[i + 1] !== undefined)
-      m.set(a.slice(2), argv[++i]!);
-    else if (a.startsWith('--no-')) m.set(a.slice(5), 'false');
-    else if (argv[i + 1] !== undefined && !argv[i + 1]!.startsWith('--')) m.set(a.slice(2), argv[++i]!);
-    else m.set(a.slice(2), 'true');
-  }
   const known = [
     'nodes',
     'fail',
@@ -151,7 +136,7 @@ function parseArgs(argv: string[]): Options & { json: string | undefined } {
     'burst',
     'json',
   ];
-  for (const k of m.keys()) if (!known.includes(k)) throw new Error(`unknown option --${k}`);
+  const m = parseLongOptions(argv, known, ['ours-node-flags', 'ours-flags']);
   const which = m.get('controller') ?? 'both';
   if (!['kcm', 'ours', 'both'].includes(which)) throw new Error('--controller is kcm, ours or both');
   const order = (m.get('order') ?? 'kcm,ours').split(',') as ControllerName[];
@@ -273,30 +258,10 @@ function waveIndex(group: string): number {
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const log = (msg: string) => console.error(`[compare ${new Date().toISOString().slice(11, 19)}] ${msg}`);
 
-function sh(cmd: string, args: string[]): string {
-  try {
-    return execFileSync(cmd, args, {
-      encoding: 'utf8',
-      cwd: REPO_ROOT,
-      stdio: ['ignore', 'pipe', 'ignore'],
-    }).trim();
-  } catch {
-    return '';
-  }
-}
-
 function machine(oursEntry: string) {
-  const model = sh('lscpu', [])
-    .split('\n')
-    .find((l) => l.startsWith('Model name:'));
-  const commit = sh('git', ['rev-parse', '--short', 'HEAD']);
-  const dirty = sh('git', ['status', '--porcelain']).length > 0;
+  const { nodeFlags: _harness, ...env } = environment();
   return {
-    nproc: Number(sh('nproc', [])),
-    cpuModel: model?.replace(/^Model name:\s*/, '') ?? os.cpus()[0]?.model ?? '',
-    memGiB: round(os.totalmem() / 2 ** 30, 1),
-    node: process.version,
-    commit: commit + (dirty ? ' (uncommitted changes in tree)' : ''),
+    ...env,
     oursBuiltAt: (() => {
       try {
         return statSync(oursEntry).mtime.toISOString();
@@ -307,10 +272,6 @@ function machine(oursEntry: string) {
     k8s: K8S_VERSION,
     etcd: ETCD_VERSION,
   };
-}
-
-function uptime(): string {
-  return sh('uptime', []).replace(/^.*load average/, 'load average');
 }
 
 async function waitHealthy(c: RunningController, timeoutMs: number): Promise<number | undefined> {
@@ -388,7 +349,7 @@ async function runOne(
   const dir = path.join(runDir, name);
   mkdirSync(dir, { recursive: true });
   const notes: string[] = [];
-  const loadAtStart = uptime();
+  const loadAtStart = loadAverage();
   log(`${name}: starting control plane (${loadAtStart})`);
   const cp = await LocalControlPlane.start({ audit: true });
   const cleanups: Array<() => Promise<void> | void> = [];
@@ -532,7 +493,7 @@ async function runOne(
     const m0 = machineCpu();
     const steadyFrom = nowMs();
     phases.push({ at: steadyFrom, label: 'steady window' });
-    log(`${name}: steady window ${o.steadyMs / 1000} s (${uptime()})`);
+    log(`${name}: steady window ${o.steadyMs / 1000} s (${loadAverage()})`);
     await sleep(o.steadyMs);
     alive();
     const steadyTo = nowMs();
@@ -557,7 +518,7 @@ async function runOne(
       const failAt = nowMs();
       phases.push({ at: failAt, label: `${group} failed` });
       await sim.fail(group);
-      log(`${name}: ${group}: failed ${members.length} nodes (${uptime()})`);
+      log(`${name}: ${group}: failed ${members.length} nodes (${loadAverage()})`);
       const perZone = Math.ceil(members.length / zonesCount);
       const deadline = o.graceMs + 15_000 + perZone * 12_000 + 30_000;
       await observer
@@ -632,7 +593,7 @@ async function runOne(
 
     const endAt = nowMs();
     const m2 = machineCpu();
-    const loadAtEnd = uptime();
+    const loadAtEnd = loadAverage();
     const metricsText = await ctl.metrics();
     writeFileSync(path.join(dir, 'metrics.txt'), metricsText);
     const final: TreeSample | undefined = sampler.stop();

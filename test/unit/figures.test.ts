@@ -17,7 +17,7 @@ import {
   sideBySide,
   sideBySideTable,
 } from '../../bench/figures.js';
-import { controllerOfRun, DEFAULT_SET } from '../../bench/published.js';
+import { controllerOfRun, DEFAULT_SET, PARTS } from '../../bench/published.js';
 import { MAX_RESULTS_BYTES, scrubPaths, writeResults } from '../../bench/results.js';
 import { REPO } from './manifests.support.js';
 
@@ -259,14 +259,7 @@ describe('side by side: what a published set must be', () => {
     const root = mkdtempSync(join(tmpdir(), 'nlc-figures-'));
     roots.push(root);
     const blocks = generate(root, {});
-    for (const name of [
-      'side-by-side',
-      'watch-ingest',
-      'ingest-decisions',
-      'steady-cost',
-      'handover',
-      'replicas-cost',
-    ])
+    for (const name of PARTS)
       expect(blocks.get(name), name).toMatch(
         /^Pending re-run: .*`npm run bench:fair-set -- --parts [a-z-]+`/,
       );
