@@ -29,7 +29,10 @@ export interface Environment {
   node: string;
   /** Node.js flags of the process that measured (for the ingest benches: the flags under test). */
   nodeFlags: string[];
-  /** Short hash of HEAD, with " (uncommitted changes in tree)" when tracked files differ. */
+  /**
+   * Short hash of HEAD, with " (uncommitted changes in tree)" when a tracked file of what is
+   * measured differs from it (MEASURED_PATHS).
+   */
   commit: string;
 }
 
@@ -92,12 +95,24 @@ function measuredNodeFlags(execArgv: readonly string[]): string[] {
   return out;
 }
 
+/** What a measurement depends on: the code, the benches, their helpers, the build and the image's flags. */
+export const MEASURED_PATHS = [
+  'src',
+  'bench',
+  'test/support',
+  'scripts',
+  'Dockerfile',
+  'package.json',
+  'package-lock.json',
+  'tsconfig.build.json',
+];
+
 export function environment(execArgv: readonly string[] = process.execArgv): Environment {
   const model = sh('lscpu', [])
     .split('\n')
     .find((l) => l.startsWith('Model name:'));
   const commit = sh('git', ['rev-parse', '--short', 'HEAD']);
-  const dirty = sh('git', ['status', '--porcelain', '--untracked-files=no']) !== '';
+  const dirty = sh('git', ['status', '--porcelain', '--untracked-files=no', '--', ...MEASURED_PATHS]) !== '';
   return {
     nproc: os.availableParallelism(),
     cpuModel: model?.replace(/^Model name:\s*/, '') ?? os.cpus()[0]?.model ?? '',
