@@ -368,6 +368,9 @@ const flagsOf = (r: RecordHeader) => {
   );
   return f.length ? `Node.js flags \`${f.join(' ')}\`` : 'no Node.js flags';
 };
+/** How busy the machine was: a figure taken at a load average above its CPU count is mostly the machine's. */
+const loadNote = (r: RecordHeader) =>
+  `measured at load average ${num(load1(r.load.start))} on ${r.environment.nproc} CPUs`;
 const when = (r: RecordHeader) =>
   `${r.startedAt.slice(0, 10)}, ${r.environment.commit}, Node.js ${r.environment.node}, ${r.environment.nproc} CPUs (${r.environment.cpuModel}), ${r.load.start} at the start and ${r.load.end.replace('load average: ', '')} at the end`;
 const source = (l: Loaded<RecordHeader>) =>
@@ -569,7 +572,7 @@ function summaryBlock(m: Material): string {
   else {
     const r = m.watchIngest.record;
     rows.push(
-      `| lease watch ingest, one core | ${r.throughput.map((t) => `${num(t.pathEventsPerS)} events/s at ${num(t.leases)} leases`).join(', ')} through watch + store (${flagsOf(r)}) | \`${r.command}\` | \`${m.watchIngest.file}\` |`,
+      `| lease watch ingest, one core | ${r.throughput.map((t) => `${num(t.pathEventsPerS)} events/s at ${num(t.leases)} leases`).join(', ')} through watch + store (${flagsOf(r)}; ${loadNote(r)}) | \`${r.command}\` | \`${m.watchIngest.file}\` |`,
     );
   }
   if (!m.decisions) pending('ingest through the decision code', 'ingest-decisions');
@@ -586,7 +589,7 @@ function summaryBlock(m: Material): string {
         `a silent node found ${range(r.precision.map((p) => p.latenessMs.p99 ?? Number.NaN))} ms (p99) after its deadline`,
       );
     rows.push(
-      `| ingest through the decision code, one core | ${parts.join('; ')} (${flagsOf(r)}) | \`${r.command}\` | \`${m.decisions.file}\` |`,
+      `| ingest through the decision code, one core | ${parts.join('; ')} (${flagsOf(r)}; ${loadNote(r)}) | \`${r.command}\` | \`${m.decisions.file}\` |`,
     );
   }
   if (m.steady.length === 0) pending('steady-state cost', 'steady-cost');
@@ -641,7 +644,7 @@ function readmeBlock(m: Material): string {
   if (m.watchIngest) {
     const r = m.watchIngest.record;
     items.push(
-      `Lease-event ingest on one core: ${r.throughput.map((t) => `${num(t.pathEventsPerS)} events/s at ${num(t.leases)} leases`).join(', ')} through watch + store (${flagsOf(r)}; ${r.load.start} when measured).`,
+      `Lease-event ingest on one core: ${r.throughput.map((t) => `${num(t.pathEventsPerS)} events/s at ${num(t.leases)} leases`).join(', ')} through watch + store (${flagsOf(r)}; ${loadNote(r)}).`,
     );
   } else items.push('Lease-event ingest on one core: pending re-run.');
   if (m.decisions?.record.throughput.length) {
@@ -649,7 +652,7 @@ function readmeBlock(m: Material): string {
     items.push(
       `Through the decision code as well: ${range(r.throughput.map((t) => t.decisionsEventsPerS))} events/s at ${range(r.throughput.map((t) => t.nodes))} nodes` +
         (r.heapPerNode.length ? `, ${range(r.heapPerNode.map((h) => h.bytes))} B of heap per node` : '') +
-        ` (${flagsOf(r)}; ${r.load.start} when measured).`,
+        ` (${flagsOf(r)}; ${loadNote(r)}).`,
     );
   } else items.push('Ingest through the decision code: pending re-run.');
   items.push(
