@@ -17,6 +17,7 @@
  *
  *   npm run bench:handover -- [--nodes=100] [--replicas=2] [--rounds=10] [--pods=0] [--main=dist/main.js]
  *   flock /tmp/nlc-e2e.lock npx tsx bench/handover.ts ...     (it starts a control plane: take the lock)
+ *   --json=FILE also writes the figures of a successful run as a results record (bench/results.ts).
  */
 import { execFileSync } from 'node:child_process';
 import { statSync } from 'node:fs';
@@ -36,6 +37,8 @@ import {
 } from '../test/support/controller-process.js';
 import { rawWatch } from '../test/support/raw-watch.js';
 import { sleep, waitUntil } from '../test/support/wait.js';
+import type { HandoverRecord } from './records.js';
+import { jsonOption, publicPath, recorder, writeResults } from './results.js';
 
 function arg(name: string, dflt: string): string {
   const hit = process.argv.find((a) => a.startsWith(`--${name}=`));
@@ -55,6 +58,9 @@ if (
   console.error('usage: --nodes=N (>= 0) --replicas=R (>= 2) --rounds=K (>= 1) --pods=P (>= 0, per node)');
   process.exit(2);
 }
+
+const JSON_FILE = jsonOption();
+const record = recorder('handover');
 
 const NS = 'nlc-system';
 const LOCK = COMPONENT_NAME; // --leader-elect-resource-name default
@@ -510,6 +516,29 @@ try {
     `bench process event-loop lag during the rounds: p99 ${lag(loopDelay.percentile(99))} ms, ` +
       `max ${lag(loopDelay.max)} ms (the watch-stamped times can be as late as that)`,
   );
+  if (JSON_FILE) {
+    const ms = (x: number | undefined) => (x === undefined ? null : Math.round(x * 10) / 10);
+    writeResults(
+      JSON_FILE,
+      record({
+        options: { nodes: NODES, replicas: REPLICAS, rounds: ROUNDS, pods: PODS, main: publicPath(MAIN) },
+        mainBuiltAt: mainBuilt,
+        benchEventLoopLagMs: { p99: Number(lag(loopDelay.percentile(99))), max: Number(lag(loopDelay.max)) },
+        markings: markings.length,
+        rounds: rounds.map((r) => ({
+          lockMovedMs: ms(r.a),
+          startedLeadingMs: ms(r.b),
+          masterStatusMs: ms(r.bMetric),
+          actingMs: ms(r.acting),
+          oldExitedMs: ms(r.c),
+          exitCode: r.code,
+          released: r.lease === 'released' && r.drained === true,
+          steps: Object.fromEntries(Object.entries(r.steps).map(([k, v]) => [k, ms(v)])),
+        })),
+      }) satisfies HandoverRecord,
+    );
+    console.log(`results: ${JSON_FILE}`);
+  }
 } catch (err) {
   failed = true;
   console.error(err instanceof Error ? err.message : String(err));

@@ -14,6 +14,9 @@
  * Run (from the repo root, Node 24):
  *   node --expose-gc --experimental-transform-types --no-warnings --import ./bench/ts-hooks.mjs bench/ingest-decisions.ts
  * Options: --sizes=10000,50000,100000  --runs=3  --realtime-seconds=40  --grace-seconds=15  --sections=A,B,C
+ *          --json=FILE (also write the figures as a results record, bench/results.ts)
+ * The image runs Node.js with flags (the Dockerfile's ENTRYPOINT) that change these figures: put
+ * them before --expose-gc to measure what the image does.
  */
 import { Observable, type Subscription } from 'rxjs';
 import { monotonicScheduler } from '../src/clock/clock.js';
@@ -24,6 +27,8 @@ import { Reflector } from '../src/watch/reflector.js';
 import { Store } from '../src/watch/store.js';
 import { stripLease, stripNode } from '../src/watch/strip.js';
 import type { WatchTransport } from '../src/watch/types.js';
+import type { DecisionsRecord } from './records.js';
+import { jsonOption, recorder, writeResults } from './results.js';
 import { leaseLine, memoryTransport, nodeObject, toChunks } from './synthetic.js';
 
 const args = new Map(
@@ -41,6 +46,8 @@ const STOPPED = 50;
 const SECTIONS = new Set((args.get('sections') ?? 'A,B,C').split(','));
 /** --full-parse: JSON.parse every line whole (the watch path before managedFields was skipped). */
 const PARSE = args.has('full-parse') ? JSON.parse : parseSkippingManagedFields;
+const JSON_FILE = jsonOption();
+const record = recorder('ingest-decisions');
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) {
@@ -291,6 +298,12 @@ async function precision(n: number) {
 console.log(
   `node ${process.version}; sizes ${SIZES.join(', ')}; ${RUNS} runs; ${ROUNDS + 1} events per lease; parse: ${PARSE === JSON.parse ? 'whole line' : 'managedFields skipped'}`,
 );
+const results: Pick<DecisionsRecord, 'throughput' | 'heapPerNode' | 'precision'> = {
+  throughput: [],
+  heapPerNode: [],
+  precision: [],
+};
+const r1 = (x: number) => Math.round(x * 10) / 10;
 if (SECTIONS.has('A')) {
   console.log('\n### A. Throughput ceiling (one core)\n');
   console.log(
@@ -299,6 +312,14 @@ if (SECTIONS.has('A')) {
   console.log('|---:|---:|---:|---:|---:|---:|');
   for (const n of SIZES) {
     const r = await throughput(n);
+    results.throughput.push({
+      nodes: n,
+      events: r.events,
+      decisionsEventsPerS: Math.round(r.withDecisions),
+      watchStoreEventsPerS: Math.round(r.watchOnly),
+      bareParseLinesPerS: Math.round(r.parse),
+      ratio: Math.round((r.withDecisions / r.parse) * 100) / 100,
+    });
     console.log(
       `| ${fmt(n)} | ${fmt(r.events)} | ${fmt(r.withDecisions)} | ${fmt(r.watchOnly)} | ${fmt(r.parse)} | ${(r.withDecisions / r.parse).toFixed(2)} |`,
     );
@@ -308,7 +329,11 @@ if (SECTIONS.has('B')) {
   console.log('\n### B. Memory per node (node store + lease store + tracker, heap after GC)\n');
   console.log('| nodes | heap per node |');
   console.log('|---:|---:|');
-  for (const n of SIZES) console.log(`| ${fmt(n)} | ${fmt(await memoryPerNode(n))} B |`);
+  for (const n of SIZES) {
+    const bytes = await memoryPerNode(n);
+    results.heapPerNode.push({ nodes: n, bytes: Math.round(bytes) });
+    console.log(`| ${fmt(n)} | ${fmt(bytes)} B |`);
+  }
 }
 if (SECTIONS.has('C')) {
   console.log(
@@ -321,9 +346,35 @@ if (SECTIONS.has('C')) {
   for (const n of SIZES) {
     fullGc();
     const r = await precision(n);
+    results.precision.push({
+      nodes: n,
+      eventsPerS: Math.round(r.eventsPerSecond),
+      found: r.found,
+      stopped: STOPPED,
+      latenessMs: { p50: r1(r.p50), p99: r1(r.p99), max: r1(r.max) },
+      eventLoopUtilization: Math.round(r.elu * 100) / 100,
+    });
     console.log(
       `| ${fmt(n)} | ${fmt(r.eventsPerSecond)} | ${r.found} / ${STOPPED} | ${r.p50.toFixed(1)} ms | ${r.p99.toFixed(1)} ms | ${r.max.toFixed(1)} ms | ${(r.elu * 100).toFixed(0)}% |`,
     );
   }
+}
+if (JSON_FILE) {
+  writeResults(
+    JSON_FILE,
+    record({
+      options: {
+        sizes: SIZES,
+        runs: RUNS,
+        eventsPerLease: ROUNDS + 1,
+        sections: [...SECTIONS],
+        realtimeSeconds: REALTIME_S,
+        graceMs: GRACE_MS,
+        parse: PARSE === JSON.parse ? 'whole line' : 'managedFields skipped',
+      },
+      ...results,
+    }) satisfies DecisionsRecord,
+  );
+  console.log(`\nresults: ${JSON_FILE}`);
 }
 process.exit(0);

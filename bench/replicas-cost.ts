@@ -11,6 +11,7 @@
  * the end of every round (else exit 1).
  *
  *   flock /tmp/nlc-e2e.lock npx tsx bench/replicas-cost.ts [--nodes=100] [--rounds=3] [--window=60s] [--warmup=20s]
+ *       [--json=FILE]   (also write the figures as a results record, bench/results.ts)
  *
  * Build first (npm run build). Starts a control plane: take the shared lock.
  */
@@ -23,11 +24,15 @@ import {
   startController,
 } from '../test/support/controller-process.js';
 import { sleep, waitUntil } from '../test/support/wait.js';
-import { machineCpu, machineShare } from './compare/proc.js';
-import { median } from './compare/stats.js';
+import { type MachineShare, machineCpu, machineShare } from './compare/proc.js';
+import { median, round } from './compare/stats.js';
+import type { ReplicasRecord } from './records.js';
+import { jsonOption, recorder, writeResults } from './results.js';
 import { cpuOf, memOf, steadyOptions } from './steady.js';
 
 const { nodes, rounds, windowMs, warmupMs } = steadyOptions();
+const JSON_FILE = jsonOption();
+const record = recorder('replicas-cost');
 const MASTER = 'leader_election_master_status';
 
 const cluster = await startCluster();
@@ -63,6 +68,7 @@ interface Sample {
   rssMiB: number;
 }
 const samples: Sample[] = [];
+const roundsSeen: Array<{ round: number; renewals: number; machine: MachineShare | undefined }> = [];
 try {
   procs.set('leader', await replica('leader', true));
   await waitUntil(async () => (await procs.get('leader')!.metric(MASTER)) === 1 || undefined, {
@@ -116,6 +122,7 @@ try {
     ) {
       throw new Error(`round ${round}: the leader no longer leads, or the standby does`);
     }
+    roundsSeen.push({ round, renewals: r, machine });
     console.log(
       `round ${round}: ${r} renewals; ${line.join('; ')}; machine ${machine ? `${machine.busyPct}% busy, ${machine.stealPct}% stolen` : '?'}`,
     );
@@ -141,4 +148,32 @@ for (const n of names) {
   console.log(
     `| ${n} | ${col((s) => s.usPerRenewal, 0)} | ${col((s) => s.corePct, 2)} | ${col((s) => s.mainPct, 2)} | ${col((s) => s.wakeupsPerS, 0)} | ${col((s) => s.hwmMiB, 1)} | ${col((s) => s.rssMiB, 1)} |`,
   );
+}
+
+if (JSON_FILE) {
+  writeResults(
+    JSON_FILE,
+    record({
+      options: { nodes, rounds, windowMs, warmupMs, podsPerNode: 2 },
+      rounds: roundsSeen.map((x) => ({
+        round: x.round,
+        renewals: x.renewals,
+        machineCpu: x.machine ?? null,
+      })),
+      replicas: names.map((n) => ({
+        name: n,
+        rounds: samples
+          .filter((s) => s.name === n)
+          .map((s) => ({
+            cpuMicrosPerRenewal: round(s.usPerRenewal, 0),
+            corePct: round(s.corePct, 2),
+            mainThreadPct: round(s.mainPct, 2),
+            wakeupsPerS: round(s.wakeupsPerS, 1),
+            peakRssMiB: round(s.hwmMiB, 1),
+            rssMiB: round(s.rssMiB, 1),
+          })),
+      })),
+    }) satisfies ReplicasRecord,
+  );
+  console.log(`results: ${JSON_FILE}`);
 }

@@ -19,6 +19,7 @@
  * the controller: list + watch of the leases with node:https and a JSON.parse per event, nothing else
  * (with --read-every, the socket read once per MS).
  * Example, a V8 flag:  --variant=bundle=dist/controller.mjs --variant=semi1=dist/controller.mjs,--max-semi-space-size=1
+ * --json=FILE also writes the figures as a results record (bench/results.ts).
  * Take the shared lock: flock /tmp/nlc-e2e.lock npx tsx bench/steady-cost.ts ...
  */
 import { spawn } from 'node:child_process';
@@ -28,6 +29,10 @@ import { SimulatedFleet } from '../src/fleet/fleet.js';
 import { startCluster } from '../test/support/cluster.js';
 import { imageNodeFlags, startController } from '../test/support/controller-process.js';
 import { sleep, waitUntil } from '../test/support/wait.js';
+import { type MachineShare, machineCpu, machineShare } from './compare/proc.js';
+import { round as r } from './compare/stats.js';
+import type { SteadyRecord } from './records.js';
+import { jsonOption, publicPath, recorder, writeResults } from './results.js';
 import { args, cpuOf, memOf, steadyOptions } from './steady.js';
 
 interface Variant {
@@ -52,6 +57,8 @@ const variants: Variant[] = (
   return { name: v.slice(0, eq), entry: path.resolve(entry!), nodeFlags, controllerFlags };
 });
 const { nodes, rounds, windowMs, warmupMs } = steadyOptions();
+const JSON_FILE = jsonOption();
+const record = recorder('steady-cost');
 interface Sample {
   variant: string;
   round: number;
@@ -62,6 +69,8 @@ interface Sample {
   hwmMiB: number;
   rssMiB: number;
   heapUsedMiB: number;
+  /** The whole machine's CPU in the window (all CPUs, every process). */
+  machine: MachineShare | undefined;
 }
 
 const cluster = await startCluster();
@@ -126,6 +135,10 @@ async function start(v: Variant): Promise<Running> {
   };
 }
 
+/** How a variant runs, as a reader would type it. */
+const commandOf = (v: Variant) =>
+  ['node', ...v.nodeFlags, publicPath(v.entry), ...v.controllerFlags].join(' ');
+
 const samples: Sample[] = [];
 try {
   for (let round = 1; round <= rounds; round++) {
@@ -136,7 +149,9 @@ try {
       const r0 = renewals();
       const p0 = cpuOf(`/proc/${pid}`);
       const m0 = cpuOf(`/proc/${pid}/task/${pid}`);
+      const machine0 = machineCpu();
       await sleep(windowMs);
+      const machine = machineShare(machine0, machineCpu());
       const p1 = cpuOf(`/proc/${pid}`);
       const m1 = cpuOf(`/proc/${pid}/task/${pid}`);
       const r1 = renewals();
@@ -152,6 +167,7 @@ try {
         wakeupsPerS: ((m1.wakeups - m0.wakeups) * 1000) / windowMs,
         ...mem,
         heapUsedMiB,
+        machine,
       };
       samples.push(s);
       console.log(
@@ -189,6 +205,35 @@ for (const v of variants) {
     return `${median(xs).toFixed(d)} (${Math.min(...xs).toFixed(d)}-${Math.max(...xs).toFixed(d)})`;
   };
   console.log(
-    `| ${v.name}: \`node ${[...v.nodeFlags, path.relative(process.cwd(), v.entry), ...v.controllerFlags].join(' ')}\` | ${fmt((s) => (s.cpuMs * 1000) / s.renewals, 0)} | ${fmt((s) => (100 * s.cpuMs) / windowMs, 2)} | ${fmt((s) => (100 * s.mainMs) / windowMs, 2)} | ${fmt((s) => s.wakeupsPerS, 0)} | ${fmt((s) => s.hwmMiB)} | ${fmt((s) => s.rssMiB)} | ${fmt((s) => s.heapUsedMiB)} |`,
+    `| ${v.name}: \`${commandOf(v)}\` | ${fmt((s) => (s.cpuMs * 1000) / s.renewals, 0)} | ${fmt((s) => (100 * s.cpuMs) / windowMs, 2)} | ${fmt((s) => (100 * s.mainMs) / windowMs, 2)} | ${fmt((s) => s.wakeupsPerS, 0)} | ${fmt((s) => s.hwmMiB)} | ${fmt((s) => s.rssMiB)} | ${fmt((s) => s.heapUsedMiB)} |`,
   );
+}
+
+if (JSON_FILE) {
+  writeResults(
+    JSON_FILE,
+    record({
+      options: { nodes, rounds, windowMs, warmupMs, podsPerNode: 2 },
+      variants: variants.map((v) => ({
+        name: v.name,
+        command: commandOf(v),
+        rounds: samples
+          .filter((s) => s.variant === v.name)
+          .map((s) => ({
+            round: s.round,
+            renewals: s.renewals,
+            cpuMs: s.cpuMs,
+            mainThreadMs: s.mainMs,
+            cpuMicrosPerRenewal: r((s.cpuMs * 1000) / s.renewals, 0),
+            corePct: r((100 * s.cpuMs) / windowMs, 2),
+            wakeupsPerS: r(s.wakeupsPerS, 1),
+            peakRssMiB: r(s.hwmMiB, 1),
+            rssMiB: r(s.rssMiB, 1),
+            heapUsedMiB: Number.isFinite(s.heapUsedMiB) ? r(s.heapUsedMiB, 1) : null,
+            machineCpu: s.machine ?? null,
+          })),
+      })),
+    }) satisfies SteadyRecord,
+  );
+  console.log(`results: ${JSON_FILE}`);
 }

@@ -5,7 +5,10 @@
  *
  * Run (from the repo root, Node 24):
  *   node --expose-gc --experimental-transform-types --no-warnings --import ./bench/ts-hooks.mjs bench/watch-ingest.ts
- * Options: --runs=N (default 5), --rounds=R renewals per lease (default 5), --quick (10k only, 3 runs).
+ * Options: --runs=N (default 5), --rounds=R renewals per lease (default 5), --quick (10k only, 3 runs),
+ * --json=FILE (also write the figures as a results record, bench/results.ts).
+ * The image runs Node.js with flags (the Dockerfile's ENTRYPOINT) that change these figures: put
+ * them before --expose-gc to measure what the image does.
  */
 import { monotonicScheduler } from '../src/clock/clock.js';
 import { parseSkippingManagedFields } from '../src/kube/json.js';
@@ -13,6 +16,8 @@ import type { KubeObject, Lease, Node } from '../src/kube/types.js';
 import { Reflector } from '../src/watch/reflector.js';
 import { stripLease, stripNode } from '../src/watch/strip.js';
 import type { StripFn } from '../src/watch/types.js';
+import type { WatchIngestRecord } from './records.js';
+import { jsonOption, recorder, writeResults } from './results.js';
 import { CHUNK_BYTES, leaseLine, memoryTransport, nodeObject, toChunks } from './synthetic.js';
 
 const args = new Map(
@@ -27,6 +32,8 @@ const ROUNDS = Number(args.get('rounds') ?? 5);
 /** --full-parse: JSON.parse every line whole (the watch path before managedFields was skipped). */
 const PARSE = args.has('full-parse') ? JSON.parse : parseSkippingManagedFields;
 const SIZES = quick ? [10_000] : [10_000, 100_000];
+const JSON_FILE = jsonOption();
+const record = recorder('watch-ingest');
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) {
@@ -229,6 +236,44 @@ async function main(): Promise<void> {
     `| Lease (stripLease) | ${fmt(memN)} | ${fmt(leaseMem.bytes)} B | ${fmt(leaseMem.lineBytes)} B |`,
   );
   console.log(`| Node (stripNode) | ${fmt(nodeN)} | ${fmt(nodeMem.bytes)} B | ${fmt(nodeMem.lineBytes)} B |`);
+  if (JSON_FILE) {
+    writeResults(
+      JSON_FILE,
+      record({
+        options: {
+          runs: RUNS,
+          rounds: ROUNDS,
+          parse: PARSE === JSON.parse ? 'whole line' : 'managedFields skipped',
+        },
+        throughput: rows.map((r) => ({
+          leases: r.leases,
+          events: r.events,
+          bytesPerEvent: Math.round(r.bytesPerEvent),
+          pathEventsPerS: Math.round(r.pathRate),
+          bareParseLinesPerS: Math.round(r.parseRate),
+          ratio: Math.round(r.ratio * 100) / 100,
+          pathRuns: r.pathRuns.map((x) => Math.round(x)),
+        })),
+        memory: [
+          {
+            object: 'Lease',
+            strip: 'stripLease',
+            count: memN,
+            heapBytes: Math.round(leaseMem.bytes),
+            wireBytes: Math.round(leaseMem.lineBytes),
+          },
+          {
+            object: 'Node',
+            strip: 'stripNode',
+            count: nodeN,
+            heapBytes: Math.round(nodeMem.bytes),
+            wireBytes: Math.round(nodeMem.lineBytes),
+          },
+        ],
+      }) satisfies WatchIngestRecord,
+    );
+    console.log(`\nresults: ${JSON_FILE}`);
+  }
 }
 
 await main();

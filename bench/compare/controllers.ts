@@ -1,8 +1,10 @@
 /**
  * The two controllers under comparison, each started as a child process with the same kubeconfig
- * (the same ServiceAccount identity), the same grace periods and a 5 s monitor period where the flag
- * exists:
- *  - "kcm":  upstream kube-controller-manager v1.37.2, node-lifecycle-controller + taint-eviction-controller;
+ * (the same ServiceAccount identity), the same grace periods, the same client-side rate limit
+ * (`--kube-api-qps` / `--kube-api-burst`) and a 5 s monitor period where the flag exists:
+ *  - "kcm":  upstream kube-controller-manager v1.37.2 with only `node-lifecycle-controller` (ours has
+ *    no taint-eviction; since Kubernetes 1.34 the NoExecute taints are the node lifecycle
+ *    controller's and only the pod deletions the taint-eviction-controller's);
  *  - "ours": node dist/controller.mjs (this repo's bundle, as in the image; `npm run build`).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
@@ -22,6 +24,9 @@ export interface ControllerLaunch {
   kubeconfigPath: string;
   graceMs: number;
   startupGraceMs: number;
+  /** Client-side rate limit, the same for both: `--kube-api-qps` and `--kube-api-burst`. */
+  qps: number;
+  burst: number;
   logDir: string;
   /** Ours only: the entry script and node flags before it (default: the image's, {@link imageNodeFlags}). */
   oursEntry?: string;
@@ -81,8 +86,10 @@ export async function startKcm(l: ControllerLaunch): Promise<RunningController> 
   const args = [
     `--kubeconfig=${l.kubeconfigPath}`,
     '--leader-elect=false',
-    '--controllers=node-lifecycle-controller,taint-eviction-controller',
+    '--controllers=node-lifecycle-controller',
     '--node-monitor-period=5s',
+    `--kube-api-qps=${l.qps}`,
+    `--kube-api-burst=${l.burst}`,
     `--node-monitor-grace-period=${formatDuration(l.graceMs)}`,
     `--node-startup-grace-period=${formatDuration(l.startupGraceMs)}`,
     '--bind-address=127.0.0.1',
@@ -131,6 +138,8 @@ export async function startOurs(l: ControllerLaunch): Promise<RunningController>
     '--leader-elect=false',
     `--node-monitor-grace-period=${formatDuration(l.graceMs)}`,
     `--node-startup-grace-period=${formatDuration(l.startupGraceMs)}`,
+    `--kube-api-qps=${l.qps}`,
+    `--kube-api-burst=${l.burst}`,
     `--metrics-bind-address=127.0.0.1:${metricsPort}`,
     // Plain HTTP, as upstream runs here with --authorization-always-allow-paths=/metrics.
     '--metrics-secure=false',

@@ -1,7 +1,9 @@
 /**
  * Side-by-side benchmark: upstream kube-controller-manager's node lifecycle controller against ours,
  * on a fresh real control plane per controller, with the same simulated nodes, the same grace
- * periods and the same failures at known moments.
+ * periods, the same client rate limits and the same failures at known moments. The two never run
+ * at the same time: both write the same nodes. bench/fair-set.ts runs the published set (several
+ * runs of each, in alternating order).
  *
  *   flock /tmp/nlc-e2e.lock npx tsx bench/compare/run.ts --nodes 100 --fail 5 --controller both \
  *     --simulator fleet --grace 20s
@@ -11,6 +13,7 @@
  *   --fail K [5]               nodes failed per wave, spread across zones
  *   --waves W [1]              failure waves (each: fail K, wait for detection/taints/pods, recover)
  *   --controller kcm|ours|both [both]   (both: kcm first, then ours; --order ours,kcm to swap)
+ *   --qps 20 --burst 30        --kube-api-qps / --kube-api-burst of BOTH controllers [kcm's defaults]
  *   --simulator fleet|kwok [fleet]
  *   --grace 20s                --node-monitor-grace-period for both controllers
  *   --startup-grace 60s        --node-startup-grace-period for both controllers
@@ -21,6 +24,8 @@
  *   --preclean                 before the controller starts, remove the admission not-ready taint and
  *                              add the beta os/arch labels (a controller restart, not a first start)
  *   --out DIR                  results folder [/tmp/nlc-compare/<stamp>]
+ *   --json FILE                also write a small results record (bench/compare/record.ts) of the one
+ *                              controller run (with --controller kcm or ours), e.g. into bench/results/
  *
  * Per controller it reports: detection overhead (observer's Ready=Unknown moment minus the node's last
  * heartbeat seen by the same observer plus grace), taint and pod-marking latency, time from controller
@@ -28,27 +33,27 @@
  * seconds and peak RSS of the controller process tree (/proc), CPU per lease renewal in a steady
  * window, and API writes from the audit log (per failed node, per kind, in total).
  */
-import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { fleetSpecs } from '../../src/fleet/fleet.js';
 import { type KubeClient, PatchType, paths } from '../../src/kube/client.js';
 import { ETCD_VERSION, K8S_VERSION } from '../../src/localcluster/binaries.js';
 import { killAndWait, LocalControlPlane } from '../../src/localcluster/control-plane.js';
 import { imageNodeFlags } from '../../test/support/controller-process.js';
+import { parseLongOptions } from '../options.js';
+import { environment, loadAverage, recorder, writeResults } from '../results.js';
 import { AuditTail, type AuditWrite, attributeToNode, countByKind, readWrites } from './audit.js';
 import {
   type ControllerName,
   OURS_ENTRY,
   oursUsable,
-  REPO_ROOT,
   type RunningController,
   startController,
 } from './controllers.js';
 import { CONTROLLER_USER, controllerKubeconfig } from './identity.js';
 import { hasTaint, Observer, UNREACHABLE } from './observer.js';
 import { machineCpu, machineShare, nowMs, sampleTree, type TreeSample, TreeSampler } from './proc.js';
+import { compareRecord } from './record.js';
 import {
   FleetSimulator,
   forEachLimited,
@@ -107,20 +112,7 @@ function memoryTimeline(
 
 // ------------------------------------------------------------------ options
 
-function parseArgs(argv: string[]): Options {
-  const m = new Map<string, string>();
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
-    const eq = a.indexOf('=');
-    if (eq > 0) m.set(a.slice(2, eq), a.slice(eq + 1));
-    // Their values are flags, which start with `--` themselves.
-    else if ((a === '--ours-node-flags' || a === '--ours-flags') && argv[i + 1] !== undefined)
-      m.set(a.slice(2), argv[++i]!);
-    else if (a.startsWith('--no-')) m.set(a.slice(5), 'false');
-    else if (argv[i + 1] !== undefined && !argv[i + 1]!.startsWith('--')) m.set(a.slice(2), argv[++i]!);
-    else m.set(a.slice(2), 'true');
-  }
+function parseArgs(argv: string[]): Options & { json: string | undefined } {
   const known = [
     'nodes',
     'fail',
@@ -140,8 +132,11 @@ function parseArgs(argv: string[]): Options {
     'ours-entry',
     'ours-node-flags',
     'ours-flags',
+    'qps',
+    'burst',
+    'json',
   ];
-  for (const k of m.keys()) if (!known.includes(k)) throw new Error(`unknown option --${k}`);
+  const m = parseLongOptions(argv, known, ['ours-node-flags', 'ours-flags']);
   const which = m.get('controller') ?? 'both';
   if (!['kcm', 'ours', 'both'].includes(which)) throw new Error('--controller is kcm, ours or both');
   const order = (m.get('order') ?? 'kcm,ours').split(',') as ControllerName[];
@@ -150,11 +145,16 @@ function parseArgs(argv: string[]): Options {
   const controllers = which === 'both' ? order : [which as ControllerName];
   const simulator = m.get('simulator') ?? 'fleet';
   if (simulator !== 'fleet' && simulator !== 'kwok') throw new Error('--simulator is fleet or kwok');
-  for (const k of ['nodes', 'fail', 'waves', 'pods', 'zones']) {
+  for (const k of ['nodes', 'fail', 'waves', 'pods', 'zones', 'qps', 'burst']) {
     const v = m.get(k);
     if (v !== undefined && !(Number.isInteger(Number(v)) && Number(v) >= 0))
       throw new Error(`--${k} needs a whole number`);
   }
+  if (m.has('json') && controllers.length !== 1)
+    throw new Error(
+      '--json writes the record of ONE controller run: add --controller kcm or --controller ours',
+    );
+  if (m.get('json') === 'true') throw new Error('--json needs a file name');
   const stamp = new Date().toISOString().replace(/[:.]/g, '-').slice(0, 19);
   return {
     nodes: Number(m.get('nodes') ?? 100),
@@ -168,6 +168,9 @@ function parseArgs(argv: string[]): Options {
     pods: Number(m.get('pods') ?? 2),
     zones: Number(m.get('zones') ?? 3),
     steadyMs: parseDurationMs(m.get('steady') ?? '60s'),
+    // kube-controller-manager's defaults; ours' own are 50/100.
+    qps: Number(m.get('qps') ?? 20),
+    burst: Number(m.get('burst') ?? 30),
     recover: m.get('recover') !== 'false',
     preclean: m.get('preclean') === 'true',
     oursEntry: path.resolve(m.get('ours-entry') ?? OURS_ENTRY),
@@ -181,6 +184,7 @@ function parseArgs(argv: string[]): Options {
             .filter((f) => f !== ''),
     oursFlags: (m.get('ours-flags') ?? '').split(' ').filter((f) => f !== ''),
     out: m.get('out') ?? path.join('/tmp/nlc-compare', `${stamp}-${simulator}-${m.get('nodes') ?? 100}`),
+    json: m.has('json') ? path.resolve(m.get('json')!) : undefined,
   };
 }
 
@@ -254,30 +258,10 @@ function waveIndex(group: string): number {
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const log = (msg: string) => console.error(`[compare ${new Date().toISOString().slice(11, 19)}] ${msg}`);
 
-function sh(cmd: string, args: string[]): string {
-  try {
-    return execFileSync(cmd, args, {
-      encoding: 'utf8',
-      cwd: REPO_ROOT,
-      stdio: ['ignore', 'pipe', 'ignore'],
-    }).trim();
-  } catch {
-    return '';
-  }
-}
-
 function machine(oursEntry: string) {
-  const model = sh('lscpu', [])
-    .split('\n')
-    .find((l) => l.startsWith('Model name:'));
-  const commit = sh('git', ['rev-parse', '--short', 'HEAD']);
-  const dirty = sh('git', ['status', '--porcelain']).length > 0;
+  const { nodeFlags: _harness, ...env } = environment();
   return {
-    nproc: Number(sh('nproc', [])),
-    cpuModel: model?.replace(/^Model name:\s*/, '') ?? os.cpus()[0]?.model ?? '',
-    memGiB: round(os.totalmem() / 2 ** 30, 1),
-    node: process.version,
-    commit: commit + (dirty ? ' (uncommitted changes in tree)' : ''),
+    ...env,
     oursBuiltAt: (() => {
       try {
         return statSync(oursEntry).mtime.toISOString();
@@ -288,10 +272,6 @@ function machine(oursEntry: string) {
     k8s: K8S_VERSION,
     etcd: ETCD_VERSION,
   };
-}
-
-function uptime(): string {
-  return sh('uptime', []).replace(/^.*load average/, 'load average');
 }
 
 async function waitHealthy(c: RunningController, timeoutMs: number): Promise<number | undefined> {
@@ -369,7 +349,7 @@ async function runOne(
   const dir = path.join(runDir, name);
   mkdirSync(dir, { recursive: true });
   const notes: string[] = [];
-  const loadAtStart = uptime();
+  const loadAtStart = loadAverage();
   log(`${name}: starting control plane (${loadAtStart})`);
   const cp = await LocalControlPlane.start({ audit: true });
   const cleanups: Array<() => Promise<void> | void> = [];
@@ -418,6 +398,8 @@ async function runOne(
       kubeconfigPath: kubeconfig,
       graceMs: o.graceMs,
       startupGraceMs: o.startupGraceMs,
+      qps: o.qps ?? 20,
+      burst: o.burst ?? 30,
       logDir: dir,
       oursEntry: o.oursEntry,
       oursNodeFlags: o.oursNodeFlags,
@@ -511,7 +493,7 @@ async function runOne(
     const m0 = machineCpu();
     const steadyFrom = nowMs();
     phases.push({ at: steadyFrom, label: 'steady window' });
-    log(`${name}: steady window ${o.steadyMs / 1000} s (${uptime()})`);
+    log(`${name}: steady window ${o.steadyMs / 1000} s (${loadAverage()})`);
     await sleep(o.steadyMs);
     alive();
     const steadyTo = nowMs();
@@ -536,7 +518,7 @@ async function runOne(
       const failAt = nowMs();
       phases.push({ at: failAt, label: `${group} failed` });
       await sim.fail(group);
-      log(`${name}: ${group}: failed ${members.length} nodes (${uptime()})`);
+      log(`${name}: ${group}: failed ${members.length} nodes (${loadAverage()})`);
       const perZone = Math.ceil(members.length / zonesCount);
       const deadline = o.graceMs + 15_000 + perZone * 12_000 + 30_000;
       await observer
@@ -611,7 +593,7 @@ async function runOne(
 
     const endAt = nowMs();
     const m2 = machineCpu();
-    const loadAtEnd = uptime();
+    const loadAtEnd = loadAverage();
     const metricsText = await ctl.metrics();
     writeFileSync(path.join(dir, 'metrics.txt'), metricsText);
     const final: TreeSample | undefined = sampler.stop();
@@ -770,6 +752,7 @@ async function runOne(
 
 async function main(): Promise<void> {
   const o = parseArgs(process.argv.slice(2));
+  const record = recorder('side-by-side');
   if (o.controllers.includes('ours')) {
     const u = oursUsable(o.oursEntry);
     if (!u.ok) throw new Error(`our controller is not usable yet: ${u.why} (run with --controller kcm)`);
@@ -791,6 +774,11 @@ async function main(): Promise<void> {
   };
   writeFileSync(path.join(o.out, 'summary.json'), JSON.stringify(summary, null, 1));
   writeFileSync(path.join(o.out, 'summary.md'), table);
+  if (o.json) {
+    const software = { k8s: info.k8s, etcd: info.etcd, oursBuiltAt: info.oursBuiltAt };
+    writeResults(o.json, compareRecord(record({}), results[0]!, o, software));
+    log(`results record: ${o.json}`);
+  }
   console.log(
     `- Machine: ${info.nproc} cores (${info.cpuModel}), ${info.memGiB} GiB; node ${info.node}; k8s ${info.k8s}, etcd ${info.etcd}; commit ${info.commit}; dist/main.js built ${info.oursBuiltAt}`,
   );

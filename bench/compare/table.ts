@@ -18,6 +18,9 @@ export interface Options {
   pods: number;
   zones: number;
   steadyMs: number;
+  /** `--kube-api-qps` / `--kube-api-burst` of both controllers (absent in summaries from before). */
+  qps?: number;
+  burst?: number;
   recover: boolean;
   preclean: boolean;
   /** Our controller's entry script and the node flags it runs with. */
@@ -261,6 +264,9 @@ export function markdownTable(results: ControllerResult[], o: Options, cmd: stri
   const head = [
     `Command: \`${cmd}\``,
     `Nodes ${o.nodes} (${o.simulator}${o.preclean ? ', pre-cleaned: a controller restart' : ''}), ${o.zones} zones, ${o.pods} pods/node; ${o.fail} failed per wave x ${o.waves} wave(s) + 1 canary; grace ${o.graceMs / 1000} s, startup grace ${o.startupGraceMs / 1000} s, renew ${o.simulator === 'kwok' ? 10 : o.renewMs / 1000} s; steady window ${o.steadyMs / 1000} s.`,
+    o.qps === undefined
+      ? 'Client rate limits: each controller its own default (kcm 20/30, ours 50/100 QPS/burst).'
+      : `Client rate limits, both: --kube-api-qps=${o.qps} --kube-api-burst=${o.burst} (they move convergence, whole-run CPU and the start-up memory peak).`,
     ...(extra?.length
       ? [`Ours also gets ${extra.join(' ')} (it requires a value below the grace period).`]
       : []),
