@@ -34,6 +34,12 @@ export interface ControlPlaneOptions {
   readyTimeoutMs?: number;
   /** Keep the temp dir (logs, audit log, etcd data) after stop(), for debugging. */
   keepDir?: boolean;
+  /**
+   * kube-apiserver on IPv6 loopback: it binds and advertises ::1 (its self-signed serving
+   * certificate then has the IP SAN ::1) and `server` is `https://[::1]:PORT`. etcd stays on
+   * 127.0.0.1. Fails (no fallback) when the machine has no ::1.
+   */
+  ipv6?: boolean;
 }
 
 const AUDIT_POLICY = `apiVersion: audit.k8s.io/v1
@@ -121,7 +127,7 @@ export class LocalControlPlane {
     const base = opts.baseDir ?? (existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir());
     const dir = mkdtempSync(path.join(base, 'nlc-cp-'));
     const etcd = await claimPort('127.0.0.1');
-    const api = await claimPort('127.0.0.1');
+    const api = await claimPort(opts.ipv6 ? '::1' : '127.0.0.1');
     const cp = new LocalControlPlane(bins, dir, { etcd, api }, opts);
     live.add(cp);
     installExitHook();
