@@ -95,6 +95,21 @@ describe('proxy selection from the environment (Go ProxyFromEnvironment semantic
   });
 });
 
+/** A kubeconfig file in `dir` for `server`, trusting `ca`, with the token t0k; `extra` goes into the cluster. */
+function kubeconfigFile(dir: string, server: string, ca: string, extra = ''): string {
+  const p = path.join(dir, `kc-${Math.random().toString(36).slice(2)}.yaml`);
+  writeFileSync(
+    p,
+    [
+      `clusters: [{name: c, cluster: {server: "${server}", certificate-authority-data: ${Buffer.from(ca).toString('base64')}${extra}}}]`,
+      'users: [{name: u, user: {token: t0k}}]',
+      'contexts: [{name: x, context: {cluster: c, user: u}}]',
+      'current-context: x',
+    ].join('\n'),
+  );
+  return p;
+}
+
 describe('KubeClient through a real CONNECT proxy on loopback', () => {
   const NAME = 'api.nlc.test'; // only the proxy can resolve it
   const pki = loopbackServerPki([NAME]);
@@ -120,19 +135,7 @@ describe('KubeClient through a real CONNECT proxy on loopback', () => {
     );
     proxy = await startConnectProxy({ hosts: { [NAME]: '127.0.0.1' }, ...proxyOpts });
   };
-  const kubeconfig = (server: string, extra = '') => {
-    const p = path.join(dir, `kc-${Math.random().toString(36).slice(2)}.yaml`);
-    writeFileSync(
-      p,
-      [
-        `clusters: [{name: c, cluster: {server: "${server}", certificate-authority-data: ${Buffer.from(pki.ca.cert).toString('base64')}${extra}}}]`,
-        'users: [{name: u, user: {token: t0k}}]',
-        'contexts: [{name: x, context: {cluster: c, user: u}}]',
-        'current-context: x',
-      ].join('\n'),
-    );
-    return p;
-  };
+  const kubeconfig = (server: string, extra = '') => kubeconfigFile(dir, server, pki.ca.cert, extra);
 
   it('HTTPS_PROXY: every new connection is a CONNECT tunnel; keep-alive reuses it; NO_PROXY bypasses it', async () => {
     await start();
@@ -287,19 +290,7 @@ describe('KubeClient and an API server on https://[::1]:PORT', () => {
       '::1',
     );
   };
-  const kubeconfig = (extra = '') => {
-    const p = path.join(dir, `kc-${Math.random().toString(36).slice(2)}.yaml`);
-    writeFileSync(
-      p,
-      [
-        `clusters: [{name: c, cluster: {server: "${stub.url}", certificate-authority-data: ${Buffer.from(pki.ca.cert).toString('base64')}${extra}}}]`,
-        'users: [{name: u, user: {token: t0k}}]',
-        'contexts: [{name: x, context: {cluster: c, user: u}}]',
-        'current-context: x',
-      ].join('\n'),
-    );
-    return p;
-  };
+  const kubeconfig = (extra = '') => kubeconfigFile(dir, stub.url, pki.ca.cert, extra);
 
   it('direct, past HTTPS_PROXY (loopback); the certificate checked against the IP SAN, no SNI sent', async () => {
     await start();
