@@ -125,9 +125,12 @@ export class LocalControlPlane {
   static async start(opts: ControlPlaneOptions = {}): Promise<LocalControlPlane> {
     const bins = await ensureBinaries();
     const base = opts.baseDir ?? (existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir());
-    const dir = mkdtempSync(path.join(base, 'nlc-cp-'));
     const etcd = await claimPort('127.0.0.1');
-    const api = await claimPort(opts.ipv6 ? '::1' : '127.0.0.1');
+    const api = await claimPort(opts.ipv6 ? '::1' : '127.0.0.1').catch((err: unknown) => {
+      etcd.release();
+      throw err;
+    });
+    const dir = mkdtempSync(path.join(base, 'nlc-cp-'));
     const cp = new LocalControlPlane(bins, dir, { etcd, api }, opts);
     live.add(cp);
     installExitHook();

@@ -97,6 +97,13 @@ describe('claimPort', () => {
     claim.release();
   });
 
+  it('an address that is not on this machine fails with a clear error', async () => {
+    // 192.0.2.0/24 is TEST-NET-1: never assigned to a local interface.
+    await expect(claimPort('192.0.2.1')).rejects.toThrow(
+      /^claiming a port on 192\.0\.2\.1: listen EADDRNOTAVAIL/,
+    );
+  });
+
   it('hostPort brackets IPv6 literals only', () => {
     expect(hostPort('::1', 6443)).toBe('[::1]:6443');
     expect(hostPort('127.0.0.1', 6443)).toBe('127.0.0.1:6443');

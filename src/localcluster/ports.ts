@@ -62,14 +62,15 @@ function anchor(host: string): Promise<net.Server> {
 
 /** Claims a free TCP port on `host` (a loopback address: 127.0.0.1 or ::1) until released. */
 export async function claimPort(host = '127.0.0.1'): Promise<PortClaim> {
-  const server = await anchor(host);
+  const failed = (err: Error) => new Error(`claiming a port on ${host}: ${err.message}`, { cause: err });
+  const server = await anchor(host).catch((err: Error) => {
+    throw failed(err);
+  });
   const to = (server.address() as net.AddressInfo).port;
   const socket = net.connect({ host, port: to, localAddress: host, localPort: 0 });
   await new Promise<void>((resolve, reject) => {
     socket.once('connect', resolve);
-    socket.once('error', (err) =>
-      reject(new Error(`claiming a port on ${host}: ${err.message}`, { cause: err })),
-    );
+    socket.once('error', (err) => reject(failed(err)));
   });
   socket.on('error', () => socket.destroy());
   socket.unref();
