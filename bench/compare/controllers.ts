@@ -14,7 +14,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { formatDuration } from '../../src/disruption/duration.js';
 import { ensureBinaries, K8S_VERSION } from '../../src/localcluster/binaries.js';
-import { freePort } from '../../src/localcluster/control-plane.js';
+import { claimPort, type PortClaim, releaseWhenExits } from '../../src/localcluster/ports.js';
 import { imageNodeFlags } from '../../test/support/controller-process.js';
 import { trackChild } from './children.js';
 
@@ -51,10 +51,12 @@ export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url
 /** What the image runs: the bundle `npm run build` makes (scripts/bundle.mjs). */
 export const OURS_ENTRY = path.join(REPO_ROOT, 'dist', 'controller.mjs');
 
-function launch(name: ControllerName, bin: string, args: string[], logDir: string) {
+/** Starts a controller; `ports` (claimed for it, see ports.ts) are released when it exits. */
+function launch(name: ControllerName, bin: string, args: string[], logDir: string, ports: PortClaim[]) {
   const logPath = path.join(logDir, `${name}.log`);
   const log = createWriteStream(logPath, { flags: 'a' });
   const child = trackChild(spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] }));
+  for (const p of ports) releaseWhenExits(p, child);
   child.stdout?.pipe(log);
   child.stderr?.pipe(log);
   child.on('error', (err) => log.write(`spawn error: ${err.message}\n`));
@@ -82,7 +84,7 @@ async function httpGet(url: string): Promise<{ status: number; body: string }> {
 
 export async function startKcm(l: ControllerLaunch): Promise<RunningController> {
   const bins = await ensureBinaries({ withKcm: true });
-  const port = await freePort();
+  const port = await claimPort();
   const args = [
     `--kubeconfig=${l.kubeconfigPath}`,
     '--leader-elect=false',
@@ -93,13 +95,13 @@ export async function startKcm(l: ControllerLaunch): Promise<RunningController> 
     `--node-monitor-grace-period=${formatDuration(l.graceMs)}`,
     `--node-startup-grace-period=${formatDuration(l.startupGraceMs)}`,
     '--bind-address=127.0.0.1',
-    `--secure-port=${port}`,
+    `--secure-port=${port.port}`,
     '--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics',
     '--authentication-skip-lookup',
     '--use-service-account-credentials=false',
   ];
-  const { child, logPath } = launch('kcm', bins.kubeControllerManager, args, l.logDir);
-  const base = `https://127.0.0.1:${port}`;
+  const { child, logPath } = launch('kcm', bins.kubeControllerManager, args, l.logDir, [port]);
+  const base = `https://${port.address}`;
   return {
     name: 'kcm',
     version: `kube-controller-manager ${K8S_VERSION}`,
@@ -130,7 +132,7 @@ export function oursUsable(entry = OURS_ENTRY): { ok: boolean; why: string } {
 }
 
 export async function startOurs(l: ControllerLaunch): Promise<RunningController> {
-  const [metricsPort, probePort] = [await freePort(), await freePort()];
+  const [metricsPort, probePort] = [await claimPort(), await claimPort()];
   const args = [
     ...(l.oursNodeFlags ?? imageNodeFlags()),
     l.oursEntry ?? OURS_ENTRY,
@@ -140,10 +142,10 @@ export async function startOurs(l: ControllerLaunch): Promise<RunningController>
     `--node-startup-grace-period=${formatDuration(l.startupGraceMs)}`,
     `--kube-api-qps=${l.qps}`,
     `--kube-api-burst=${l.burst}`,
-    `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+    `--metrics-bind-address=${metricsPort.address}`,
     // Plain HTTP, as upstream runs here with --authorization-always-allow-paths=/metrics.
     '--metrics-secure=false',
-    `--health-probe-bind-address=127.0.0.1:${probePort}`,
+    `--health-probe-bind-address=${probePort.address}`,
     '--log-format=json',
   ];
   // Ours refuses a lease-watch silence threshold (default 45 s) that is not below the grace period;
@@ -151,7 +153,7 @@ export async function startOurs(l: ControllerLaunch): Promise<RunningController>
   if (l.graceMs <= 45_000)
     args.push(`--watch-silence-threshold=${formatDuration(Math.floor(l.graceMs * 0.75))}`);
   args.push(...(l.oursFlags ?? []));
-  const { child, logPath } = launch('ours', process.execPath, args, l.logDir);
+  const { child, logPath } = launch('ours', process.execPath, args, l.logDir, [metricsPort, probePort]);
   return {
     name: 'ours',
     version: `node-lifecycle-controller (this repo, node ${process.version})`,
@@ -159,9 +161,9 @@ export async function startOurs(l: ControllerLaunch): Promise<RunningController>
     process: child,
     logPath,
     healthy: async () =>
-      (await httpGet(`http://127.0.0.1:${probePort}/healthz`).catch(() => ({ status: 0 }))).status === 200,
+      (await httpGet(`http://${probePort.address}/healthz`).catch(() => ({ status: 0 }))).status === 200,
     metrics: async () => {
-      const r = await httpGet(`http://127.0.0.1:${metricsPort}/metrics`).catch(() => ({
+      const r = await httpGet(`http://${metricsPort.address}/metrics`).catch(() => ({
         status: 0,
         body: '',
       }));

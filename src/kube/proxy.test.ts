@@ -1,6 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { TLSSocket } from 'node:tls';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { KubeClient, KubeTransportError } from './client.js';
 import { KubeconfigError, resolveKubeconfig } from './kubeconfig.js';
@@ -94,6 +95,21 @@ describe('proxy selection from the environment (Go ProxyFromEnvironment semantic
   });
 });
 
+/** A kubeconfig file in `dir` for `server`, trusting `ca`, with the token t0k; `extra` goes into the cluster. */
+function kubeconfigFile(dir: string, server: string, ca: string, extra = ''): string {
+  const p = path.join(dir, `kc-${Math.random().toString(36).slice(2)}.yaml`);
+  writeFileSync(
+    p,
+    [
+      `clusters: [{name: c, cluster: {server: "${server}", certificate-authority-data: ${Buffer.from(ca).toString('base64')}${extra}}}]`,
+      'users: [{name: u, user: {token: t0k}}]',
+      'contexts: [{name: x, context: {cluster: c, user: u}}]',
+      'current-context: x',
+    ].join('\n'),
+  );
+  return p;
+}
+
 describe('KubeClient through a real CONNECT proxy on loopback', () => {
   const NAME = 'api.nlc.test'; // only the proxy can resolve it
   const pki = loopbackServerPki([NAME]);
@@ -119,19 +135,7 @@ describe('KubeClient through a real CONNECT proxy on loopback', () => {
     );
     proxy = await startConnectProxy({ hosts: { [NAME]: '127.0.0.1' }, ...proxyOpts });
   };
-  const kubeconfig = (server: string, extra = '') => {
-    const p = path.join(dir, `kc-${Math.random().toString(36).slice(2)}.yaml`);
-    writeFileSync(
-      p,
-      [
-        `clusters: [{name: c, cluster: {server: "${server}", certificate-authority-data: ${Buffer.from(pki.ca.cert).toString('base64')}${extra}}}]`,
-        'users: [{name: u, user: {token: t0k}}]',
-        'contexts: [{name: x, context: {cluster: c, user: u}}]',
-        'current-context: x',
-      ].join('\n'),
-    );
-    return p;
-  };
+  const kubeconfig = (server: string, extra = '') => kubeconfigFile(dir, server, pki.ca.cert, extra);
 
   it('HTTPS_PROXY: every new connection is a CONNECT tunnel; keep-alive reuses it; NO_PROXY bypasses it', async () => {
     await start();
@@ -258,5 +262,69 @@ describe('KubeClient through a real CONNECT proxy on loopback', () => {
         homeDir: dir,
       }),
     ).toThrow(/proxy-url: socks5:\/\/127\.0\.0\.1:1080: SOCKS5 proxies are not supported/);
+  });
+});
+
+describe('KubeClient and an API server on https://[::1]:PORT', () => {
+  // The serving certificate names the server by its IP only (IP SAN ::1), as kube-apiserver's does.
+  const pki = loopbackServerPki(['::1']);
+  let dir: string;
+  let stub: StubServer;
+  let proxy: TestProxy | undefined;
+  const sni: (string | false | null)[] = [];
+  beforeAll(() => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'nlc-ipv6-'));
+  });
+  afterEach(async () => {
+    await proxy?.close();
+    await stub?.close();
+  });
+  const start = async () => {
+    stub = await startStubServer(
+      (req, res) => {
+        sni.push((req.socket as TLSSocket).servername);
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ ok: true }));
+      },
+      { cert: pki.server.cert, key: pki.server.key },
+      '::1',
+    );
+  };
+  const kubeconfig = (extra = '') => kubeconfigFile(dir, stub.url, pki.ca.cert, extra);
+
+  it('direct, past HTTPS_PROXY (loopback); the certificate checked against the IP SAN, no SNI sent', async () => {
+    await start();
+    expect(stub.url).toMatch(/^https:\/\/\[::1\]:\d+$/);
+    const r = resolveKubeconfig({
+      flag: kubeconfig(),
+      env: {},
+      homeDir: dir,
+      proxyEnv: { HTTPS_PROXY: 'http://127.0.0.1:9' },
+    });
+    expect(r.proxy).toBeUndefined();
+    const client = await KubeClient.fromCredentials(await r.credentials(), { defaultTimeoutMs: 5000 });
+    try {
+      sni.length = 0;
+      await expect(client.request({ method: 'GET', path: '/api/v1/nodes' })).resolves.toEqual({ ok: true });
+      // RFC 6066: SNI carries host names only.
+      expect(sni).toEqual([false]);
+    } finally {
+      client.close();
+    }
+  });
+
+  it('through a kubeconfig proxy-url: CONNECT [::1]:PORT, then TLS to the IP as above', async () => {
+    await start();
+    proxy = await startConnectProxy();
+    const r = resolveKubeconfig({ flag: kubeconfig(`, proxy-url: "${proxy.url}"`), env: {}, homeDir: dir });
+    const client = await KubeClient.fromCredentials(await r.credentials(), { defaultTimeoutMs: 5000 });
+    try {
+      sni.length = 0;
+      await expect(client.request({ method: 'GET', path: '/api/v1/pods' })).resolves.toEqual({ ok: true });
+      expect(proxy.tunnels).toEqual([`[::1]:${stub.port}`]);
+      expect(sni).toEqual([false]);
+    } finally {
+      client.close();
+    }
   });
 });

@@ -11,7 +11,7 @@ import { KubeClient, type KubeClientOptions } from './client.js';
  */
 export interface StubServer {
   server: http.Server;
-  /** http://127.0.0.1:port or https://127.0.0.1:port */
+  /** http://127.0.0.1:port or https://127.0.0.1:port ([::1] for an IPv6 stub) */
   url: string;
   port: number;
   close(): Promise<void>;
@@ -24,7 +24,12 @@ export interface StubTls {
   clientCa?: string;
 }
 
-export async function startStubServer(handler: http.RequestListener, tls?: StubTls): Promise<StubServer> {
+export async function startStubServer(
+  handler: http.RequestListener,
+  tls?: StubTls,
+  /** The loopback address to listen on: 127.0.0.1, or ::1 (the url then has it in brackets). */
+  host = '127.0.0.1',
+): Promise<StubServer> {
   const server: http.Server = tls
     ? https.createServer(
         {
@@ -35,11 +40,11 @@ export async function startStubServer(handler: http.RequestListener, tls?: StubT
         handler,
       )
     : http.createServer(handler);
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  await new Promise<void>((r) => server.listen(0, host, r));
   const { port } = server.address() as AddressInfo;
   return {
     server,
-    url: `${tls ? 'https' : 'http'}://127.0.0.1:${port}`,
+    url: `${tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`,
     port,
     async close() {
       server.closeAllConnections();

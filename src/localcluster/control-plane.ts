@@ -9,13 +9,13 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { formatDuration } from '../disruption/duration.js';
 import { KubeClient, type KubeClientOptions } from '../kube/client.js';
 import { type ControlPlaneBinaries, ensureBinaries, K8S_VERSION } from './binaries.js';
+import { claimPort, type PortClaim } from './ports.js';
 
 export interface ControlPlaneOptions {
   /** Record an audit log of writes (JSON lines) at `auditLogPath`. */
@@ -34,20 +34,12 @@ export interface ControlPlaneOptions {
   readyTimeoutMs?: number;
   /** Keep the temp dir (logs, audit log, etcd data) after stop(), for debugging. */
   keepDir?: boolean;
-}
-
-/** Finds a free TCP port on loopback. */
-export async function freePort(): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
+  /**
+   * kube-apiserver on IPv6 loopback: it binds and advertises ::1 (its self-signed serving
+   * certificate then has the IP SAN ::1) and `server` is `https://[::1]:PORT`. etcd stays on
+   * 127.0.0.1. Fails (no fallback) when the machine has no ::1.
+   */
+  ipv6?: boolean;
 }
 
 const AUDIT_POLICY = `apiVersion: audit.k8s.io/v1
@@ -74,6 +66,9 @@ omitStages: ["RequestReceived"]
 rules:
   - level: Metadata
 `;
+
+/** How much of a child's last output an error quotes. */
+const TAIL_CHARS = 2000;
 
 const live = new Set<LocalControlPlane>();
 let exitHookInstalled = false;
@@ -102,17 +97,26 @@ export class LocalControlPlane {
   private apiserver: ChildProcess | undefined;
   private watchdog: ChildProcess | undefined;
   private stopped = false;
+  private readonly ends = new WeakMap<
+    ChildProcess,
+    { name: string; closed: Promise<void>; tail: () => string }
+  >();
+
+  private readonly etcdPort: number;
+  private readonly apiPort: number;
 
   private constructor(
     private readonly bins: ControlPlaneBinaries,
     dir: string,
-    private readonly etcdPort: number,
-    private readonly apiPort: number,
+    /** Held from start() to stop(), also while a child is down: see ports.ts. */
+    private readonly claims: { etcd: PortClaim; api: PortClaim },
     private readonly opts: ControlPlaneOptions,
   ) {
     this.dir = dir;
     this.adminToken = randomBytes(24).toString('hex');
-    this.server = `https://127.0.0.1:${apiPort}`;
+    this.etcdPort = claims.etcd.port;
+    this.apiPort = claims.api.port;
+    this.server = `https://${claims.api.address}`;
     this.auditLogPath = opts.audit ? path.join(dir, 'audit.log') : undefined;
     this.kubeconfigPath = path.join(dir, 'admin.kubeconfig');
     this.kubeConfig = new KubeConfig();
@@ -121,9 +125,13 @@ export class LocalControlPlane {
   static async start(opts: ControlPlaneOptions = {}): Promise<LocalControlPlane> {
     const bins = await ensureBinaries();
     const base = opts.baseDir ?? (existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir());
+    const etcd = await claimPort('127.0.0.1');
+    const api = await claimPort(opts.ipv6 ? '::1' : '127.0.0.1').catch((err: unknown) => {
+      etcd.release();
+      throw err;
+    });
     const dir = mkdtempSync(path.join(base, 'nlc-cp-'));
-    const [etcdPort, apiPort] = [await freePort(), await freePort()];
-    const cp = new LocalControlPlane(bins, dir, etcdPort, apiPort, opts);
+    const cp = new LocalControlPlane(bins, dir, { etcd, api }, opts);
     live.add(cp);
     installExitHook();
     try {
@@ -162,6 +170,7 @@ export class LocalControlPlane {
     await this.waitFor(
       async () => (await fetch(`http://127.0.0.1:${this.etcdPort}/health`)).ok,
       'etcd /health',
+      () => this.etcd,
     );
     this.startApiServer();
     this.startWatchdog();
@@ -175,15 +184,15 @@ export class LocalControlPlane {
       `--etcd-servers=http://127.0.0.1:${this.etcdPort}`,
       `--cert-dir=${path.join(d, 'certs')}`,
       `--secure-port=${this.apiPort}`,
-      '--bind-address=127.0.0.1',
-      '--advertise-address=127.0.0.1',
+      `--bind-address=${this.claims.api.host}`,
+      `--advertise-address=${this.claims.api.host}`,
       '--service-cluster-ip-range=10.0.0.0/24',
       '--allow-privileged=true',
       '--authorization-mode=RBAC',
       // No kube-controller-manager runs here to create default ServiceAccounts for pods.
       '--disable-admission-plugins=ServiceAccount',
       `--token-auth-file=${path.join(d, 'tokens.csv')}`,
-      `--service-account-issuer=https://127.0.0.1:${this.apiPort}`,
+      `--service-account-issuer=${this.server}`,
       `--service-account-key-file=${path.join(d, 'sa.pub')}`,
       `--service-account-signing-key-file=${path.join(d, 'sa.key')}`,
       '--endpoint-reconciler-type=none',
@@ -205,8 +214,31 @@ export class LocalControlPlane {
     const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout?.pipe(log);
     child.stderr?.pipe(log);
-    child.on('error', (err) => log.write(`spawn error: ${err.message}\n`));
+    let tail = '';
+    const keep = (b: Buffer) => {
+      tail = (tail + b.toString('utf8')).slice(-TAIL_CHARS);
+    };
+    child.stdout?.on('data', keep);
+    child.stderr?.on('data', keep);
+    child.on('error', (err) => {
+      log.write(`spawn error: ${err.message}\n`);
+      keep(Buffer.from(`spawn error: ${err.message}\n`));
+    });
+    // After 'close' every byte the child wrote has been read.
+    const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
+    this.ends.set(child, { name, closed, tail: () => tail });
     return child;
+  }
+
+  /** Throws at once when `child` has exited: waiting for it to answer is pointless. */
+  private async failIfExited(child: ChildProcess | undefined, what: string): Promise<void> {
+    if (!child || (child.exitCode === null && child.signalCode === null)) return;
+    const end = this.ends.get(child);
+    await end?.closed;
+    const how = child.signalCode ?? `code ${child.exitCode}`;
+    throw new Error(
+      `${end?.name ?? 'child'} exited (${how}) while waiting for ${what}; its last output:\n${end?.tail() ?? ''}`,
+    );
   }
 
   /** Kills our servers if the owning process dies without cleaning up (even on SIGKILL). */
@@ -219,15 +251,18 @@ export class LocalControlPlane {
     this.watchdog = wd;
   }
 
+  /** Polls `check` until true; fails at once if `child()` (the process that should answer) exits. */
   private async waitFor(
     check: () => Promise<boolean>,
     what: string,
+    child: () => ChildProcess | undefined,
     timeoutMs = this.opts.readyTimeoutMs ?? 90_000,
   ) {
     const deadline = performance.now() + timeoutMs;
     let last: unknown;
     while (performance.now() < deadline) {
       if (this.stopped) throw new Error(`control plane stopped while waiting for ${what}`);
+      await this.failIfExited(child(), what);
       try {
         if (await check()) return;
       } catch (err) {
@@ -245,16 +280,20 @@ export class LocalControlPlane {
   }
 
   private async waitReady(): Promise<void> {
-    await this.waitFor(async () => {
-      if (!existsSync(path.join(this.dir, 'certs', 'apiserver.crt'))) return false;
-      const client = await this.client({ defaultTimeoutMs: 2000 });
-      try {
-        const res = await client.raw({ method: 'GET', path: '/readyz' });
-        return res.status === 200;
-      } finally {
-        client.close();
-      }
-    }, 'kube-apiserver /readyz');
+    await this.waitFor(
+      async () => {
+        if (!existsSync(path.join(this.dir, 'certs', 'apiserver.crt'))) return false;
+        const client = await this.client({ defaultTimeoutMs: 2000 });
+        try {
+          const res = await client.raw({ method: 'GET', path: '/readyz' });
+          return res.status === 200;
+        } finally {
+          client.close();
+        }
+      },
+      'kube-apiserver /readyz',
+      () => this.apiserver,
+    );
   }
 
   private writeKubeconfig(): void {
@@ -365,6 +404,8 @@ export class LocalControlPlane {
     }
     if (this.etcd) await killAndWait(this.etcd, 'SIGTERM', 5_000);
     this.watchdog?.kill('SIGKILL');
+    this.claims.etcd.release();
+    this.claims.api.release();
     if (!this.opts.keepDir) rmSync(this.dir, { recursive: true, force: true });
   }
 }

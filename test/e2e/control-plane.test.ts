@@ -3,7 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SimulatedFleet } from '../../src/fleet/fleet.js';
 import { NODE_LEASE_NAMESPACE } from '../../src/fleet/kubelet.js';
 import { KubeApiError, KubeClient, paths } from '../../src/kube/client.js';
+import { LocalControlPlane } from '../../src/localcluster/control-plane.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
+import { tcpPortsOfThisProcess } from '../support/sockets.js';
 import { sleep, waitUntil } from '../support/wait.js';
 
 let cluster: TestCluster;
@@ -113,6 +115,40 @@ describe('local control plane', () => {
     } finally {
       fleet.stop();
     }
+  });
+
+  it('keeps its kube-apiserver port while kube-apiserver is down, and gets it back on restart', async () => {
+    const { cp } = cluster;
+    const port = Number(new URL(cp.server).port);
+    await cp.stopApiServer('SIGKILL');
+    try {
+      // Nobody listens now: a socket of ours still holds the port, so the kernel gives it to no
+      // other process's bind(0) or connect() (src/localcluster/ports.ts). Before, it was free here.
+      expect(tcpPortsOfThisProcess().has(port)).toBe(true);
+    } finally {
+      cp.startApiServer();
+      await cp.waitApiServerReady();
+    }
+    const v = await cluster.admin.request<{ gitVersion: string }>({ method: 'GET', path: '/version' });
+    expect(v.gitVersion).toBe(cp.version);
+  });
+
+  it('a kube-apiserver that exits while starting fails start() at once, with its output', async () => {
+    // kube-apiserver refuses --secure-port=0 (one reason the harness claims ports itself).
+    const t = performance.now();
+    const err = await LocalControlPlane.start({
+      apiserverArgs: ['--secure-port=0'],
+      readyTimeoutMs: 30_000,
+    }).then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    );
+    const elapsed = performance.now() - t;
+    expect(err?.message).toMatch(
+      /^kube-apiserver exited \(code 1\) while waiting for kube-apiserver \/readyz/,
+    );
+    expect(err?.message).toContain('--secure-port 0 must be between 1 and 65535');
+    expect(elapsed).toBeLessThan(20_000);
   });
 
   it('records writes with their user in the audit log', async () => {

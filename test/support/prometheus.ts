@@ -8,7 +8,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { dump } from 'js-yaml';
 import { cacheRoot } from '../../src/localcluster/binaries.js';
-import { freePort, killAndWait } from '../../src/localcluster/control-plane.js';
+import { killAndWait } from '../../src/localcluster/control-plane.js';
+import { claimPort, releaseWhenExits } from '../../src/localcluster/ports.js';
 
 /** Kept in step with scripts/build-prometheus.sh's default. */
 export const PROMETHEUS_VERSION = 'v3.16.0';
@@ -93,22 +94,23 @@ export class PrometheusServer {
     }
     const configFile = path.join(opts.dir, 'prometheus.yml');
     writeFileSync(configFile, dump({ ...opts.config, rule_files: ruleFiles }));
-    const port = await freePort();
+    const port = await claimPort();
     const log = createWriteStream(path.join(opts.dir, 'prometheus.log'));
     const child = spawn(
       opts.bins.prometheus,
       [
         `--config.file=${configFile}`,
         `--storage.tsdb.path=${path.join(opts.dir, 'data')}`,
-        `--web.listen-address=127.0.0.1:${port}`,
+        `--web.listen-address=${port.address}`,
         '--log.level=warn',
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
+    releaseWhenExits(port, child);
     child.stdout?.pipe(log);
     child.stderr?.pipe(log);
     process.once('exit', () => child.kill('SIGKILL'));
-    const p = new PrometheusServer(child, `http://127.0.0.1:${port}`, opts.dir);
+    const p = new PrometheusServer(child, `http://${port.address}`, opts.dir);
     const deadline = performance.now() + 30_000;
     for (;;) {
       if (child.exitCode !== null) throw new Error(`prometheus exited (${child.exitCode}): ${p.log()}`);

@@ -89,6 +89,16 @@ function pem(label: string, der: Buffer): string {
 }
 
 /** Issues a certificate, self-signed when `issuer` is absent. */
+/** The 16 bytes of an IPv6 literal (no embedded IPv4 form). */
+function ipv6Bytes(ip: string): Buffer {
+  const [head, tail] = ip.includes('::') ? ip.split('::') : [ip, undefined];
+  const groups = (part: string | undefined) => (part ? part.split(':') : []);
+  const h = groups(head);
+  const t = groups(tail);
+  const all = tail === undefined ? h : [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t];
+  return Buffer.from(all.flatMap((g) => [Number.parseInt(g, 16) >> 8, Number.parseInt(g, 16) & 0xff]));
+}
+
 export function issue(spec: CertSpec, issuer?: Issued): Issued {
   const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
   const subject = name(spec.cn, spec.orgs);
@@ -105,6 +115,7 @@ export function issue(spec: CertSpec, issuer?: Issued): Issued {
   if (spec.sans?.length) {
     const names = spec.sans.map((s) => {
       if (net.isIPv4(s)) return tlv(0x87, Buffer.from(s.split('.').map(Number)));
+      if (net.isIPv6(s)) return tlv(0x87, ipv6Bytes(s));
       return tlv(0x82, Buffer.from(s, 'ascii'));
     });
     exts.push(ext('2.5.29.17', false, seq(...names)));
