@@ -6,7 +6,7 @@
  * (SelfSubjectRulesReview, SubjectAccessReview) are exactly the expected set below.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -284,7 +284,11 @@ describe('RBAC of manifests/base (real API server, controller process with its S
     const dep = applied.find((a) => a.object.kind === 'Deployment')!.stored as unknown as {
       spec: { template: { spec: { containers: { image: string }[]; serviceAccountName: string } } };
     };
-    expect(dep.spec.template.spec.containers[0]!.image).toBe('node-lifecycle-controller:0.1.0');
+    // The image is pinned to the version this tree builds (package.json).
+    const { version } = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+      version: string;
+    };
+    expect(dep.spec.template.spec.containers[0]!.image).toBe(`node-lifecycle-controller:${version}`);
     expect(dep.spec.template.spec.serviceAccountName).toBe(SA);
   });
 

@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { loadAllYaml } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
 import { createWriterMetrics } from '../../src/apply/writer.js';
+import { buildInfo } from '../../src/cli/build-info.js';
 import { systemClock } from '../../src/clock/clock.js';
 import { createControllerMetrics } from '../../src/controller/metrics.js';
 import { WORK_QUEUE_NAME } from '../../src/controller/node-lifecycle.js';
@@ -21,6 +22,7 @@ import { createDelegatedAuthMetrics } from '../../src/http/delegated-auth.js';
 import { createMetricsServerMetrics } from '../../src/http/server.js';
 import { createServingCertMetrics } from '../../src/http/serving-cert.js';
 import type { KubeClient } from '../../src/kube/client.js';
+import { createBuildInfoMetric } from '../../src/metrics/build-info.js';
 import { EVENT_LOOP_SAMPLE_MS, EventLoopSampler } from '../../src/metrics/event-loop.js';
 import { createApiRequestMetrics, createRegistry } from '../../src/metrics/registry.js';
 import { createWatchMetrics } from '../../src/watch/metrics.js';
@@ -210,6 +212,7 @@ export interface MetricInfo {
  */
 export function controllerRegistry(): { registry: Registry; dispose(): void } {
   const registry = createRegistry();
+  createBuildInfoMetric(registry, buildInfo());
   // The event-loop series (never started: it would only tick).
   new EventLoopSampler(registry, EVENT_LOOP_SAMPLE_MS);
   const controller = createControllerMetrics(registry);
