@@ -151,18 +151,20 @@ export class ApiResolver {
 
 /**
  * Server-side apply (PATCH application/apply-patch+yaml, force=true) of one object; resolves with
- * what the server stored. JSON is YAML, so the object is sent as JSON.
+ * what the server stored (with `dryRun`, `?dryRun=All`: what it would store, after admission and
+ * validation, storing nothing). JSON is YAML, so the object is sent as JSON.
  */
 export async function serverSideApply(
   client: KubeClient,
   resolver: ApiResolver,
   o: Manifest,
   fieldManager: string,
+  opts: { dryRun?: boolean } = {},
 ): Promise<Manifest> {
   return await client.request<Manifest>({
     method: 'PATCH',
     path: await resolver.objectPath(o),
-    query: { fieldManager, force: true },
+    query: { fieldManager, force: true, ...(opts.dryRun ? { dryRun: 'All' } : {}) },
     contentType: PatchType.apply,
     body: JSON.stringify(o),
   });

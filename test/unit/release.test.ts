@@ -71,7 +71,14 @@ describe('licence and release documents', () => {
 
   it('RELEASE.md and SECURITY.md exist and RELEASE.md names every artifact step', () => {
     const release = read('RELEASE.md');
-    for (const step of ['package.json', 'CHANGELOG.md', 'git tag', 'docker build', 'SBOM']) {
+    for (const step of [
+      'package.json',
+      'CHANGELOG.md',
+      'git tag',
+      'docker build',
+      'npm run render-install',
+      'SBOM',
+    ]) {
       expect(release, `RELEASE.md mentions ${step}`).toContain(step);
     }
     expect(read('SECURITY.md')).toMatch(/report/i);
