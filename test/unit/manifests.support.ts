@@ -170,8 +170,11 @@ export function kustomize(dir: string): Obj[] {
   return (loadAllYaml(r.stdout) as unknown[]).filter(isObj);
 }
 
-/** Renders base + the given components through a throwaway kustomization outside the repo. */
-export function kustomizeWith(resources: string[], components: string[]): Obj[] {
+/**
+ * Renders base + the given components through a throwaway kustomization outside the repo, with
+ * `namespace:` when given (as a user's overlay sets it).
+ */
+export function kustomizeWith(resources: string[], components: string[], namespace?: string): Obj[] {
   const dir = mkdtempSync(join(tmpdir(), 'nlc-kustomize-'));
   try {
     const rel = (p: string) => relative(dir, p);
@@ -180,6 +183,7 @@ export function kustomizeWith(resources: string[], components: string[]): Obj[] 
       [
         'apiVersion: kustomize.config.k8s.io/v1beta1',
         'kind: Kustomization',
+        ...(namespace ? [`namespace: ${namespace}`] : []),
         'resources:',
         ...resources.map((r) => `  - ${rel(r)}`),
         'components:',

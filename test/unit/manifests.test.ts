@@ -137,12 +137,56 @@ describe('manifest files', () => {
     },
   );
 
-  it('no kustomization sets `namespace:` (it would move the kube-node-lease Role out of kube-node-lease)', () => {
-    for (const k of kustomizations) expect(kustomizationOf(dirname(k)).namespace, rel(k)).toBeUndefined();
-    const role = findDoc(BASE, 'Role', 'node-lifecycle-controller:node-leases');
-    const binding = findDoc(BASE, 'RoleBinding', 'node-lifecycle-controller:node-leases');
-    expect(get(role, 'metadata', 'namespace')).toBe('kube-node-lease');
-    expect(get(binding, 'metadata', 'namespace')).toBe('kube-node-lease');
+  it('an overlay with `namespace:` moves the whole install: every object, subject and the lock', () => {
+    const ns = 'platform-nlc';
+    const docs = kustomizeWith([BASE], COMPONENT_DIRS, ns);
+    const clusterScoped = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding']);
+    for (const d of docs) {
+      const what = `${d.kind} ${get(d, 'metadata', 'name')}`;
+      if (clusterScoped.has(String(d.kind))) expect(get(d, 'metadata', 'namespace'), what).toBeUndefined();
+      else expect(get(d, 'metadata', 'namespace'), what).toBe(ns);
+      // Every ServiceAccount a binding names is the controller's, in the new namespace.
+      for (const subject of arr(d.subjects))
+        expect(subject, what).toMatchObject({ kind: 'ServiceAccount', namespace: ns });
+    }
+    expect(docs.filter((d) => d.kind === 'Namespace').map((d) => get(d, 'metadata', 'name'))).toEqual([ns]);
+    // Nothing still names the default namespace (a Role, a subject, a selector, an annotation).
+    expect(JSON.stringify(docs)).not.toContain('nlc-system');
+    // The lock: the Deployment passes the pod's namespace (downward API), and the controller takes it.
+    const dep = docs.find((d) => d.kind === 'Deployment')!;
+    const env = arr(get(dep, 'spec', 'template', 'spec', 'containers', 0, 'env'));
+    expect(env).toContainEqual({
+      name: 'POD_NAMESPACE',
+      valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } },
+    });
+    const args = arr(get(dep, 'spec', 'template', 'spec', 'containers', 0, 'args')).map(String);
+    expect(
+      buildConfig(parseArgs(args), { POD_NAME: 'nlc-0', POD_NAMESPACE: ns }, 'h').leaderElection.namespace,
+    ).toBe(ns);
+    expect(args.some((a) => a.startsWith('--leader-elect-resource-namespace'))).toBe(false);
+    // Node heartbeats stay readable: what is bound cluster-wide, or by a RoleBinding in
+    // kube-node-lease, grants reading Leases there (the e2e proves it on an API server).
+    const rulesOf = (kind: string, name: unknown) =>
+      arr(docs.find((d) => d.kind === kind && get(d, 'metadata', 'name') === name)?.rules);
+    const bound = docs
+      .filter(
+        (d) =>
+          d.kind === 'ClusterRoleBinding' ||
+          (d.kind === 'RoleBinding' && get(d, 'metadata', 'namespace') === 'kube-node-lease'),
+      )
+      .flatMap((b) => rulesOf(String(get(b, 'roleRef', 'kind')), get(b, 'roleRef', 'name')));
+    const leaseVerbs = bound
+      .filter(
+        (r) =>
+          arr(get(r, 'apiGroups')).includes('coordination.k8s.io') &&
+          arr(get(r, 'resources')).includes('leases'),
+      )
+      .flatMap((r) => arr(get(r, 'verbs')));
+    expect([...new Set(leaseVerbs)].sort()).toEqual(['get', 'list', 'watch']);
+    // The Role for the lock is in that namespace and bound to the ServiceAccount there.
+    const role = docs.find((d) => d.kind === 'Role');
+    expect(get(role, 'metadata', 'namespace')).toBe(ns);
+    expect(arr(get(role, 'rules')).flatMap((r) => arr(get(r, 'resources')))).toEqual(['leases']);
   });
 
   it('every namespaced object of the base and the components names its namespace', () => {
@@ -489,11 +533,21 @@ describe('rendered by kubectl kustomize', () => {
       get(one('NetworkPolicy'), 'spec', 'podSelector', 'matchLabels') as Record<string, string>,
     );
     one('PrometheusRule');
+    // No object outside the install's own namespace (kustomize's `namespace:` would move it):
+    // node heartbeats are read through the ClusterRole, in every rendering.
     for (const docs of [all, kustomize(join(OVERLAYS, 'kind')), kustomize(join(OVERLAYS, 'dry-run'))]) {
-      const role = docs.find(
-        (d) => d.kind === 'Role' && get(d, 'metadata', 'name') === 'node-lifecycle-controller:node-leases',
+      const namespaces = new Set(
+        docs.map((d) => get(d, 'metadata', 'namespace')).filter((n) => n !== undefined),
       );
-      expect(get(role, 'metadata', 'namespace')).toBe('kube-node-lease');
+      expect([...namespaces]).toEqual(['nlc-system']);
+      const clusterRole = docs.find(
+        (d) => d.kind === 'ClusterRole' && get(d, 'metadata', 'name') === 'node-lifecycle-controller',
+      );
+      expect(arr(get(clusterRole, 'rules'))).toContainEqual({
+        apiGroups: ['coordination.k8s.io'],
+        resources: ['leases'],
+        verbs: ['get', 'list', 'watch'],
+      });
     }
     const kindDep = kustomize(join(OVERLAYS, 'kind')).find((d) => d.kind === 'Deployment')!;
     expect(kindDep).toEqual(
@@ -507,7 +561,7 @@ describe('rendered by kubectl kustomize', () => {
       arr(dryRoles[0]?.rules)
         .flatMap((r) => arr(get(r, 'verbs')))
         .sort(),
-    ).toEqual(['create', 'create', 'get', 'get', 'list', 'list', 'watch']);
+    ).toEqual(['create', 'create', 'get', 'get', 'get', 'list', 'list', 'list', 'watch', 'watch']);
   });
 });
 
