@@ -6,12 +6,10 @@
  * then the same token is refused everything the code never does, and the ServiceAccount's rules
  * (SelfSubjectRulesReview, SubjectAccessReview) are exactly the expected set below.
  */
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { dump, loadAll } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { ApiWriter, createWriterMetrics } from '../../src/apply/writer.js';
 import { systemClock } from '../../src/clock/clock.js';
@@ -32,7 +30,7 @@ import { createRegistry } from '../../src/metrics/registry.js';
 import { ApiResolver, type Manifest, serverSideApply } from '../support/apply.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import { type ControllerProcess, startController } from '../support/controller-process.js';
-import { projectKubectl } from '../support/kubectl.js';
+import { kustomizeOverlay } from '../support/kubectl.js';
 import { type AuditEvent, ClusterObserver, readAuditLog } from '../support/observer.js';
 import {
   expandNonResourceRules,
@@ -154,20 +152,9 @@ function expectedAllowed(key: string, namespace: string, verb: string): boolean 
   return namespace !== '' && (PER_NAMESPACE[namespace]?.[key]?.includes(verb) ?? false);
 }
 
-/**
- * manifests/base as the project's kubectl renders it, through an overlay that sets `namespace:`
- * (none: the base itself). Parsed as plain YAML, as kubectl would send it.
- */
-function renderIn(namespace: string | undefined): Manifest[] {
-  const dir = mkdtempSync(path.join(tmp, 'overlay-'));
-  writeFileSync(
-    path.join(dir, 'kustomization.yaml'),
-    dump({ ...(namespace ? { namespace } : {}), resources: [path.relative(dir, BASE)] }),
-  );
-  const r = spawnSync(projectKubectl(), ['kustomize', dir], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`kubectl kustomize (namespace ${namespace}) failed: ${r.stderr}`);
-  return (loadAll(r.stdout) as (Manifest | null)[]).filter((o): o is Manifest => o !== null);
-}
+/** manifests/base as the project's kubectl renders it, moved by `namespace:` (none: as it is). */
+const renderIn = (namespace: string | undefined): Manifest[] =>
+  kustomizeOverlay({ resources: [BASE], namespace });
 
 let cluster: TestCluster;
 let fleet: SimulatedFleet;

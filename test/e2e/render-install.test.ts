@@ -5,18 +5,17 @@
  * version, and the file is exactly what kustomize renders from manifests/ with that image.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule';
 import { ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor';
-import { dump, loadAll } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { paths } from '../../src/kube/client.js';
-import { ApiResolver, type Manifest, serverSideApply } from '../support/apply.js';
+import { ApiResolver, type Manifest, parseManifests, serverSideApply } from '../support/apply.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
-import { projectKubectl } from '../support/kubectl.js';
+import { kustomizeOverlay } from '../support/kubectl.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const { version } = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
@@ -39,34 +38,18 @@ function render(args: string[]): { file: string; text: string; objects: Manifest
   );
   expect(r.status, r.stderr).toBe(0);
   const text = readFileSync(file, 'utf8');
-  return { file, text, objects: parseYaml(text) };
+  return { file, text, objects: parseManifests(text) };
 }
-
-/**
- * Plain YAML (js-yaml): @kubernetes/client-node's loadAllYaml maps fields to its model classes
- * (NetworkPolicy's `from` becomes `_from`), which is not what kubectl would send.
- */
-const parseYaml = (text: string): Manifest[] =>
-  (loadAll(text) as (Manifest | null)[]).filter((o): o is Manifest => o !== null);
 
 const key = (o: Manifest) => `${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}`;
 
 /** kustomize's rendering of manifests/ (the project's kubectl) with the image the file should pin. */
-function expected(components: string[]): Manifest[] {
-  const dir = mkdtempSync(path.join(tmp, 'kustomization-'));
-  const rel = (p: string) => path.relative(dir, path.join(ROOT, 'manifests', p));
-  writeFileSync(
-    path.join(dir, 'kustomization.yaml'),
-    dump({
-      resources: [rel('base')],
-      components: components.map((c) => rel(`components/${c}`)),
-      images: [{ name: 'node-lifecycle-controller', newName: IMAGE, newTag: version }],
-    }),
-  );
-  const r = spawnSync(projectKubectl(), ['kustomize', dir], { encoding: 'utf8' });
-  expect(r.status, r.stderr).toBe(0);
-  return parseYaml(r.stdout);
-}
+const expected = (components: string[]): Manifest[] =>
+  kustomizeOverlay({
+    resources: [path.join(ROOT, 'manifests', 'base')],
+    components: components.map((c) => path.join(ROOT, 'manifests', 'components', c)),
+    images: [{ name: 'node-lifecycle-controller', newName: IMAGE, newTag: version }],
+  });
 
 /** Dry-run applies every object the API server serves; returns the kinds it does not serve. */
 async function dryRunAll(objects: Manifest[]): Promise<string[]> {

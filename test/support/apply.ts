@@ -1,6 +1,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { loadAllYaml } from '@kubernetes/client-node';
+import { loadAll } from 'js-yaml';
 import { type KubeClient, PatchType } from '../../src/kube/client.js';
 
 /** One Kubernetes object as read from a manifest. */
@@ -9,6 +10,15 @@ export interface Manifest {
   kind: string;
   metadata: { name: string; namespace?: string; labels?: Record<string, string> } & Record<string, unknown>;
   [key: string]: unknown;
+}
+
+/**
+ * Plain YAML documents (js-yaml), empty ones dropped: what kubectl would send. Not
+ * @kubernetes/client-node's loadAllYaml, which maps fields to its model classes (NetworkPolicy's
+ * `from` becomes `_from`, which the API server refuses).
+ */
+export function parseManifests(text: string): Manifest[] {
+  return (loadAll(text) as (Manifest | null | undefined)[]).filter((o): o is Manifest => o != null);
 }
 
 interface KustomizeLabels {

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { kustomizationOf, MANIFESTS, REPO } from './manifests.support.js';
+import { kustomizationOf, loadDocs, MANIFESTS, REPO } from './manifests.support.js';
 
 const read = (f: string) => readFileSync(join(REPO, f), 'utf8');
 const pkg = JSON.parse(read('package.json')) as { version: string; license: string };
@@ -18,7 +18,7 @@ describe('version', () => {
     expect(pkg.version).toMatch(SEMVER);
   });
 
-  it('package-lock.json, the Dockerfile default and the base image tag carry the same version', () => {
+  it('package-lock.json, the Dockerfile default, the chart and the base image tag carry the same version', () => {
     const lock = JSON.parse(read('package-lock.json')) as {
       version: string;
       packages: Record<string, { version?: string }>;
@@ -27,6 +27,9 @@ describe('version', () => {
     expect(lock.packages['']?.version).toBe(pkg.version);
     const arg = /^ARG VERSION=(\S*)$/m.exec(read('Dockerfile'));
     expect(arg?.[1], 'Dockerfile: ARG VERSION=<default>').toBe(pkg.version);
+    const chart = loadDocs(join(REPO, 'charts', 'node-lifecycle-controller', 'Chart.yaml'))[0]!;
+    expect(chart.version, 'Chart.yaml version').toBe(pkg.version);
+    expect(chart.appVersion, 'Chart.yaml appVersion').toBe(pkg.version);
     const images = kustomizationOf(join(MANIFESTS, 'base')).images as { name: string; newTag?: string }[];
     expect(images).toEqual([{ name: 'node-lifecycle-controller', newTag: pkg.version }]);
   });
@@ -77,6 +80,7 @@ describe('licence and release documents', () => {
       'git tag',
       'docker build',
       'npm run render-install',
+      'helm package',
       'SBOM',
     ]) {
       expect(release, `RELEASE.md mentions ${step}`).toContain(step);
