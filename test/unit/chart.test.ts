@@ -108,10 +108,14 @@ describe('Helm chart', () => {
     expect(byKey(chart)).toEqual(byKey(notNamespace(kustomized)));
   });
 
-  it('ci/kind-values.yaml renders manifests/overlays/kind; controller.dryRun the dry-run overlay', () => {
+  it('ci/kind-values.yaml and ci/control-plane-values.yaml render their overlays; controller.dryRun the dry-run overlay', () => {
     const kind = withoutHelmLabels(template(['-f', join(CHART, 'ci', 'kind-values.yaml')]));
     expect(byKey(kind)).toEqual(
       byKey(notNamespace(kustomizeOverlay({ resources: [join(MANIFESTS, 'overlays', 'kind')] }))),
+    );
+    const controlPlane = withoutHelmLabels(template(['-f', join(CHART, 'ci', 'control-plane-values.yaml')]));
+    expect(byKey(controlPlane)).toEqual(
+      byKey(notNamespace(kustomizeOverlay({ resources: [join(MANIFESTS, 'overlays', 'control-plane')] }))),
     );
     const dry = withoutHelmLabels(template(['--set', 'controller.dryRun=true,controller.verbosity=2']));
     expect(byKey(dry)).toEqual(

@@ -9,6 +9,7 @@ import { parseArgs } from '../../src/config/flags.js';
 import { TRANSITION_KINDS as controllerTransitionKinds } from '../../src/controller/metrics.js';
 import { HELD_BACK_REASONS } from '../../src/disruption/metrics.js';
 import { ZONE_STATES, zoneDisplay, zoneKeyOf } from '../../src/disruption/zones.js';
+import { kustomizeOverlay } from '../support/kubectl.js';
 import {
   arr,
   controllerMetricCatalog,
@@ -104,6 +105,7 @@ describe('manifest files', () => {
         'manifests/components/networkpolicy',
         'manifests/components/prometheusrule',
         'manifests/components/servicemonitor',
+        'manifests/overlays/control-plane',
         'manifests/overlays/dry-run',
         'manifests/overlays/kind',
       ].sort(),
@@ -278,6 +280,17 @@ describe('Deployment', () => {
     expect(pod.serviceAccountName).toBe(get(findDoc(BASE, 'ServiceAccount'), 'metadata', 'name'));
   });
 
+  it('spreads the replicas across zones as well, as a preference (one zone still runs both)', () => {
+    expect(pod.topologySpreadConstraints).toEqual([
+      {
+        maxSkew: 1,
+        topologyKey: 'topology.kubernetes.io/zone',
+        whenUnsatisfiable: 'ScheduleAnyway',
+        labelSelector: { matchLabels: get(dep, 'spec', 'selector', 'matchLabels') },
+      },
+    ]);
+  });
+
   it('starts on a fresh cluster and leaves a dead node quickly: tolerations chosen on purpose', () => {
     const tolerations = arr(pod.tolerations) as Obj[];
     const find = (key: string, effect: string) =>
@@ -389,6 +402,7 @@ describe('overlays', () => {
     ['base', BASE],
     ['kind', join(OVERLAYS, 'kind')],
     ['dry-run', join(OVERLAYS, 'dry-run')],
+    ['control-plane', join(OVERLAYS, 'control-plane')],
   ])('%s: the controller accepts the container args', (name, dir) => {
     const dep = name === 'base' ? findDoc(BASE, 'Deployment') : deploymentOf(dir);
     const cfg = configOf(dep);
@@ -402,6 +416,7 @@ describe('overlays', () => {
     ['base', BASE],
     ['kind', join(OVERLAYS, 'kind')],
     ['dry-run', join(OVERLAYS, 'dry-run')],
+    ['control-plane', join(OVERLAYS, 'control-plane')],
   ])(
     '%s: the whole shutdown budget, plus a second to exit, fits in terminationGracePeriodSeconds',
     (name, dir) => {
@@ -449,6 +464,34 @@ describe('overlays', () => {
     const base = get(findDoc(BASE, 'Deployment'), 'spec', 'template', 'spec') as Obj;
     expect(pod.tolerations).toEqual(base.tolerations);
     expect(get(pod, 'affinity', 'podAntiAffinity')).toEqual(get(base, 'affinity', 'podAntiAffinity'));
+  });
+
+  it('control-plane: only on control-plane nodes, otherwise the base (tolerated, one per node, zones)', () => {
+    const rendered = kustomizeOverlay({ resources: [join(OVERLAYS, 'control-plane')] }).find(
+      (d) => d.kind === 'Deployment',
+    )!;
+    const pod = get(rendered, 'spec', 'template', 'spec') as Obj;
+    expect(get(pod, 'affinity', 'nodeAffinity')).toEqual({
+      requiredDuringSchedulingIgnoredDuringExecution: {
+        nodeSelectorTerms: [
+          { matchExpressions: [{ key: 'node-role.kubernetes.io/control-plane', operator: 'Exists' }] },
+        ],
+      },
+    });
+    const baseDep = kustomizeOverlay({ resources: [BASE] }).find((d) => d.kind === 'Deployment')!;
+    const base = get(baseDep, 'spec', 'template', 'spec') as Obj;
+    // The control-plane taint is tolerated by the base already.
+    expect(arr(base.tolerations)).toContainEqual({
+      key: 'node-role.kubernetes.io/control-plane',
+      operator: 'Exists',
+      effect: 'NoSchedule',
+    });
+    expect(pod.tolerations).toEqual(base.tolerations);
+    expect(pod.topologySpreadConstraints).toEqual(base.topologySpreadConstraints);
+    expect(get(pod, 'affinity', 'podAntiAffinity')).toEqual(get(base, 'affinity', 'podAntiAffinity'));
+    // Nothing else differs.
+    const withoutAffinity = (p: Obj) => ({ ...p, affinity: undefined });
+    expect(withoutAffinity(pod)).toEqual(withoutAffinity(base));
   });
 
   it('dry-run: --dry-run, and a ClusterRole that can only read', () => {
