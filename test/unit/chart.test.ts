@@ -191,12 +191,11 @@ describe('Helm chart', () => {
       expect(o.metadata.name, key(o)).toMatch(/^nlc-node-lifecycle-controller/);
       if (!['ClusterRole', 'ClusterRoleBinding'].includes(o.kind))
         expect(o.metadata.namespace, key(o)).toBe('platform');
-      for (const s of (o.subjects ?? []) as { namespace: string; name: string }[])
-        expect(s, key(o)).toEqual({
-          kind: 'ServiceAccount',
-          name: 'nlc-node-lifecycle-controller',
-          namespace: 'platform',
-        });
+      for (const s of (o.subjects ?? []) as { kind: string; namespace: string; name: string }[]) {
+        expect(s.kind, key(o)).toBe('ServiceAccount');
+        expect(s.namespace, key(o)).toBe('platform');
+        expect(s.name, key(o)).toMatch(/^nlc-node-lifecycle-controller(-metrics-scraper)?$/);
+      }
     }
     expect(JSON.stringify(objects)).not.toContain('nlc-system');
   });

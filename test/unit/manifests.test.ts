@@ -626,9 +626,27 @@ describe('ServiceMonitor and NetworkPolicy', () => {
     expect(get(sm, 'spec', 'endpoints', 0, 'interval')).toBe('30s');
     // The controller serves /metrics securely by default (the Deployment does not turn it off).
     expect(get(sm, 'spec', 'endpoints', 0, 'scheme')).toBe('https');
-    expect(get(sm, 'spec', 'endpoints', 0, 'bearerTokenFile')).toBe(
-      '/var/run/secrets/kubernetes.io/serviceaccount/token',
-    );
+    // The token: `authorization` from a Secret (the operator's current way), never the deprecated
+    // bearerTokenFile (Prometheus' own ServiceAccount token, sent to the target) or bearerTokenSecret.
+    const endpoint = get(sm, 'spec', 'endpoints', 0) as Obj;
+    expect(endpoint.bearerTokenFile).toBeUndefined();
+    expect(endpoint.bearerTokenSecret).toBeUndefined();
+    expect(get(endpoint, 'authorization', 'type')).toBe('Bearer');
+    const dir = join(COMPONENTS, 'servicemonitor');
+    const secret = findDoc(dir, 'Secret', String(get(endpoint, 'authorization', 'credentials', 'name')));
+    expect(get(endpoint, 'authorization', 'credentials', 'key')).toBe('token');
+    expect(secret.type).toBe('kubernetes.io/service-account-token');
+    expect(get(secret, 'metadata', 'namespace')).toBe(get(sm, 'metadata', 'namespace'));
+    // ... of a ServiceAccount of the component, bound to the metrics-reader ClusterRole only.
+    const saName = get(secret, 'metadata', 'annotations', 'kubernetes.io/service-account.name');
+    const sa = findDoc(dir, 'ServiceAccount', String(saName));
+    expect(get(sa, 'metadata', 'namespace')).toBe(get(sm, 'metadata', 'namespace'));
+    const binding = findDoc(dir, 'ClusterRoleBinding');
+    expect(binding.subjects).toEqual([
+      { kind: 'ServiceAccount', name: saName, namespace: get(sa, 'metadata', 'namespace') },
+    ]);
+    const reader = findDoc(BASE, 'ClusterRole', String(get(binding, 'roleRef', 'name')));
+    expect(reader.rules).toEqual([{ nonResourceURLs: ['/metrics'], verbs: ['get'] }]);
     // Self-signed by default: nothing to verify it against.
     expect(get(sm, 'spec', 'endpoints', 0, 'tlsConfig', 'insecureSkipVerify')).toBe(true);
     const args = arr(
