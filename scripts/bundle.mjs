@@ -16,9 +16,11 @@
 // (NLC_BUILD_STAMP, src/cli/build-info.ts): `--version`, the start-up log and nlc_build_info report
 // them. The image build has no .git: the Dockerfile passes its REVISION and VERSION build arguments
 // as NLC_BUILD_REVISION and NLC_BUILD_VERSION; a VERSION other than package.json's fails the build.
+// SBOM: dist/sbom.cdx.json, the npm packages in the bundle (scripts/sbom.mjs).
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { build } from 'esbuild';
+import { cycloneDx } from './sbom.mjs';
 
 function gitRevision() {
   try {
@@ -32,7 +34,8 @@ function gitRevision() {
   }
 }
 
-const pkgVersion = JSON.parse(readFileSync('package.json', 'utf8')).version;
+const pkg = JSON.parse(readFileSync('package.json', 'utf8'));
+const pkgVersion = pkg.version;
 const askedVersion = process.env.NLC_BUILD_VERSION;
 if (askedVersion && askedVersion !== pkgVersion) {
   console.error(
@@ -65,7 +68,20 @@ const result = await build({
   metafile: true,
   logLevel: 'warning',
 });
+// The SBOM of what was just bundled (scripts/sbom.mjs).
+const sbom = cycloneDx({
+  name: pkg.name,
+  version: stamp.version,
+  revision: stamp.revision,
+  license: pkg.license,
+  inputs: Object.keys(result.metafile.inputs),
+  lock: JSON.parse(readFileSync('package-lock.json', 'utf8')),
+});
+writeFileSync('dist/sbom.cdx.json', `${JSON.stringify(sbom, null, 2)}\n`);
 const out = Object.entries(result.metafile.outputs)
   .filter(([file]) => !file.endsWith('.map') && !file.endsWith('.LEGAL.txt'))
   .map(([file, o]) => `${file} ${(o.bytes / 1024).toFixed(0)} KiB`);
 console.log(`bundled ${stamp.version} (revision ${stamp.revision}): ${out.join(', ')}`);
+console.log(
+  `dist/sbom.cdx.json: ${sbom.components.length} npm packages (${sbom.components.map((c) => c.name).join(', ')})`,
+);

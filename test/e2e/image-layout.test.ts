@@ -121,9 +121,9 @@ describe('the image layout without Docker: the bundle only, user 65532, read-onl
     if (work) rmSync(work, { recursive: true, force: true });
   });
 
-  it('the bundle holds every runtime dependency and no package the lockfile marks dev-only or optional', () => {
+  it('the bundle holds every runtime dependency and no package the lockfile marks dev-only or optional; the SBOM lists them', () => {
     const lock = JSON.parse(readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8')) as {
-      packages: Record<string, { dev?: boolean; optional?: boolean }>;
+      packages: Record<string, { version?: string; dev?: boolean; optional?: boolean }>;
     };
     // esbuild names each bundled file in a comment: `// node_modules/<package>/<path>`.
     const bundled = new Set<string>();
@@ -148,6 +148,14 @@ describe('the image layout without Docker: the bundle only, user 65532, read-onl
     });
     expect(excluded).toEqual([]);
     expect(bundled.has('@kubernetes/client-node')).toBe(false);
+    // The SBOM written with the bundle (dist/sbom.cdx.json) lists exactly those packages, at the
+    // lockfile's versions.
+    const sbom = JSON.parse(readFileSync(path.join(ROOT, 'dist', 'sbom.cdx.json'), 'utf8')) as {
+      components: { name: string; version: string }[];
+    };
+    expect(sbom.components.map((c) => c.name).sort()).toEqual([...bundled].sort());
+    for (const c of sbom.components)
+      expect(c.version, c.name).toBe(lock.packages[`node_modules/${c.name}`]?.version);
     // Our modules, without the demo and what only it uses (the local control plane, the fleet).
     expect(ours.has('cli/run.js')).toBe(true);
     expect([...ours].filter((m) => /^(cli\/demo\.js|localcluster\/|fleet\/)/.test(m))).toEqual([]);

@@ -45,6 +45,13 @@ describe('version', () => {
       expect(runtime, `ARG ${arg} in the runtime stage`).toMatch(new RegExp(`^ARG ${arg}$`, 'm'));
       expect(runtime).toContain(`org.opencontainers.image.${label}="$${arg}"`);
     }
+    // Every script bundle.mjs imports is in the image's build stage.
+    const imported = [...read('scripts/bundle.mjs').matchAll(/from '\.\/([^']+)'/g)].map(
+      (m) => `scripts/${m[1]}`,
+    );
+    expect(imported).toContain('scripts/sbom.mjs');
+    const copy = /^COPY (scripts\/\S+ )+\.\/scripts\/$/m.exec(dockerfile)?.[0] ?? '';
+    for (const f of ['scripts/bundle.mjs', ...imported]) expect(copy, `Dockerfile copies ${f}`).toContain(f);
     // And the bundle is stamped with the same two.
     expect(dockerfile).toContain('NLC_BUILD_VERSION="$VERSION" NLC_BUILD_REVISION="$REVISION" npm run build');
   });
