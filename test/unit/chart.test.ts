@@ -148,6 +148,15 @@ describe('Helm chart', () => {
     expect(args.at(-1)).toBe('--watch-read-interval=100ms');
   });
 
+  it('nodePools=[]: the objects of manifests/base with the node-pools component', () => {
+    const chart = withoutHelmLabels(template(['--set-json', 'nodePools=[]']));
+    const kustomized = kustomizeOverlay({
+      resources: [BASE],
+      components: [join(MANIFESTS, 'components', 'node-pools')],
+    });
+    expect(byKey(chart)).toEqual(byKey(notNamespace(kustomized)));
+  });
+
   it('nodePools: a ConfigMap the controller accepts, mounted where --node-pool-config points', () => {
     const objects = template([
       '--set-json',
@@ -162,7 +171,7 @@ describe('Helm chart', () => {
     const mount = spec.containers[0]!.volumeMounts.find((m) => m.name === 'node-pools')!;
     expect(flag).toBe(`--node-pool-config=${mount.mountPath}/pools.json`);
     expect(spec.volumes.find((v) => v.name === 'node-pools')?.configMap?.name).toBe(cm.metadata.name);
-    // None without pools.
+    // None by default (nodePools: null).
     expect(template([]).some((o) => o.kind === 'ConfigMap')).toBe(false);
   });
 

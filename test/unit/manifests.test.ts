@@ -8,6 +8,7 @@ import { buildConfig, type Config } from '../../src/config/config.js';
 import { parseArgs } from '../../src/config/flags.js';
 import { TRANSITION_KINDS as controllerTransitionKinds } from '../../src/controller/metrics.js';
 import { HELD_BACK_REASONS } from '../../src/disruption/metrics.js';
+import { parsePoolConfig } from '../../src/disruption/pools/config.js';
 import { ZONE_STATES, zoneDisplay, zoneKeyOf } from '../../src/disruption/zones.js';
 import { kustomizeOverlay } from '../support/kubectl.js';
 import {
@@ -103,6 +104,7 @@ describe('manifest files', () => {
       [
         'manifests/base',
         'manifests/components/networkpolicy',
+        'manifests/components/node-pools',
         'manifests/components/prometheusrule',
         'manifests/components/servicemonitor',
         'manifests/overlays/control-plane',
@@ -492,6 +494,38 @@ describe('overlays', () => {
     // Nothing else differs.
     const withoutAffinity = (p: Obj) => ({ ...p, affinity: undefined });
     expect(withoutAffinity(pod)).toEqual(withoutAffinity(base));
+  });
+
+  it('node-pools component: a ConfigMap the controller accepts, mounted where --node-pool-config points, no name hash', () => {
+    const docs = kustomizeOverlay({ resources: [BASE], components: [join(COMPONENTS, 'node-pools')] });
+    const cm = docs.find((d) => d.kind === 'ConfigMap')!;
+    // No hash suffix: an update reaches the pods through the volume and is reloaded in place.
+    expect(cm.metadata.name).toBe('node-lifecycle-controller-node-pools');
+    const parsed = parsePoolConfig((cm as unknown as { data: Record<string, string> }).data['pools.json']!);
+    expect(parsed).toEqual({ ok: true, config: { pools: [] }, warnings: [] });
+    const spec = get(
+      docs.find((d) => d.kind === 'Deployment'),
+      'spec',
+      'template',
+      'spec',
+    ) as Obj;
+    const c = get(spec, 'containers', 0) as Obj;
+    const mount = arr(c.volumeMounts).find((m) => get(m, 'name') === 'node-pools');
+    expect(get(mount, 'readOnly')).toBe(true);
+    const args = arr(c.args).map(String);
+    expect(args).toContain(`--node-pool-config=${get(mount, 'mountPath')}/pools.json`);
+    expect(arr(spec.volumes)).toContainEqual({ name: 'node-pools', configMap: { name: cm.metadata.name } });
+    // The controller accepts the args (the file itself is read at start).
+    expect(configOf({ spec: { template: { spec } } }).nodePoolConfigPath).toBe(
+      `${get(mount, 'mountPath')}/pools.json`,
+    );
+    // And it moves with `namespace:` like everything else.
+    const moved = kustomizeOverlay({
+      resources: [BASE],
+      components: [join(COMPONENTS, 'node-pools')],
+      namespace: 'ops',
+    });
+    expect(moved.find((d) => d.kind === 'ConfigMap')?.metadata.namespace).toBe('ops');
   });
 
   it('dry-run: --dry-run, and a ClusterRole that can only read', () => {
