@@ -262,7 +262,8 @@ describe('the controller process against a real API server (6 simulated nodes, g
       );
       expect(v(after, MASTER, { name: LOCK })).toBe(1);
       expect(v(after, 'nlc_leading')).toBe(1);
-      // What the process is, as Kubernetes components export kubernetes_build_info.
+      // What the process is: in the Starting log line, and as Kubernetes components export
+      // kubernetes_build_info.
       expect(samples(after, 'nlc_build_info')).toEqual([
         {
           name: 'nlc_build_info',
@@ -270,6 +271,11 @@ describe('the controller process against a real API server (6 simulated nodes, g
           value: 1,
         },
       ]);
+      expect(leader.logs.find((l) => l.msg === 'Starting')).toMatchObject({
+        version: PACKAGE_VERSION,
+        revision: 'unknown',
+        nodejs: process.version,
+      });
     } finally {
       fleet.node(n).resumeHeartbeats();
     }
