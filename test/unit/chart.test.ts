@@ -64,8 +64,13 @@ const pod = (objects: Manifest[]) =>
   };
 
 describe('Helm chart', () => {
-  it('helm lint --strict passes', () => {
+  it('helm lint --strict passes, with the default values and with each ci/ values file', () => {
     expect(helm(['lint', '--strict', CHART])).toMatch(/1 chart\(s\) linted, 0 chart\(s\) failed/);
+    const ci = readdirSync(join(CHART, 'ci'));
+    expect(ci.sort()).toEqual(['control-plane-values.yaml', 'kind-values.yaml']);
+    for (const f of ci) {
+      expect(helm(['lint', '--strict', CHART, '-f', join(CHART, 'ci', f)]), f).toMatch(/0 chart\(s\) failed/);
+    }
   });
 
   it('helm package: one archive holding the alert rules the link points at', () => {
