@@ -6,7 +6,7 @@
  * dry-run value the overlays, up to the labels Helm adds. Then what only the chart does: node
  * pools, runbook links, names and namespaces.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,7 +14,7 @@ import { describe, expect, it } from 'vitest';
 import { FLAGS } from '../../src/config/flags.js';
 import { parsePoolConfig } from '../../src/disruption/pools/config.js';
 import { type Manifest, parseManifests } from '../support/apply.js';
-import { helm } from '../support/helm.js';
+import { helm, projectHelm } from '../support/helm.js';
 import { kustomizeOverlay } from '../support/kubectl.js';
 import { MANIFESTS, REPO } from './manifests.support.js';
 
@@ -178,6 +178,71 @@ describe('Helm chart', () => {
     expect(spec.volumes.find((v) => v.name === 'node-pools')?.configMap?.name).toBe(cm.metadata.name);
     // None by default (nodePools: null).
     expect(template([]).some((o) => o.kind === 'ConfigMap')).toBe(false);
+  });
+
+  it('values.schema.json: misspelt keys and bad shapes are refused; on pools it agrees with the controller', () => {
+    const refused = (args: string[]) => {
+      const r = spawnSync(projectHelm(), ['template', 'x', CHART, ...args], { encoding: 'utf8' });
+      return r.status !== 0 ? r.stderr : undefined;
+    };
+    expect(refused(['--set', 'replica=3'])).toMatch(/additional properties 'replica' not allowed/);
+    expect(refused(['--set', 'controller.nodeMonitorGracePeriod=fifty'])).toMatch(/nodeMonitorGracePeriod/);
+    expect(refused(['--set', 'controller.markPodsNotReady=sometimes'])).toMatch(/markPodsNotReady/);
+    expect(refused(['--set', 'controller.nodeMonitorGracePeriod=1m30s'])).toBeUndefined();
+    // Pool lists the controller's own parser accepts or refuses, and the schema likewise.
+    const sel = { matchLabels: { pool: 'gpu' } };
+    const cases: [string, unknown[], boolean][] = [
+      [
+        'both graces',
+        [{ name: 'gpu', selector: sel, nodeMonitorGracePeriod: '2m', nodeStartupGracePeriod: '10m' }],
+        true,
+      ],
+      [
+        'startup grace only, {} selector',
+        [{ name: 'all', selector: {}, nodeStartupGracePeriod: '1h2m3.5s' }],
+        true,
+      ],
+      [
+        'matchExpressions',
+        [
+          {
+            name: 'ml.a_1',
+            selector: { matchExpressions: [{ key: 'pool', operator: 'Exists' }] },
+            nodeMonitorGracePeriod: '90s',
+          },
+        ],
+        true,
+      ],
+      ['no grace', [{ name: 'gpu', selector: sel }], false],
+      ['a bad duration', [{ name: 'gpu', selector: sel, nodeMonitorGracePeriod: 'soon' }], false],
+      ['an unknown field', [{ name: 'gpu', selector: sel, grace: '2m' }], false],
+      ['the reserved name', [{ name: 'default', selector: sel, nodeMonitorGracePeriod: '2m' }], false],
+      ['a bad name', [{ name: '-gpu', selector: sel, nodeMonitorGracePeriod: '2m' }], false],
+      ['no selector', [{ name: 'gpu', nodeMonitorGracePeriod: '2m' }], false],
+      [
+        'a bad operator',
+        [
+          {
+            name: 'gpu',
+            selector: { matchExpressions: [{ key: 'k', operator: 'Equals' }] },
+            nodeMonitorGracePeriod: '2m',
+          },
+        ],
+        false,
+      ],
+      [
+        'a label value that is a number',
+        [{ name: 'gpu', selector: { matchLabels: { k: 1 } }, nodeMonitorGracePeriod: '2m' }],
+        false,
+      ],
+    ];
+    for (const [what, pools, valid] of cases) {
+      expect(parsePoolConfig(JSON.stringify({ pools })).ok, `controller: ${what}`).toBe(valid);
+      expect(
+        refused(['--set-json', `nodePools=${JSON.stringify(pools)}`]) === undefined,
+        `schema: ${what}`,
+      ).toBe(valid);
+    }
   });
 
   it('prometheusRule.runbookBaseURL: every runbook link points there, anchors kept', () => {
