@@ -9,17 +9,31 @@
 #
 #   docker build --secret id=npm-ca,src=/path/to/ca-bundle.pem -t node-lifecycle-controller .
 #
+# Build arguments (RELEASE.md passes all three): VERSION, REVISION and SOURCE become the OCI labels
+# org.opencontainers.image.version, .revision and .source, and VERSION and REVISION the build stamp
+# that `--version`, the start-up log and nlc_build_info report (scripts/bundle.mjs: a VERSION other
+# than package.json's fails the build). The defaults: package.json's version (a unit test keeps
+# them equal), and a revision of "unknown" (the build context has no .git).
+#
+#   docker build --build-arg REVISION=$(git rev-parse HEAD) --build-arg SOURCE=<repository URL> .
+#
 # No `# syntax=` line on purpose: the builder's own Dockerfile frontend is used, nothing is pulled
 # to parse this file.
 
+ARG VERSION=0.2.0-dev
+ARG REVISION=unknown
+ARG SOURCE=
+
 FROM node:24-bookworm-slim AS build
+ARG VERSION
+ARG REVISION
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN --mount=type=secret,id=npm-ca \
     if [ -s /run/secrets/npm-ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/npm-ca; fi; \
     npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
-COPY scripts/bundle.mjs ./scripts/
+COPY scripts/bundle.mjs scripts/sbom.mjs ./scripts/
 COPY src ./src
 # `npm run build` compiles dist/ with tsc and bundles the controller with its production
 # dependencies into dist/controller.mjs (+ dist/chunks/, scripts/bundle.mjs): one file loads in about
@@ -27,13 +41,19 @@ COPY src ./src
 # the demo (it needs the repository and Go-built binaries) and @kubernetes/client-node (an optional
 # dependency, only for kubeconfig auth providers such as oidc or gcp; in a cluster the
 # ServiceAccount is used), so both say they are absent when asked for.
-RUN npm run build \
+RUN NLC_BUILD_VERSION="$VERSION" NLC_BUILD_REVISION="$REVISION" npm run build \
  && mkdir -p /out/dist \
  && cp -r dist/controller.mjs dist/chunks /out/dist/ \
  && cp package.json /out/
 
 FROM gcr.io/distroless/nodejs24-debian12:nonroot
+ARG VERSION
+ARG REVISION
+ARG SOURCE
 LABEL org.opencontainers.image.title="node-lifecycle-controller" \
+      org.opencontainers.image.version="$VERSION" \
+      org.opencontainers.image.revision="$REVISION" \
+      org.opencontainers.image.source="$SOURCE" \
       org.opencontainers.image.description="Kubernetes node-lifecycle controller: lease-based node health, taints and pod readiness, with leader election" \
       org.opencontainers.image.licenses="Apache-2.0"
 ENV NODE_ENV=production

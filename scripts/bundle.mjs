@@ -10,7 +10,43 @@
 //  - @kubernetes/client-node, an optional dependency loaded only for kubeconfig auth providers.
 // The `status` subcommand is split into its own chunk (dist/chunks/), loaded only when used.
 // Not minified: stack traces keep function names, and the file stays readable.
+//
+// Build stamp: the version (package.json) and the git revision (`git rev-parse HEAD`, "-dirty" when
+// tracked files differ from it; "unknown" outside a git checkout) are compiled into the bundle
+// (NLC_BUILD_STAMP, src/cli/build-info.ts): `--version`, the start-up log and nlc_build_info report
+// them. The image build has no .git: the Dockerfile passes its REVISION and VERSION build arguments
+// as NLC_BUILD_REVISION and NLC_BUILD_VERSION; a VERSION other than package.json's fails the build.
+// SBOM: dist/sbom.cdx.json, the npm packages in the bundle (scripts/sbom.mjs).
+import { execFileSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { build } from 'esbuild';
+import { cycloneDx } from './sbom.mjs';
+
+function gitRevision() {
+  try {
+    const git = (args) =>
+      execFileSync('git', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    const sha = git(['rev-parse', 'HEAD']);
+    const dirty = git(['status', '--porcelain', '--untracked-files=no']) !== '';
+    return dirty ? `${sha}-dirty` : sha;
+  } catch {
+    return undefined;
+  }
+}
+
+const pkg = JSON.parse(readFileSync('package.json', 'utf8'));
+const pkgVersion = pkg.version;
+const askedVersion = process.env.NLC_BUILD_VERSION;
+if (askedVersion && askedVersion !== pkgVersion) {
+  console.error(
+    `bundle: NLC_BUILD_VERSION=${askedVersion} but package.json says ${pkgVersion}; bump package.json`,
+  );
+  process.exit(1);
+}
+const stamp = {
+  version: pkgVersion,
+  revision: process.env.NLC_BUILD_REVISION || gitRevision() || 'unknown',
+};
 
 const result = await build({
   entryPoints: { controller: 'dist/main.js' },
@@ -27,11 +63,25 @@ const result = await build({
   banner: {
     js: "import { createRequire as __nlcCreateRequire } from 'node:module';\nconst require = __nlcCreateRequire(import.meta.url);",
   },
+  define: { NLC_BUILD_STAMP: JSON.stringify(stamp) },
   legalComments: 'linked',
   metafile: true,
   logLevel: 'warning',
 });
+// The SBOM of what was just bundled (scripts/sbom.mjs).
+const sbom = cycloneDx({
+  name: pkg.name,
+  version: stamp.version,
+  revision: stamp.revision,
+  license: pkg.license,
+  inputs: Object.keys(result.metafile.inputs),
+  lock: JSON.parse(readFileSync('package-lock.json', 'utf8')),
+});
+writeFileSync('dist/sbom.cdx.json', `${JSON.stringify(sbom, null, 2)}\n`);
 const out = Object.entries(result.metafile.outputs)
   .filter(([file]) => !file.endsWith('.map') && !file.endsWith('.LEGAL.txt'))
   .map(([file, o]) => `${file} ${(o.bytes / 1024).toFixed(0)} KiB`);
-console.log(`bundled: ${out.join(', ')}`);
+console.log(`bundled ${stamp.version} (revision ${stamp.revision}): ${out.join(', ')}`);
+console.log(
+  `dist/sbom.cdx.json: ${sbom.components.length} npm packages (${sbom.components.map((c) => c.name).join(', ')})`,
+);

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// The whole test suite, in order: lint, typecheck, build, the control-plane binaries and kubectl
-// (built once from the Go module proxy, cached outside the repo), unit, e2e (loopback API server),
+// The whole test suite, in order: lint, typecheck, build, the control-plane binaries, kubectl and
+// helm (built once from the Go module proxy, cached outside the repo), unit, e2e (loopback API server),
 // kind (a real cluster; it fails, saying why, where Docker, kind and kubectl do not answer). Prints
 // one closing summary line with the test counts. A skipped test fails the run: a suite that passes
 // with skips has not checked what it claims. Usage: node scripts/test-all.mjs [--skip-e2e]
@@ -59,6 +59,8 @@ step('typecheck', 'npx', ['tsc', '-p', 'tsconfig.json']);
 step('build', 'npm', ['run', 'build']);
 // kubectl renders the manifests in unit and e2e tests; kube-apiserver and etcd are the e2e's.
 step('control-plane binaries', 'bash', ['scripts/build-control-plane.sh', '--with-kubectl']);
+// helm lints and renders the chart in the unit tests (test/unit/chart.test.ts).
+step('helm binary', 'bash', ['scripts/build-helm.sh']);
 vitest('unit');
 if (!skipE2e) {
   step('prometheus binaries', 'bash', ['scripts/build-prometheus.sh']);

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-import { readFileSync } from 'node:fs';
 import os from 'node:os';
+import { buildInfo, versionLine } from './cli/build-info.js';
 import { runController } from './cli/run.js';
 import { loadConfig } from './config/config.js';
 import { FlagError, helpText } from './config/flags.js';
@@ -15,17 +15,6 @@ Usage:
   node-lifecycle-controller [flags]            run the controller
   node-lifecycle-controller status [--watch]   live view of node heartbeats, states, taints and the leader
   node-lifecycle-controller demo               local control plane + simulated fleet + the controller`;
-
-function version(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
-      version: string;
-    };
-    return pkg.version;
-  } catch {
-    return 'unknown';
-  }
-}
 
 async function main(argv: string[]): Promise<void> {
   const sub = argv[0];
@@ -68,7 +57,7 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   if (loaded.args.version) {
-    process.stdout.write(`${version()}\n`);
+    process.stdout.write(`${versionLine(buildInfo())}\n`);
     return;
   }
   if (loaded.args.positionals.length > 0) {
@@ -99,7 +88,7 @@ async function main(argv: string[]): Promise<void> {
       },
       processEnv: process.env,
       proxyEnv: proxyEnvOf(process.env),
-      version: version(),
+      build: buildInfo(),
       exit: (code) => process.exit(code),
       signals: process,
     });

@@ -10,6 +10,7 @@ import { readyStatus } from '../health/index.js';
 import { LocalControlPlane } from '../localcluster/control-plane.js';
 import { createLogger } from '../log/logger.js';
 import { watchNodeLeases, watchNodes } from '../watch/index.js';
+import { buildInfo } from './build-info.js';
 import {
   DemoChecks,
   type DemoSnapshot,
@@ -137,7 +138,7 @@ export async function runDemo(argv: string[], _env: NodeJS.ProcessEnv): Promise<
       config,
       logger,
       env: {},
-      version: 'demo',
+      build: buildInfo(),
       exit: (code) => logger.info('Replica would exit', { code }),
       signals,
     });

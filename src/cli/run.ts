@@ -36,6 +36,7 @@ import type { ProxyEnv } from '../kube/proxy.js';
 import { RequestRateLimiter } from '../kube/rate-limit.js';
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
+import { createBuildInfoMetric } from '../metrics/build-info.js';
 import { EVENT_LOOP_SAMPLE_MS, EventLoopSampler } from '../metrics/event-loop.js';
 import { createApiRequestMetrics, createRegistry } from '../metrics/registry.js';
 import { filter } from '../rx/index.js';
@@ -46,6 +47,7 @@ import {
   watchNodeLeases,
   watchNodes,
 } from '../watch/index.js';
+import type { BuildInfo } from './build-info.js';
 import { drainWrites, runShutdown, shutdownBudget } from './shutdown.js';
 
 export const COMPONENT = 'node-lifecycle-controller';
@@ -72,7 +74,8 @@ export interface RunOptions {
   processEnv?: NodeJS.ProcessEnv;
   /** HTTPS_PROXY, HTTP_PROXY, NO_PROXY (and lower case): honoured as client-go does. */
   proxyEnv?: ProxyEnv;
-  version: string;
+  /** What this build is: logged at start, exported as nlc_build_info, in the user agent. */
+  build: BuildInfo;
   /** Process exit (injected so tests and the demo can run the controller in-process). */
   exit: (code: number) => void;
   /** Signals to handle; the CLI passes the process, tests may pass an EventEmitter. */
@@ -128,7 +131,9 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     ...(kube.proxy ? { proxyFrom: kube.proxy.from } : {}),
   });
   log.info('Starting', {
-    version: o.version,
+    version: o.build.version,
+    revision: o.build.revision,
+    nodejs: o.build.nodejsVersion,
     identity: config.leaderElection.identity,
     dryRun: config.dryRun,
     leaderElect: config.leaderElection.enabled,
@@ -139,12 +144,13 @@ export async function runController(o: RunOptions): Promise<RunningController> {
   });
 
   const registry = createRegistry();
+  createBuildInfoMetric(registry, o.build);
   // The process's one periodic timer: event-loop samples, and paced watch reads when configured.
   const eventLoop = new EventLoopSampler(registry, config.health.watchReadIntervalMs || EVENT_LOOP_SAMPLE_MS);
   eventLoop.start();
   const credentials = await kube.credentials();
   const apiObserver = createApiRequestMetrics(registry);
-  const userAgent = `${COMPONENT}/${o.version} (${config.leaderElection.identity})`;
+  const userAgent = `${COMPONENT}/${o.build.version} (${config.leaderElection.identity})`;
   // One client-side rate limiter for every request but watches, reads and writes alike (client-go).
   const limiter = new RequestRateLimiter(config.kubeApi.qps, config.kubeApi.burst, clock.scheduler);
   const client = await KubeClient.fromCredentials(credentials, {

@@ -525,7 +525,7 @@ export function helpText(usage: string, flags: readonly FlagSpec[] = FLAGS): str
     '      -h, --help',
     '          Show this help.',
     '      --version',
-    '          Print the version.',
+    '          Print the version, the git revision it was built from and the Node.js version, and exit.',
   );
   return lines.join('\n');
 }

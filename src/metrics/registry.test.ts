@@ -82,4 +82,26 @@ describe('API request metrics', () => {
       ].sort(),
     );
   });
+
+  it('rate-limiter waits as client-go counts them (rest_client_rate_limiter_duration_seconds), and the deprecated nlc_ one', async () => {
+    const registry = createRegistry({ defaultMetrics: false });
+    const observe = createApiRequestMetrics(registry);
+    const base = { resource: 'nodes', code: '200', host: 'api:6443', durationSeconds: 0.01 };
+    observe({ ...base, verb: 'list', method: 'GET', rateLimiterSeconds: 0.03 });
+    observe({ ...base, verb: 'patch', method: 'PATCH', rateLimiterSeconds: 2 });
+    // A watch does not wait for the limiter: no observation.
+    observe({ ...base, verb: 'watch', method: 'GET' });
+    const text = await registry.metrics();
+    expect(text).toContain('rest_client_rate_limiter_duration_seconds_count{verb="GET",host="api:6443"} 1');
+    expect(text).toContain('rest_client_rate_limiter_duration_seconds_count{verb="PATCH",host="api:6443"} 1');
+    expect(text).toContain(
+      'rest_client_rate_limiter_duration_seconds_bucket{le="0.025",verb="GET",host="api:6443"} 0',
+    );
+    expect(text).toContain(
+      'rest_client_rate_limiter_duration_seconds_bucket{le="0.1",verb="GET",host="api:6443"} 1',
+    );
+    expect(text).toContain('rest_client_rate_limiter_duration_seconds_sum{verb="PATCH",host="api:6443"} 2');
+    expect(text).toContain('nlc_api_rate_limiter_duration_seconds_count{verb="list"} 1');
+    expect(text).toMatch(/# HELP nlc_api_rate_limiter_duration_seconds DEPRECATED/);
+  });
 });

@@ -40,9 +40,12 @@ export function createApiRequestMetrics(registry: Registry): RequestObserver {
     registers: [registry],
   });
   const rest = createRestClientMetrics(registry);
+  // Deprecated in 0.2.0, removed in 0.3.0 (CHANGELOG.md): rest_client_rate_limiter_duration_seconds
+  // is client-go's name for the same waits. One limiter serves every verb, so the Kubernetes verb
+  // this one adds says little; it stays one release so that queries can move.
   const limiter = new Histogram({
     name: 'nlc_api_rate_limiter_duration_seconds',
-    help: 'Time requests waited for the client-side rate limiter (--kube-api-qps/--kube-api-burst) by verb (client-go: rest_client_rate_limiter_duration_seconds).',
+    help: 'DEPRECATED (removed in 0.3.0): use rest_client_rate_limiter_duration_seconds. Time requests waited for the client-side rate limiter (--kube-api-qps/--kube-api-burst) by Kubernetes verb.',
     labelNames: ['verb'] as const,
     buckets: [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [registry],
@@ -56,11 +59,13 @@ export function createApiRequestMetrics(registry: Registry): RequestObserver {
 }
 
 /**
- * client-go's rest_client_requests_total and rest_client_request_duration_seconds
- * (k8s.io/component-base/metrics/prometheus/restclient), with their names, labels, buckets and
- * meaning: `code` is the HTTP status or "<error>", `method` and `verb` the HTTP method, `host` the
- * API server's host:port; like client-go, watches count in requests_total but not in the duration.
- * nlc_api_requests_total adds what these lack: the Kubernetes verb and resource.
+ * client-go's rest_client_requests_total, rest_client_request_duration_seconds and
+ * rest_client_rate_limiter_duration_seconds (k8s.io/component-base/metrics/prometheus/restclient),
+ * with their names, labels, buckets and meaning: `code` is the HTTP status or "<error>", `method`
+ * and `verb` the HTTP method, `host` the API server's host:port; like client-go, watches count in
+ * requests_total but not in the duration, and only requests that went through the client-side rate
+ * limiter (all but watches) in the limiter's histogram. nlc_api_requests_total adds what these
+ * lack: the Kubernetes verb and resource.
  */
 function createRestClientMetrics(registry: Registry): RequestObserver {
   const requests = new Counter({
@@ -76,9 +81,18 @@ function createRestClientMetrics(registry: Registry): RequestObserver {
     buckets: [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60],
     registers: [registry],
   });
+  const limiterLatency = new Histogram({
+    name: 'rest_client_rate_limiter_duration_seconds',
+    help: 'Client side rate limiter latency in seconds. Broken down by verb, and host.',
+    labelNames: ['verb', 'host'] as const,
+    buckets: [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60],
+    registers: [registry],
+  });
   return (o) => {
     const code = o.code.startsWith('<error') ? '<error>' : o.code;
     requests.inc({ code, method: o.method, host: o.host });
     if (o.verb !== 'watch') latency.observe({ verb: o.method, host: o.host }, o.durationSeconds);
+    if (o.rateLimiterSeconds !== undefined)
+      limiterLatency.observe({ verb: o.method, host: o.host }, o.rateLimiterSeconds);
   };
 }

@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import {
   chmodSync,
   copyFileSync,
@@ -120,9 +121,9 @@ describe('the image layout without Docker: the bundle only, user 65532, read-onl
     if (work) rmSync(work, { recursive: true, force: true });
   });
 
-  it('the bundle holds every runtime dependency and no package the lockfile marks dev-only or optional', () => {
+  it('the bundle holds every runtime dependency and no package the lockfile marks dev-only or optional; the SBOM lists them', () => {
     const lock = JSON.parse(readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8')) as {
-      packages: Record<string, { dev?: boolean; optional?: boolean }>;
+      packages: Record<string, { version?: string; dev?: boolean; optional?: boolean }>;
     };
     // esbuild names each bundled file in a comment: `// node_modules/<package>/<path>`.
     const bundled = new Set<string>();
@@ -147,9 +148,37 @@ describe('the image layout without Docker: the bundle only, user 65532, read-onl
     });
     expect(excluded).toEqual([]);
     expect(bundled.has('@kubernetes/client-node')).toBe(false);
+    // The SBOM written with the bundle (dist/sbom.cdx.json) lists exactly those packages, at the
+    // lockfile's versions.
+    const sbom = JSON.parse(readFileSync(path.join(ROOT, 'dist', 'sbom.cdx.json'), 'utf8')) as {
+      components: { name: string; version: string }[];
+    };
+    expect(sbom.components.map((c) => c.name).sort()).toEqual([...bundled].sort());
+    for (const c of sbom.components)
+      expect(c.version, c.name).toBe(lock.packages[`node_modules/${c.name}`]?.version);
     // Our modules, without the demo and what only it uses (the local control plane, the fleet).
     expect(ours.has('cli/run.js')).toBe(true);
     expect([...ours].filter((m) => /^(cli\/demo\.js|localcluster\/|fleet\/)/.test(m))).toEqual([]);
+  });
+
+  it("the bundle carries its build stamp: --version names package.json's version and a commit of this repository", async () => {
+    const r = spawnSync(path.join(work, 'node'), [path.join(app, 'dist', 'controller.mjs'), '--version'], {
+      encoding: 'utf8',
+      cwd: app,
+      env: {},
+    });
+    expect(r.status, r.stderr).toBe(0);
+    const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    const m =
+      /^node-lifecycle-controller (\S+) \(revision ([0-9a-f]{40})(-dirty)?, Node\.js (v[\d.]+)\)\n$/.exec(
+        r.stdout,
+      );
+    expect(m, r.stdout).not.toBeNull();
+    expect(m![1]).toBe(pkg.version);
+    expect(m![4]).toBe(process.version);
+    // scripts/bundle.mjs stamped the commit it was built from (a commit this checkout holds).
+    const known = spawnSync('git', ['cat-file', '-e', `${m![2]}^{commit}`], { cwd: ROOT });
+    expect(known.status, `revision ${m![2]} is a commit of this repository`).toBe(0);
   });
 
   it('as user 65532 with a bare environment it marks a silent node, writes no file, and exits 0 on SIGTERM', async () => {

@@ -333,6 +333,8 @@ process.stdout.write(JSON.stringify({ apiVersion: 'client.authentication.k8s.io/
       }
       console.log(`rate limit: ${times.length} requests; tightest window ${JSON.stringify(worst)}`);
       expect(worst.excess).toBeLessThanOrEqual(0);
+      // client-go's name (and the deprecated nlc_ one, kept for one release).
+      expect(await ctl.metric('rest_client_rate_limiter_duration_seconds_count')).toBeGreaterThan(0);
       expect(await ctl.metric('nlc_api_rate_limiter_duration_seconds_count')).toBeGreaterThan(0);
     } finally {
       for (const n of failing) fleet.node(n).resumeHeartbeats();

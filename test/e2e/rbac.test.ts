@@ -1,16 +1,15 @@
 /**
- * Least-privilege RBAC, end to end on a real kube-apiserver: every object of manifests/base is
+ * Least-privilege RBAC, end to end on a real kube-apiserver: every object of manifests/base, moved
+ * to another namespace by an overlay that sets kustomize's `namespace:` (as a user's would), is
  * applied server-side, the BUILT controller runs as a process with a token of its ServiceAccount
  * (TokenRequest), bound by nothing but those manifests, and does its whole job without one 403;
  * then the same token is refused everything the code never does, and the ServiceAccount's rules
  * (SelfSubjectRulesReview, SubjectAccessReview) are exactly the expected set below.
  */
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadAllYaml } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { ApiWriter, createWriterMetrics } from '../../src/apply/writer.js';
 import { systemClock } from '../../src/clock/clock.js';
@@ -28,10 +27,10 @@ import { KubeClient, type KubeRequest, PatchType, paths } from '../../src/kube/c
 import type { Lease, List, Node, Pod } from '../../src/kube/types.js';
 import { memoryLogger } from '../../src/log/logger.js';
 import { createRegistry } from '../../src/metrics/registry.js';
-import { ApiResolver, type Manifest, renderKustomizeBase, serverSideApply } from '../support/apply.js';
+import { ApiResolver, type Manifest, serverSideApply } from '../support/apply.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import { type ControllerProcess, startController } from '../support/controller-process.js';
-import { projectKubectl } from '../support/kubectl.js';
+import { kustomizeOverlay } from '../support/kubectl.js';
 import { type AuditEvent, ClusterObserver, readAuditLog } from '../support/observer.js';
 import {
   expandNonResourceRules,
@@ -52,7 +51,9 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '.
 const BASE = path.join(ROOT, 'manifests', 'base');
 const FIELD_MANAGER = 'nlc-rbac-e2e';
 
-const NS = 'nlc-system';
+/** Not the base's nlc-system: the install is moved here by `namespace:` (nothing may stay behind). */
+const NS = 'platform-nlc';
+const BASE_NS = 'nlc-system';
 const SA = 'node-lifecycle-controller';
 const SA_USER = serviceAccountUser(NS, SA);
 /** The fleet's pods live outside `default`, so pod Events go to a namespace of their own. */
@@ -100,6 +101,13 @@ const CLUSTER_WIDE: Record<string, string[]> = {
   [`${CORE}/pods/status`]: [
     'patch', // ApiWriter.patchPodStatus <- NodeLifecycleController.reconcilePods: Ready=False
   ],
+  [`${COORD}/leases`]: [
+    // Read-only and cluster-wide (not a Role in kube-node-lease, which kustomize's `namespace:`
+    // would move away; manifests/base/clusterrole.yaml), used in kube-node-lease only:
+    'get', // NodeLifecycleController.confirmStale: quorum re-read of a node's lease before marking it
+    'list', // watchNodeLeases() Reflector: list kube-node-lease leases
+    'watch', // ... and watch them
+  ],
   [`${CORE}/events`]: [
     'create', // ApiWriter.event: POST /api/v1/namespaces/<ns>/events ("default" for Nodes, the pod's own for Pods)
     'patch', // ApiWriter.event: a repeat within 10 min merge-patches count + lastTimestamp of the first Event
@@ -126,14 +134,6 @@ const PER_NAMESPACE: Record<string, Record<string, string[]>> = {
       'delete', // LeaseApi.deleteIfUnchanged <- IdentityLeases.collect (GC of dead replicas), IdentityLeases.shutdown (own lease)
     ],
   },
-  // Node heartbeats, read-only (Role node-lifecycle-controller:node-leases).
-  'kube-node-lease': {
-    [`${COORD}/leases`]: [
-      'get', // NodeLifecycleController.confirmStale: quorum re-read of a node's lease before marking it
-      'list', // watchNodeLeases() Reflector: list kube-node-lease leases
-      'watch', // ... and watch them
-    ],
-  },
 };
 
 function expectedPermissions(namespace: string): string[] {
@@ -151,6 +151,10 @@ function expectedAllowed(key: string, namespace: string, verb: string): boolean 
   if (CLUSTER_WIDE[key]?.includes(verb)) return true;
   return namespace !== '' && (PER_NAMESPACE[namespace]?.[key]?.includes(verb) ?? false);
 }
+
+/** manifests/base as the project's kubectl renders it, moved by `namespace:` (none: as it is). */
+const renderIn = (namespace: string | undefined): Manifest[] =>
+  kustomizeOverlay({ resources: [BASE], namespace });
 
 let cluster: TestCluster;
 let fleet: SimulatedFleet;
@@ -173,9 +177,10 @@ beforeAll(async () => {
   cluster = await startCluster({ audit: true, auditReads: true });
   const { admin } = cluster;
 
-  // manifests/base, server-side applied in the kustomization's order.
+  // manifests/base under `namespace: NS`, rendered by the project's kubectl, server-side applied
+  // in kustomize's order.
   const resolver = new ApiResolver(admin);
-  for (const object of renderKustomizeBase(BASE)) {
+  for (const object of renderIn(NS)) {
     applied.push({ object, stored: await serverSideApply(admin, resolver, object, FIELD_MANAGER) });
   }
 
@@ -241,18 +246,16 @@ describe('RBAC of manifests/base (real API server, controller process with its S
     console.log(`applied ${applied.length} objects:\n  ${kinds.join('\n  ')}`);
     expect(kinds.sort()).toEqual(
       [
-        'Namespace /nlc-system',
-        'ServiceAccount nlc-system/node-lifecycle-controller',
+        `Namespace /${NS}`,
+        `ServiceAccount ${NS}/node-lifecycle-controller`,
         'ClusterRole /node-lifecycle-controller',
         'ClusterRoleBinding /node-lifecycle-controller',
         'ClusterRole /node-lifecycle-controller-metrics-reader',
-        'Role kube-node-lease/node-lifecycle-controller:node-leases',
-        'RoleBinding kube-node-lease/node-lifecycle-controller:node-leases',
-        'Role nlc-system/node-lifecycle-controller:leases',
-        'RoleBinding nlc-system/node-lifecycle-controller:leases',
-        'Deployment nlc-system/node-lifecycle-controller',
-        'PodDisruptionBudget nlc-system/node-lifecycle-controller',
-        'Service nlc-system/node-lifecycle-controller-metrics',
+        `Role ${NS}/node-lifecycle-controller:leases`,
+        `RoleBinding ${NS}/node-lifecycle-controller:leases`,
+        `Deployment ${NS}/node-lifecycle-controller`,
+        `PodDisruptionBudget ${NS}/node-lifecycle-controller`,
+        `Service ${NS}/node-lifecycle-controller-metrics`,
       ].sort(),
     );
     const resolver = new ApiResolver(cluster.admin);
@@ -274,17 +277,26 @@ describe('RBAC of manifests/base (real API server, controller process with its S
       ).toBe(true);
       if (object.kind.endsWith('Role')) expect(got.rules, what).toEqual(object.rules);
     }
-    // The rendering applied here is exactly what `kubectl kustomize` (the project's kubectl) renders.
-    const kubectl = spawnSync(projectKubectl(), ['kustomize', BASE], { encoding: 'utf8' });
-    expect(kubectl.status, kubectl.stderr).toBe(0);
+    // `namespace:` changed nothing but the namespace: the base as kustomize renders it, with every
+    // mention of its namespace (metadata, the Namespace's name, the bindings' subjects) replaced.
     const key = (o: Manifest) => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
     const byKey = (l: Manifest[]) => [...l].sort((a, b) => key(a).localeCompare(key(b)));
-    const rendered = (loadAllYaml(kubectl.stdout) as Manifest[]).filter(Boolean);
-    expect(byKey(applied.map((a) => a.object))).toEqual(byKey(rendered));
+    const moved = JSON.parse(
+      JSON.stringify(renderIn(undefined)).replaceAll(`"${BASE_NS}"`, `"${NS}"`),
+    ) as Manifest[];
+    expect(byKey(applied.map((a) => a.object))).toEqual(byKey(moved));
+    expect(JSON.stringify(applied.map((a) => a.object))).not.toContain(BASE_NS);
+    expect((await cluster.admin.raw({ method: 'GET', path: `/api/v1/namespaces/${BASE_NS}` })).status).toBe(
+      404,
+    );
     const dep = applied.find((a) => a.object.kind === 'Deployment')!.stored as unknown as {
       spec: { template: { spec: { containers: { image: string }[]; serviceAccountName: string } } };
     };
-    expect(dep.spec.template.spec.containers[0]!.image).toBe('node-lifecycle-controller:0.1.0');
+    // The image is pinned to the version this tree builds (package.json).
+    const { version } = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+      version: string;
+    };
+    expect(dep.spec.template.spec.containers[0]!.image).toBe(`node-lifecycle-controller:${version}`);
     expect(dep.spec.template.spec.serviceAccountName).toBe(SA);
   });
 
@@ -368,7 +380,7 @@ describe('RBAC of manifests/base (real API server, controller process with its S
       console.log(`leading and acting ${Math.round(performance.now() - startedAt)} ms after /healthz`);
       await createDeadLease();
 
-      // Leader election: the lock lease in nlc-system is ours.
+      // Leader election: the lock lease, in the install's namespace (POD_NAMESPACE), is ours.
       const lock = await admin.request<Lease>({ method: 'GET', path: paths.lease(NS, COMPONENT_NAME) });
       expect(lock.spec?.holderIdentity).toBe(POD_NAME);
       // Identity lease published, labelled leader.
@@ -654,14 +666,13 @@ describe('RBAC of manifests/base (real API server, controller process with its S
       ],
       ['delete a lease in kube-node-lease', { method: 'DELETE', path: paths.lease('kube-node-lease', node) }],
       ['list secrets (all namespaces)', { method: 'GET', path: '/api/v1/secrets' }],
-      ['list secrets in nlc-system', { method: 'GET', path: `/api/v1/namespaces/${NS}/secrets` }],
-      ['list configmaps in nlc-system', { method: 'GET', path: `/api/v1/namespaces/${NS}/configmaps` }],
+      ['list secrets in its namespace', { method: 'GET', path: `/api/v1/namespaces/${NS}/secrets` }],
+      ['list configmaps in its namespace', { method: 'GET', path: `/api/v1/namespaces/${NS}/configmaps` }],
       [
-        'get a lease in another namespace (default)',
-        { method: 'GET', path: paths.lease('default', 'rbac-e2e-probe') },
+        'update a lease in another namespace (default)',
+        { method: 'PUT', path: paths.lease('default', 'rbac-e2e-probe'), body: newLease('rbac-e2e-probe') },
       ],
-      ['list leases in default', { method: 'GET', path: paths.leases('default') }],
-      ['list leases in all namespaces', { method: 'GET', path: '/apis/coordination.k8s.io/v1/leases' }],
+      ['delete a lease in default', { method: 'DELETE', path: paths.lease('default', 'rbac-e2e-probe') }],
       [
         'create a lease in kube-system',
         { method: 'POST', path: paths.leases('kube-system'), body: newLease('intruder') },
@@ -769,6 +780,9 @@ describe('RBAC of manifests/base (real API server, controller process with its S
       { method: 'GET', path: paths.lease('kube-node-lease', node) },
       { method: 'GET', path: paths.leases('kube-node-lease') },
       { method: 'GET', path: paths.leases(NS) },
+      // Lease reads are cluster-wide (the ClusterRole): reading one elsewhere is allowed.
+      { method: 'GET', path: paths.lease('default', 'rbac-e2e-probe') },
+      { method: 'GET', path: '/apis/coordination.k8s.io/v1/leases' },
     ] as KubeRequest[]) {
       expect((await sa.raw(req)).status, `${req.method} ${req.path}`).toBe(200);
     }

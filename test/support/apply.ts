@@ -1,6 +1,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { loadAllYaml } from '@kubernetes/client-node';
+import { loadAll } from 'js-yaml';
 import { type KubeClient, PatchType } from '../../src/kube/client.js';
 
 /** One Kubernetes object as read from a manifest. */
@@ -9,6 +10,15 @@ export interface Manifest {
   kind: string;
   metadata: { name: string; namespace?: string; labels?: Record<string, string> } & Record<string, unknown>;
   [key: string]: unknown;
+}
+
+/**
+ * Plain YAML documents (js-yaml), empty ones dropped: what kubectl would send. Not
+ * @kubernetes/client-node's loadAllYaml, which maps fields to its model classes (NetworkPolicy's
+ * `from` becomes `_from`, which the API server refuses).
+ */
+export function parseManifests(text: string): Manifest[] {
+  return (loadAll(text) as (Manifest | null | undefined)[]).filter((o): o is Manifest => o != null);
 }
 
 interface KustomizeLabels {
@@ -151,18 +161,20 @@ export class ApiResolver {
 
 /**
  * Server-side apply (PATCH application/apply-patch+yaml, force=true) of one object; resolves with
- * what the server stored. JSON is YAML, so the object is sent as JSON.
+ * what the server stored (with `dryRun`, `?dryRun=All`: what it would store, after admission and
+ * validation, storing nothing). JSON is YAML, so the object is sent as JSON.
  */
 export async function serverSideApply(
   client: KubeClient,
   resolver: ApiResolver,
   o: Manifest,
   fieldManager: string,
+  opts: { dryRun?: boolean } = {},
 ): Promise<Manifest> {
   return await client.request<Manifest>({
     method: 'PATCH',
     path: await resolver.objectPath(o),
-    query: { fieldManager, force: true },
+    query: { fieldManager, force: true, ...(opts.dryRun ? { dryRun: 'All' } : {}) },
     contentType: PatchType.apply,
     body: JSON.stringify(o),
   });

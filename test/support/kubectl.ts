@@ -1,5 +1,10 @@
-import { existsSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { dump } from 'js-yaml';
 import { binariesIn } from '../../src/localcluster/binaries.js';
+import { type Manifest, parseManifests } from './apply.js';
 
 /**
  * The project's own kubectl (`scripts/build-control-plane.sh --with-kubectl`, which `./dev test`
@@ -15,4 +20,38 @@ export function projectKubectl(): string {
     );
   }
   return kubectl;
+}
+
+export interface Overlay {
+  /** Kustomizations to include (absolute paths). */
+  resources: string[];
+  components?: string[];
+  /** kustomize's `namespace:`, as a user's overlay sets it. */
+  namespace?: string;
+  images?: { name: string; newName?: string; newTag?: string }[];
+}
+
+/** What the project's kubectl renders for a throwaway overlay of `o` (plain YAML: parseManifests). */
+export function kustomizeOverlay(o: Overlay): Manifest[] {
+  const dir = mkdtempSync(path.join(tmpdir(), 'nlc-overlay-'));
+  try {
+    // kustomize takes only relative paths to other kustomizations.
+    const rel = (p: string) => path.relative(dir, p);
+    writeFileSync(
+      path.join(dir, 'kustomization.yaml'),
+      dump({
+        apiVersion: 'kustomize.config.k8s.io/v1beta1',
+        kind: 'Kustomization',
+        ...(o.namespace ? { namespace: o.namespace } : {}),
+        resources: o.resources.map(rel),
+        ...(o.components?.length ? { components: o.components.map(rel) } : {}),
+        ...(o.images ? { images: o.images } : {}),
+      }),
+    );
+    const r = spawnSync(projectKubectl(), ['kustomize', dir], { encoding: 'utf8', maxBuffer: 64 << 20 });
+    if (r.status !== 0) throw new Error(`kubectl kustomize failed: ${r.stderr}`);
+    return parseManifests(r.stdout);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }

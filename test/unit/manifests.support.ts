@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { loadAllYaml } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
 import { createWriterMetrics } from '../../src/apply/writer.js';
+import { buildInfo } from '../../src/cli/build-info.js';
 import { systemClock } from '../../src/clock/clock.js';
 import { createControllerMetrics } from '../../src/controller/metrics.js';
 import { WORK_QUEUE_NAME } from '../../src/controller/node-lifecycle.js';
@@ -21,6 +22,7 @@ import { createDelegatedAuthMetrics } from '../../src/http/delegated-auth.js';
 import { createMetricsServerMetrics } from '../../src/http/server.js';
 import { createServingCertMetrics } from '../../src/http/serving-cert.js';
 import type { KubeClient } from '../../src/kube/client.js';
+import { createBuildInfoMetric } from '../../src/metrics/build-info.js';
 import { EVENT_LOOP_SAMPLE_MS, EventLoopSampler } from '../../src/metrics/event-loop.js';
 import { createApiRequestMetrics, createRegistry } from '../../src/metrics/registry.js';
 import { createWatchMetrics } from '../../src/watch/metrics.js';
@@ -168,8 +170,11 @@ export function kustomize(dir: string): Obj[] {
   return (loadAllYaml(r.stdout) as unknown[]).filter(isObj);
 }
 
-/** Renders base + the given components through a throwaway kustomization outside the repo. */
-export function kustomizeWith(resources: string[], components: string[]): Obj[] {
+/**
+ * Renders base + the given components through a throwaway kustomization outside the repo, with
+ * `namespace:` when given (as a user's overlay sets it).
+ */
+export function kustomizeWith(resources: string[], components: string[], namespace?: string): Obj[] {
   const dir = mkdtempSync(join(tmpdir(), 'nlc-kustomize-'));
   try {
     const rel = (p: string) => relative(dir, p);
@@ -178,6 +183,7 @@ export function kustomizeWith(resources: string[], components: string[]): Obj[] 
       [
         'apiVersion: kustomize.config.k8s.io/v1beta1',
         'kind: Kustomization',
+        ...(namespace ? [`namespace: ${namespace}`] : []),
         'resources:',
         ...resources.map((r) => `  - ${rel(r)}`),
         'components:',
@@ -210,6 +216,7 @@ export interface MetricInfo {
  */
 export function controllerRegistry(): { registry: Registry; dispose(): void } {
   const registry = createRegistry();
+  createBuildInfoMetric(registry, buildInfo());
   // The event-loop series (never started: it would only tick).
   new EventLoopSampler(registry, EVENT_LOOP_SAMPLE_MS);
   const controller = createControllerMetrics(registry);

@@ -8,7 +8,9 @@ import { buildConfig, type Config } from '../../src/config/config.js';
 import { parseArgs } from '../../src/config/flags.js';
 import { TRANSITION_KINDS as controllerTransitionKinds } from '../../src/controller/metrics.js';
 import { HELD_BACK_REASONS } from '../../src/disruption/metrics.js';
+import { parsePoolConfig } from '../../src/disruption/pools/config.js';
 import { ZONE_STATES, zoneDisplay, zoneKeyOf } from '../../src/disruption/zones.js';
+import { kustomizeOverlay } from '../support/kubectl.js';
 import {
   arr,
   controllerMetricCatalog,
@@ -102,8 +104,10 @@ describe('manifest files', () => {
       [
         'manifests/base',
         'manifests/components/networkpolicy',
+        'manifests/components/node-pools',
         'manifests/components/prometheusrule',
         'manifests/components/servicemonitor',
+        'manifests/overlays/control-plane',
         'manifests/overlays/dry-run',
         'manifests/overlays/kind',
       ].sort(),
@@ -137,12 +141,56 @@ describe('manifest files', () => {
     },
   );
 
-  it('no kustomization sets `namespace:` (it would move the kube-node-lease Role out of kube-node-lease)', () => {
-    for (const k of kustomizations) expect(kustomizationOf(dirname(k)).namespace, rel(k)).toBeUndefined();
-    const role = findDoc(BASE, 'Role', 'node-lifecycle-controller:node-leases');
-    const binding = findDoc(BASE, 'RoleBinding', 'node-lifecycle-controller:node-leases');
-    expect(get(role, 'metadata', 'namespace')).toBe('kube-node-lease');
-    expect(get(binding, 'metadata', 'namespace')).toBe('kube-node-lease');
+  it('an overlay with `namespace:` moves the whole install: every object, subject and the lock', () => {
+    const ns = 'platform-nlc';
+    const docs = kustomizeWith([BASE], COMPONENT_DIRS, ns);
+    const clusterScoped = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding']);
+    for (const d of docs) {
+      const what = `${d.kind} ${get(d, 'metadata', 'name')}`;
+      if (clusterScoped.has(String(d.kind))) expect(get(d, 'metadata', 'namespace'), what).toBeUndefined();
+      else expect(get(d, 'metadata', 'namespace'), what).toBe(ns);
+      // Every ServiceAccount a binding names is the controller's, in the new namespace.
+      for (const subject of arr(d.subjects))
+        expect(subject, what).toMatchObject({ kind: 'ServiceAccount', namespace: ns });
+    }
+    expect(docs.filter((d) => d.kind === 'Namespace').map((d) => get(d, 'metadata', 'name'))).toEqual([ns]);
+    // Nothing still names the default namespace (a Role, a subject, a selector, an annotation).
+    expect(JSON.stringify(docs)).not.toContain('nlc-system');
+    // The lock: the Deployment passes the pod's namespace (downward API), and the controller takes it.
+    const dep = docs.find((d) => d.kind === 'Deployment')!;
+    const env = arr(get(dep, 'spec', 'template', 'spec', 'containers', 0, 'env'));
+    expect(env).toContainEqual({
+      name: 'POD_NAMESPACE',
+      valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } },
+    });
+    const args = arr(get(dep, 'spec', 'template', 'spec', 'containers', 0, 'args')).map(String);
+    expect(
+      buildConfig(parseArgs(args), { POD_NAME: 'nlc-0', POD_NAMESPACE: ns }, 'h').leaderElection.namespace,
+    ).toBe(ns);
+    expect(args.some((a) => a.startsWith('--leader-elect-resource-namespace'))).toBe(false);
+    // Node heartbeats stay readable: what is bound cluster-wide, or by a RoleBinding in
+    // kube-node-lease, grants reading Leases there (the e2e proves it on an API server).
+    const rulesOf = (kind: string, name: unknown) =>
+      arr(docs.find((d) => d.kind === kind && get(d, 'metadata', 'name') === name)?.rules);
+    const bound = docs
+      .filter(
+        (d) =>
+          d.kind === 'ClusterRoleBinding' ||
+          (d.kind === 'RoleBinding' && get(d, 'metadata', 'namespace') === 'kube-node-lease'),
+      )
+      .flatMap((b) => rulesOf(String(get(b, 'roleRef', 'kind')), get(b, 'roleRef', 'name')));
+    const leaseVerbs = bound
+      .filter(
+        (r) =>
+          arr(get(r, 'apiGroups')).includes('coordination.k8s.io') &&
+          arr(get(r, 'resources')).includes('leases'),
+      )
+      .flatMap((r) => arr(get(r, 'verbs')));
+    expect([...new Set(leaseVerbs)].sort()).toEqual(['get', 'list', 'watch']);
+    // The Role for the lock is in that namespace and bound to the ServiceAccount there.
+    const role = docs.find((d) => d.kind === 'Role');
+    expect(get(role, 'metadata', 'namespace')).toBe(ns);
+    expect(arr(get(role, 'rules')).flatMap((r) => arr(get(r, 'resources')))).toEqual(['leases']);
   });
 
   it('every namespaced object of the base and the components names its namespace', () => {
@@ -234,6 +282,17 @@ describe('Deployment', () => {
     expect(pod.serviceAccountName).toBe(get(findDoc(BASE, 'ServiceAccount'), 'metadata', 'name'));
   });
 
+  it('spreads the replicas across zones as well, as a preference (one zone still runs both)', () => {
+    expect(pod.topologySpreadConstraints).toEqual([
+      {
+        maxSkew: 1,
+        topologyKey: 'topology.kubernetes.io/zone',
+        whenUnsatisfiable: 'ScheduleAnyway',
+        labelSelector: { matchLabels: get(dep, 'spec', 'selector', 'matchLabels') },
+      },
+    ]);
+  });
+
   it('starts on a fresh cluster and leaves a dead node quickly: tolerations chosen on purpose', () => {
     const tolerations = arr(pod.tolerations) as Obj[];
     const find = (key: string, effect: string) =>
@@ -319,7 +378,8 @@ describe('Dockerfile', () => {
     const runtime = text.slice(text.lastIndexOf('\nFROM '));
     const copies = runtime.split('\n').filter((l) => /^COPY\b/.test(l));
     expect(copies).toEqual(['COPY --from=build /out/ ./']);
-    expect(text).toMatch(/^RUN npm run build\b/m);
+    // (with the build stamp's two variables only: test/unit/release.test.ts)
+    expect(text).toMatch(/^RUN (NLC_BUILD_(VERSION|REVISION)="\$\w+" )*npm run build\b/m);
   });
 
   it('is multi-stage and keeps dev dependencies, tests and manifests out of the build context', () => {
@@ -344,6 +404,7 @@ describe('overlays', () => {
     ['base', BASE],
     ['kind', join(OVERLAYS, 'kind')],
     ['dry-run', join(OVERLAYS, 'dry-run')],
+    ['control-plane', join(OVERLAYS, 'control-plane')],
   ])('%s: the controller accepts the container args', (name, dir) => {
     const dep = name === 'base' ? findDoc(BASE, 'Deployment') : deploymentOf(dir);
     const cfg = configOf(dep);
@@ -357,6 +418,7 @@ describe('overlays', () => {
     ['base', BASE],
     ['kind', join(OVERLAYS, 'kind')],
     ['dry-run', join(OVERLAYS, 'dry-run')],
+    ['control-plane', join(OVERLAYS, 'control-plane')],
   ])(
     '%s: the whole shutdown budget, plus a second to exit, fits in terminationGracePeriodSeconds',
     (name, dir) => {
@@ -404,6 +466,66 @@ describe('overlays', () => {
     const base = get(findDoc(BASE, 'Deployment'), 'spec', 'template', 'spec') as Obj;
     expect(pod.tolerations).toEqual(base.tolerations);
     expect(get(pod, 'affinity', 'podAntiAffinity')).toEqual(get(base, 'affinity', 'podAntiAffinity'));
+  });
+
+  it('control-plane: only on control-plane nodes, otherwise the base (tolerated, one per node, zones)', () => {
+    const rendered = kustomizeOverlay({ resources: [join(OVERLAYS, 'control-plane')] }).find(
+      (d) => d.kind === 'Deployment',
+    )!;
+    const pod = get(rendered, 'spec', 'template', 'spec') as Obj;
+    expect(get(pod, 'affinity', 'nodeAffinity')).toEqual({
+      requiredDuringSchedulingIgnoredDuringExecution: {
+        nodeSelectorTerms: [
+          { matchExpressions: [{ key: 'node-role.kubernetes.io/control-plane', operator: 'Exists' }] },
+        ],
+      },
+    });
+    const baseDep = kustomizeOverlay({ resources: [BASE] }).find((d) => d.kind === 'Deployment')!;
+    const base = get(baseDep, 'spec', 'template', 'spec') as Obj;
+    // The control-plane taint is tolerated by the base already.
+    expect(arr(base.tolerations)).toContainEqual({
+      key: 'node-role.kubernetes.io/control-plane',
+      operator: 'Exists',
+      effect: 'NoSchedule',
+    });
+    expect(pod.tolerations).toEqual(base.tolerations);
+    expect(pod.topologySpreadConstraints).toEqual(base.topologySpreadConstraints);
+    expect(get(pod, 'affinity', 'podAntiAffinity')).toEqual(get(base, 'affinity', 'podAntiAffinity'));
+    // Nothing else differs.
+    const withoutAffinity = (p: Obj) => ({ ...p, affinity: undefined });
+    expect(withoutAffinity(pod)).toEqual(withoutAffinity(base));
+  });
+
+  it('node-pools component: a ConfigMap the controller accepts, mounted where --node-pool-config points, no name hash', () => {
+    const docs = kustomizeOverlay({ resources: [BASE], components: [join(COMPONENTS, 'node-pools')] });
+    const cm = docs.find((d) => d.kind === 'ConfigMap')!;
+    // No hash suffix: an update reaches the pods through the volume and is reloaded in place.
+    expect(cm.metadata.name).toBe('node-lifecycle-controller-node-pools');
+    const parsed = parsePoolConfig((cm as unknown as { data: Record<string, string> }).data['pools.json']!);
+    expect(parsed).toEqual({ ok: true, config: { pools: [] }, warnings: [] });
+    const spec = get(
+      docs.find((d) => d.kind === 'Deployment'),
+      'spec',
+      'template',
+      'spec',
+    ) as Obj;
+    const c = get(spec, 'containers', 0) as Obj;
+    const mount = arr(c.volumeMounts).find((m) => get(m, 'name') === 'node-pools');
+    expect(get(mount, 'readOnly')).toBe(true);
+    const args = arr(c.args).map(String);
+    expect(args).toContain(`--node-pool-config=${get(mount, 'mountPath')}/pools.json`);
+    expect(arr(spec.volumes)).toContainEqual({ name: 'node-pools', configMap: { name: cm.metadata.name } });
+    // The controller accepts the args (the file itself is read at start).
+    expect(configOf({ spec: { template: { spec } } }).nodePoolConfigPath).toBe(
+      `${get(mount, 'mountPath')}/pools.json`,
+    );
+    // And it moves with `namespace:` like everything else.
+    const moved = kustomizeOverlay({
+      resources: [BASE],
+      components: [join(COMPONENTS, 'node-pools')],
+      namespace: 'ops',
+    });
+    expect(moved.find((d) => d.kind === 'ConfigMap')?.metadata.namespace).toBe('ops');
   });
 
   it('dry-run: --dry-run, and a ClusterRole that can only read', () => {
@@ -488,11 +610,21 @@ describe('rendered by kubectl kustomize', () => {
       get(one('NetworkPolicy'), 'spec', 'podSelector', 'matchLabels') as Record<string, string>,
     );
     one('PrometheusRule');
+    // No object outside the install's own namespace (kustomize's `namespace:` would move it):
+    // node heartbeats are read through the ClusterRole, in every rendering.
     for (const docs of [all, kustomize(join(OVERLAYS, 'kind')), kustomize(join(OVERLAYS, 'dry-run'))]) {
-      const role = docs.find(
-        (d) => d.kind === 'Role' && get(d, 'metadata', 'name') === 'node-lifecycle-controller:node-leases',
+      const namespaces = new Set(
+        docs.map((d) => get(d, 'metadata', 'namespace')).filter((n) => n !== undefined),
       );
-      expect(get(role, 'metadata', 'namespace')).toBe('kube-node-lease');
+      expect([...namespaces]).toEqual(['nlc-system']);
+      const clusterRole = docs.find(
+        (d) => d.kind === 'ClusterRole' && get(d, 'metadata', 'name') === 'node-lifecycle-controller',
+      );
+      expect(arr(get(clusterRole, 'rules'))).toContainEqual({
+        apiGroups: ['coordination.k8s.io'],
+        resources: ['leases'],
+        verbs: ['get', 'list', 'watch'],
+      });
     }
     const kindDep = kustomize(join(OVERLAYS, 'kind')).find((d) => d.kind === 'Deployment')!;
     expect(kindDep).toEqual(
@@ -506,7 +638,7 @@ describe('rendered by kubectl kustomize', () => {
       arr(dryRoles[0]?.rules)
         .flatMap((r) => arr(get(r, 'verbs')))
         .sort(),
-    ).toEqual(['create', 'create', 'get', 'get', 'list', 'list', 'watch']);
+    ).toEqual(['create', 'create', 'get', 'get', 'get', 'list', 'list', 'list', 'watch', 'watch']);
   });
 });
 
@@ -528,9 +660,27 @@ describe('ServiceMonitor and NetworkPolicy', () => {
     expect(get(sm, 'spec', 'endpoints', 0, 'interval')).toBe('30s');
     // The controller serves /metrics securely by default (the Deployment does not turn it off).
     expect(get(sm, 'spec', 'endpoints', 0, 'scheme')).toBe('https');
-    expect(get(sm, 'spec', 'endpoints', 0, 'bearerTokenFile')).toBe(
-      '/var/run/secrets/kubernetes.io/serviceaccount/token',
-    );
+    // The token: `authorization` from a Secret (the operator's current way), never the deprecated
+    // bearerTokenFile (Prometheus' own ServiceAccount token, sent to the target) or bearerTokenSecret.
+    const endpoint = get(sm, 'spec', 'endpoints', 0) as Obj;
+    expect(endpoint.bearerTokenFile).toBeUndefined();
+    expect(endpoint.bearerTokenSecret).toBeUndefined();
+    expect(get(endpoint, 'authorization', 'type')).toBe('Bearer');
+    const dir = join(COMPONENTS, 'servicemonitor');
+    const secret = findDoc(dir, 'Secret', String(get(endpoint, 'authorization', 'credentials', 'name')));
+    expect(get(endpoint, 'authorization', 'credentials', 'key')).toBe('token');
+    expect(secret.type).toBe('kubernetes.io/service-account-token');
+    expect(get(secret, 'metadata', 'namespace')).toBe(get(sm, 'metadata', 'namespace'));
+    // ... of a ServiceAccount of the component, bound to the metrics-reader ClusterRole only.
+    const saName = get(secret, 'metadata', 'annotations', 'kubernetes.io/service-account.name');
+    const sa = findDoc(dir, 'ServiceAccount', String(saName));
+    expect(get(sa, 'metadata', 'namespace')).toBe(get(sm, 'metadata', 'namespace'));
+    const binding = findDoc(dir, 'ClusterRoleBinding');
+    expect(binding.subjects).toEqual([
+      { kind: 'ServiceAccount', name: saName, namespace: get(sa, 'metadata', 'namespace') },
+    ]);
+    const reader = findDoc(BASE, 'ClusterRole', String(get(binding, 'roleRef', 'name')));
+    expect(reader.rules).toEqual([{ nonResourceURLs: ['/metrics'], verbs: ['get'] }]);
     // Self-signed by default: nothing to verify it against.
     expect(get(sm, 'spec', 'endpoints', 0, 'tlsConfig', 'insecureSkipVerify')).toBe(true);
     const args = arr(

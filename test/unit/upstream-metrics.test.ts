@@ -26,10 +26,16 @@ const exponential = (start: number, factor: number, count: number) =>
   Array.from({ length: count }, (_, i) => start * factor ** i);
 
 const UPSTREAM: UpstreamMetric[] = [
-  // restclient: requestResult, requestLatency.
+  // restclient: requestResult, requestLatency, rateLimiterLatency.
   { name: 'rest_client_requests_total', type: 'counter', labels: ['code', 'method', 'host'] },
   {
     name: 'rest_client_request_duration_seconds',
+    type: 'histogram',
+    labels: ['verb', 'host'],
+    buckets: [0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0],
+  },
+  {
+    name: 'rest_client_rate_limiter_duration_seconds',
     type: 'histogram',
     labels: ['verb', 'host'],
     buckets: [0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0],

@@ -1,0 +1,65 @@
+{{/* The install's name: the release's, or <release>-node-lifecycle-controller (63 characters at most). */}}
+{{- define "nlc.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The install's namespace. */}}
+{{- define "nlc.namespace" -}}
+{{- default .Release.Namespace .Values.namespace.name -}}
+{{- end -}}
+
+{{/* The labels the kustomize base puts on every object, and Helm's own. */}}
+{{- define "nlc.labels" -}}
+app.kubernetes.io/name: node-lifecycle-controller
+app.kubernetes.io/part-of: node-lifecycle-controller
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* What selects the controller's pods (the Deployment, the Service, the PDB, the NetworkPolicy). */}}
+{{- define "nlc.selector" -}}
+app.kubernetes.io/name: node-lifecycle-controller
+{{- end -}}
+
+{{- define "nlc.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The controller's flags from .Values.controller, in this order (flag names as `--help` lists them;
+test/unit/chart.test.ts checks each against src/config/flags.ts).
+*/}}
+{{- define "nlc.flagNames" -}}
+nodeMonitorGracePeriod: node-monitor-grace-period
+nodeStartupGracePeriod: node-startup-grace-period
+nodeMonitorPeriod: node-monitor-period
+nodeEvictionRate: node-eviction-rate
+secondaryNodeEvictionRate: secondary-node-eviction-rate
+largeClusterSizeThreshold: large-cluster-size-threshold
+unhealthyZoneThreshold: unhealthy-zone-threshold
+maxNoExecuteTaints: max-noexecute-taints
+maxNoExecutePercent: max-noexecute-percent
+maxNoExecuteWindow: max-noexecute-window
+markPodsNotReady: mark-pods-not-ready
+watchSilenceThreshold: watch-silence-threshold
+kubeApiQps: kube-api-qps
+kubeApiBurst: kube-api-burst
+logFormat: log-format
+{{- end -}}
+
+{{- define "nlc.flagOrder" -}}
+nodeMonitorGracePeriod nodeStartupGracePeriod nodeMonitorPeriod nodeEvictionRate secondaryNodeEvictionRate largeClusterSizeThreshold unhealthyZoneThreshold maxNoExecuteTaints maxNoExecutePercent maxNoExecuteWindow markPodsNotReady watchSilenceThreshold kubeApiQps kubeApiBurst logFormat
+{{- end -}}
+
+{{/* Where the node-pool ConfigMap is mounted. */}}
+{{- define "nlc.poolConfigDir" -}}/etc/node-lifecycle-controller/pools{{- end -}}

@@ -1,0 +1,117 @@
+#!/usr/bin/env node
+// Renders the install as one YAML file, as metrics-server ships its components.yaml: manifests/base
+// (and the components asked for) through `kubectl kustomize` with the project's own kubectl
+// (scripts/build-control-plane.sh --with-kubectl, cached outside the repository by version), the
+// image pinned to package.json's version. `kubectl apply --server-side -f <file>` installs it.
+//
+//   npm run render-install [-- --with=servicemonitor,prometheusrule,networkpolicy]
+//                            [--image=<registry>/node-lifecycle-controller] [--output=<file>|-]
+//
+// --with       components of manifests/components to include (comma-separated; `all` for every one)
+// --image      image repository (default: node-lifecycle-controller, no registry); the tag is always
+//              the version, so the file installs exactly the release it belongs to
+// --output     where to write (default dist/install/node-lifecycle-controller-<version>.yaml; - for
+//              standard output)
+// Checked by test/e2e/render-install.test.ts: every object server-side applied with dryRun=All
+// against a real kube-apiserver.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const COMPONENTS = join(REPO, 'manifests', 'components');
+const IMAGE_NAME = 'node-lifecycle-controller';
+
+function fail(msg) {
+  console.error(`render-install: ${msg}`);
+  process.exit(2);
+}
+
+function parseArgs(argv) {
+  const opts = { with: [], image: IMAGE_NAME, output: undefined };
+  const available = readdirSync(COMPONENTS).filter((c) => statSync(join(COMPONENTS, c)).isDirectory());
+  for (const arg of argv) {
+    const m = /^--(with|image|output)=(.*)$/.exec(arg);
+    if (!m) fail(`unknown argument ${JSON.stringify(arg)} (accepted: --with=, --image=, --output=)`);
+    const [, name, value] = m;
+    if (name === 'with') {
+      const asked = value === 'all' ? available : value.split(',').filter(Boolean);
+      for (const c of asked) {
+        if (!available.includes(c))
+          fail(`no component ${JSON.stringify(c)} (accepted: ${available.join(', ')}, all)`);
+      }
+      opts.with = [...new Set([...opts.with, ...asked])];
+    } else if (name === 'image') {
+      if (
+        !/^[a-z0-9]([a-z0-9._\-/:]*[a-z0-9])?$/.test(value) ||
+        /:[^/]*$/.test(value.replace(/^[^/]*\//, ''))
+      )
+        fail(`--image=${value}: a repository without a tag (the tag is the version)`);
+      opts.image = value;
+    } else {
+      opts.output = value;
+    }
+  }
+  return opts;
+}
+
+/** The project's kubectl: built once into the cache by version, its folder on the script's last line. */
+function projectKubectl() {
+  const r = spawnSync('bash', [join(REPO, 'scripts', 'build-control-plane.sh'), '--with-kubectl'], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  if (r.status !== 0) fail('scripts/build-control-plane.sh --with-kubectl failed');
+  return join(r.stdout.trim().split('\n').at(-1), 'kubectl');
+}
+
+const opts = parseArgs(process.argv.slice(2));
+const { version } = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8'));
+const kubectl = projectKubectl();
+const dir = mkdtempSync(join(tmpdir(), 'nlc-render-install-'));
+let rendered;
+try {
+  // kustomize takes only relative paths to other kustomizations.
+  const rel = (p) => relative(dir, p);
+  const kustomization = [
+    'apiVersion: kustomize.config.k8s.io/v1beta1',
+    'kind: Kustomization',
+    'resources:',
+    `  - ${rel(join(REPO, 'manifests', 'base'))}`,
+    ...(opts.with.length ? ['components:', ...opts.with.map((c) => `  - ${rel(join(COMPONENTS, c))}`)] : []),
+    'images:',
+    `  - name: ${IMAGE_NAME}`,
+    `    newName: ${opts.image}`,
+    `    newTag: "${version}"`,
+    '',
+  ].join('\n');
+  writeFileSync(join(dir, 'kustomization.yaml'), kustomization);
+  rendered = execFileSync(kubectl, ['kustomize', dir], { encoding: 'utf8', maxBuffer: 64 << 20 });
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
+const kubectlVersion = execFileSync(kubectl, ['version', '--client', '-o', 'json'], { encoding: 'utf8' });
+const kustomizeVersion = JSON.parse(kubectlVersion).kustomizeVersion ?? 'unknown';
+const header = [
+  `# node-lifecycle-controller ${version}: manifests/base${opts.with.map((c) => ` + components/${c}`).join('')},`,
+  `# image ${opts.image}:${version}. Rendered by scripts/render-install.mjs (kustomize ${kustomizeVersion}).`,
+  '# Install: kubectl apply --server-side -f <this file>. Read docs/deploy.md first: hand the job over',
+  "# from kube-controller-manager's node-lifecycle-controller, or start in dry-run.",
+  '',
+].join('\n');
+const out = header + rendered;
+if (opts.output === '-') {
+  process.stdout.write(out);
+} else {
+  const file = resolve(
+    opts.output ?? join(REPO, 'dist', 'install', `node-lifecycle-controller-${version}.yaml`),
+  );
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, out);
+  const objects = rendered.split(/^---$/m).filter((d) => /\bkind:/.test(d)).length;
+  console.error(
+    `render-install: wrote ${relative(process.cwd(), file)} (${objects} objects, ${out.length} bytes)`,
+  );
+}

@@ -1,0 +1,293 @@
+/**
+ * The Helm chart (charts/node-lifecycle-controller) with the project's own Helm
+ * (scripts/build-helm.sh): `helm lint --strict`, and `helm template` against what kustomize renders
+ * from manifests/ (the project's kubectl): with default values the objects of manifests/base, with
+ * the monitoring and NetworkPolicy values the components too, and with ci/kind-values.yaml and the
+ * dry-run value the overlays, up to the labels Helm adds. Then what only the chart does: node
+ * pools, runbook links, names and namespaces.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { FLAGS } from '../../src/config/flags.js';
+import { parsePoolConfig } from '../../src/disruption/pools/config.js';
+import { type Manifest, parseManifests } from '../support/apply.js';
+import { helm, projectHelm } from '../support/helm.js';
+import { kustomizeOverlay } from '../support/kubectl.js';
+import { MANIFESTS, REPO } from './manifests.support.js';
+
+const CHART = join(REPO, 'charts', 'node-lifecycle-controller');
+const BASE = join(MANIFESTS, 'base');
+const COMPONENTS = ['networkpolicy', 'prometheusrule', 'servicemonitor'].map((c) =>
+  join(MANIFESTS, 'components', c),
+);
+/** Labels Helm's conventions add to every object's metadata (not to selectors or pod templates). */
+const HELM_LABELS = [
+  'helm.sh/chart',
+  'app.kubernetes.io/managed-by',
+  'app.kubernetes.io/instance',
+  'app.kubernetes.io/version',
+];
+
+function template(
+  args: string[],
+  release = 'node-lifecycle-controller',
+  namespace = 'nlc-system',
+): Manifest[] {
+  return parseManifests(helm(['template', release, CHART, '--namespace', namespace, ...args]));
+}
+
+const key = (o: Manifest) => `${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+const byKey = (l: Manifest[]) => [...l].sort((a, b) => key(a).localeCompare(key(b)));
+
+/** The chart's objects with Helm's labels taken out (each must be there first). */
+function withoutHelmLabels(objects: Manifest[]): Manifest[] {
+  return objects.map((o) => {
+    const copy = structuredClone(o);
+    const labels = copy.metadata.labels ?? {};
+    for (const l of HELM_LABELS) {
+      expect(labels[l], `${key(o)}: label ${l}`).toBeDefined();
+      delete labels[l];
+    }
+    return copy;
+  });
+}
+
+const notNamespace = (l: Manifest[]) => l.filter((o) => o.kind !== 'Namespace');
+const pod = (objects: Manifest[]) =>
+  (objects.find((o) => o.kind === 'Deployment')!.spec as { template: { spec: Record<string, unknown> } })
+    .template.spec as {
+    containers: { args: string[]; volumeMounts: { name: string; mountPath: string }[] }[];
+    volumes: { name: string; configMap?: { name: string } }[];
+  };
+
+describe('Helm chart', () => {
+  it('helm lint --strict passes, with the default values and with each ci/ values file', () => {
+    expect(helm(['lint', '--strict', CHART])).toMatch(/1 chart\(s\) linted, 0 chart\(s\) failed/);
+    const ci = readdirSync(join(CHART, 'ci'));
+    expect(ci.sort()).toEqual(['control-plane-values.yaml', 'kind-values.yaml']);
+    for (const f of ci) {
+      expect(helm(['lint', '--strict', CHART, '-f', join(CHART, 'ci', f)]), f).toMatch(/0 chart\(s\) failed/);
+    }
+  });
+
+  it('helm package: one archive holding the alert rules the link points at', () => {
+    const out = mkdtempSync(join(tmpdir(), 'nlc-chart-'));
+    try {
+      helm(['package', CHART, '--destination', out]);
+      const [archive] = readdirSync(out);
+      expect(archive).toMatch(/^node-lifecycle-controller-.+\.tgz$/);
+      const rules = execFileSync(
+        'tar',
+        ['-xzOf', join(out, archive!), 'node-lifecycle-controller/files/prometheusrule.yaml'],
+        {
+          encoding: 'utf8',
+        },
+      );
+      expect(rules).toBe(
+        readFileSync(join(MANIFESTS, 'components', 'prometheusrule', 'prometheusrule.yaml'), 'utf8'),
+      );
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  });
+
+  it('default values: the objects of manifests/base (the Namespace only with namespace.create)', () => {
+    const chart = withoutHelmLabels(template([]));
+    const base = kustomizeOverlay({ resources: [BASE] });
+    expect(byKey(chart)).toEqual(byKey(notNamespace(base)));
+    const withNs = withoutHelmLabels(template(['--set', 'namespace.create=true']));
+    expect(byKey(withNs)).toEqual(byKey(base));
+  });
+
+  it('serviceMonitor, prometheusRule and networkPolicy enabled: the components too', () => {
+    const chart = withoutHelmLabels(
+      template([
+        '--set',
+        'serviceMonitor.enabled=true,prometheusRule.enabled=true,networkPolicy.enabled=true',
+      ]),
+    );
+    const kustomized = kustomizeOverlay({ resources: [BASE], components: COMPONENTS });
+    expect(byKey(chart)).toEqual(byKey(notNamespace(kustomized)));
+  });
+
+  it('networkPolicy.probeCIDRs: the probe port admitted from those blocks only (none by default)', () => {
+    const policy = (args: string[]) =>
+      template(['--set', 'networkPolicy.enabled=true', ...args]).find((o) => o.kind === 'NetworkPolicy')!
+        .spec as { ingress: { from?: unknown[]; ports: { port: number }[] }[] };
+    expect(policy([]).ingress.flatMap((r) => r.ports.map((p) => p.port))).toEqual([8080]);
+    const rules = policy(['--set', 'networkPolicy.probeCIDRs={10.0.0.0/16,fd00::/64}']).ingress;
+    expect(rules.find((r) => r.ports.some((p) => p.port === 8081))?.from).toEqual([
+      { ipBlock: { cidr: '10.0.0.0/16' } },
+      { ipBlock: { cidr: 'fd00::/64' } },
+    ]);
+  });
+
+  it('ci/kind-values.yaml and ci/control-plane-values.yaml render their overlays; controller.dryRun the dry-run overlay', () => {
+    const kind = withoutHelmLabels(template(['-f', join(CHART, 'ci', 'kind-values.yaml')]));
+    expect(byKey(kind)).toEqual(
+      byKey(notNamespace(kustomizeOverlay({ resources: [join(MANIFESTS, 'overlays', 'kind')] }))),
+    );
+    const controlPlane = withoutHelmLabels(template(['-f', join(CHART, 'ci', 'control-plane-values.yaml')]));
+    expect(byKey(controlPlane)).toEqual(
+      byKey(notNamespace(kustomizeOverlay({ resources: [join(MANIFESTS, 'overlays', 'control-plane')] }))),
+    );
+    const dry = withoutHelmLabels(template(['--set', 'controller.dryRun=true,controller.verbosity=2']));
+    expect(byKey(dry)).toEqual(
+      byKey(notNamespace(kustomizeOverlay({ resources: [join(MANIFESTS, 'overlays', 'dry-run')] }))),
+    );
+  });
+
+  it('controller values become the flags the controller declares, in one order', () => {
+    const helpers = helm(['template', 'x', CHART, '--show-only', 'templates/deployment.yaml']);
+    expect(helpers).toContain('--leader-elect=true');
+    const values = parseManifests(helm(['show', 'values', CHART]))[0] as unknown as {
+      controller: Record<string, unknown>;
+    };
+    const set = Object.keys(values.controller)
+      .filter((k) => !['dryRun', 'verbosity', 'extraArgs'].includes(k))
+      .map(
+        (k, i) =>
+          `controller.${k}=${k === 'markPodsNotReady' ? 'upstream' : k === 'logFormat' ? 'text' : `${i + 1}s`}`,
+      );
+    const args = pod(
+      template(['--set', set.join(','), '--set', 'controller.extraArgs[0]=--watch-read-interval=100ms']),
+    ).containers[0]!.args;
+    const flags = args.slice(3, -1).map((a) => /^--([a-z0-9-]+)=/.exec(a)?.[1]);
+    expect(flags).toHaveLength(set.length);
+    for (const f of flags)
+      expect(
+        FLAGS.map((d) => d.name),
+        `--${f}`,
+      ).toContain(f);
+    expect(args.at(-1)).toBe('--watch-read-interval=100ms');
+  });
+
+  it('nodePools=[]: the objects of manifests/base with the node-pools component', () => {
+    const chart = withoutHelmLabels(template(['--set-json', 'nodePools=[]']));
+    const kustomized = kustomizeOverlay({
+      resources: [BASE],
+      components: [join(MANIFESTS, 'components', 'node-pools')],
+    });
+    expect(byKey(chart)).toEqual(byKey(notNamespace(kustomized)));
+  });
+
+  it('nodePools: a ConfigMap the controller accepts, mounted where --node-pool-config points', () => {
+    const objects = template([
+      '--set-json',
+      'nodePools=[{"name":"gpu","selector":{"matchLabels":{"pool":"gpu"}},"nodeMonitorGracePeriod":"2m"}]',
+    ]);
+    const cm = objects.find((o) => o.kind === 'ConfigMap')!;
+    const text = (cm as unknown as { data: Record<string, string> }).data['pools.json']!;
+    const parsed = parsePoolConfig(text);
+    expect(parsed.ok, JSON.stringify(parsed)).toBe(true);
+    const spec = pod(objects);
+    const flag = spec.containers[0]!.args.find((a) => a.startsWith('--node-pool-config='))!;
+    const mount = spec.containers[0]!.volumeMounts.find((m) => m.name === 'node-pools')!;
+    expect(flag).toBe(`--node-pool-config=${mount.mountPath}/pools.json`);
+    expect(spec.volumes.find((v) => v.name === 'node-pools')?.configMap?.name).toBe(cm.metadata.name);
+    // None by default (nodePools: null).
+    expect(template([]).some((o) => o.kind === 'ConfigMap')).toBe(false);
+  });
+
+  it('values.schema.json: misspelt keys and bad shapes are refused; on pools it agrees with the controller', () => {
+    const refused = (args: string[]) => {
+      const r = spawnSync(projectHelm(), ['template', 'x', CHART, ...args], { encoding: 'utf8' });
+      return r.status !== 0 ? r.stderr : undefined;
+    };
+    expect(refused(['--set', 'replica=3'])).toMatch(/additional properties 'replica' not allowed/);
+    expect(refused(['--set', 'controller.nodeMonitorGracePeriod=fifty'])).toMatch(/nodeMonitorGracePeriod/);
+    expect(refused(['--set', 'controller.markPodsNotReady=sometimes'])).toMatch(/markPodsNotReady/);
+    expect(refused(['--set', 'controller.nodeMonitorGracePeriod=1m30s'])).toBeUndefined();
+    // Pool lists the controller's own parser accepts or refuses, and the schema likewise.
+    const sel = { matchLabels: { pool: 'gpu' } };
+    const cases: [string, unknown[], boolean][] = [
+      [
+        'both graces',
+        [{ name: 'gpu', selector: sel, nodeMonitorGracePeriod: '2m', nodeStartupGracePeriod: '10m' }],
+        true,
+      ],
+      [
+        'startup grace only, {} selector',
+        [{ name: 'all', selector: {}, nodeStartupGracePeriod: '1h2m3.5s' }],
+        true,
+      ],
+      [
+        'matchExpressions',
+        [
+          {
+            name: 'ml.a_1',
+            selector: { matchExpressions: [{ key: 'pool', operator: 'Exists' }] },
+            nodeMonitorGracePeriod: '90s',
+          },
+        ],
+        true,
+      ],
+      ['no grace', [{ name: 'gpu', selector: sel }], false],
+      ['a bad duration', [{ name: 'gpu', selector: sel, nodeMonitorGracePeriod: 'soon' }], false],
+      ['an unknown field', [{ name: 'gpu', selector: sel, grace: '2m' }], false],
+      ['the reserved name', [{ name: 'default', selector: sel, nodeMonitorGracePeriod: '2m' }], false],
+      ['a bad name', [{ name: '-gpu', selector: sel, nodeMonitorGracePeriod: '2m' }], false],
+      ['no selector', [{ name: 'gpu', nodeMonitorGracePeriod: '2m' }], false],
+      [
+        'a bad operator',
+        [
+          {
+            name: 'gpu',
+            selector: { matchExpressions: [{ key: 'k', operator: 'Equals' }] },
+            nodeMonitorGracePeriod: '2m',
+          },
+        ],
+        false,
+      ],
+      [
+        'a label value that is a number',
+        [{ name: 'gpu', selector: { matchLabels: { k: 1 } }, nodeMonitorGracePeriod: '2m' }],
+        false,
+      ],
+    ];
+    for (const [what, pools, valid] of cases) {
+      expect(parsePoolConfig(JSON.stringify({ pools })).ok, `controller: ${what}`).toBe(valid);
+      expect(
+        refused(['--set-json', `nodePools=${JSON.stringify(pools)}`]) === undefined,
+        `schema: ${what}`,
+      ).toBe(valid);
+    }
+  });
+
+  it('prometheusRule.runbookBaseURL: every runbook link points there, anchors kept', () => {
+    const base = 'https://docs.example.com/nlc/v0.2.0/operations.html';
+    const rule = template([
+      '--set',
+      `prometheusRule.enabled=true,prometheusRule.runbookBaseURL=${base}`,
+    ]).find((o) => o.kind === 'PrometheusRule')!;
+    const links = (
+      rule.spec as { groups: { rules: { alert: string; annotations: { runbook_url: string } }[] }[] }
+    ).groups
+      .flatMap((g) => g.rules)
+      .map((r) => [r.alert, r.annotations.runbook_url]);
+    expect(links.length).toBeGreaterThan(10);
+    for (const [alert, url] of links) expect(url).toBe(`${base}#${alert!.toLowerCase()}`);
+  });
+
+  it('another release name and namespace: every name and namespace follows, subjects included', () => {
+    const objects = template(
+      ['--set', 'serviceMonitor.enabled=true,networkPolicy.enabled=true'],
+      'nlc',
+      'platform',
+    );
+    for (const o of objects) {
+      expect(o.metadata.name, key(o)).toMatch(/^nlc-node-lifecycle-controller/);
+      if (!['ClusterRole', 'ClusterRoleBinding'].includes(o.kind))
+        expect(o.metadata.namespace, key(o)).toBe('platform');
+      for (const s of (o.subjects ?? []) as { kind: string; namespace: string; name: string }[]) {
+        expect(s.kind, key(o)).toBe('ServiceAccount');
+        expect(s.namespace, key(o)).toBe('platform');
+        expect(s.name, key(o)).toMatch(/^nlc-node-lifecycle-controller(-metrics-scraper)?$/);
+      }
+    }
+    expect(JSON.stringify(objects)).not.toContain('nlc-system');
+  });
+});
