@@ -7,6 +7,7 @@ import { formatDuration } from '../disruption/duration.js';
 import { type ClientAuth, type Credentials, credentialsFromKubeConfig } from './credentials.js';
 import { connectTunnel } from './proxy.js';
 import type { RequestRateLimiter } from './rate-limit.js';
+import { authorityOf, BoundedHttpAgent, BoundedHttpsAgent, boundSetUp } from './setup-timeout.js';
 
 /** Content types the API server accepts for PATCH. */
 export const PatchType = {
@@ -159,7 +160,10 @@ export interface KubeClientOptions {
   rateLimiter?: RequestRateLimiter | undefined;
 }
 
-/** Milliseconds allowed for a proxy to answer CONNECT (the request's own deadline applies too). */
+/**
+ * Milliseconds allowed for a proxy to answer CONNECT once it is sent (connecting to the proxy has
+ * its own bounds, src/kube/setup-timeout.ts; the request's own deadline applies too).
+ */
 const PROXY_CONNECT_TIMEOUT_MS = 30_000;
 /** The client certificate a socket was opened with (to retire idle sockets after a rotation). */
 const CLIENT_CERT = Symbol('clientCert');
@@ -170,9 +174,10 @@ type Tagged = { [CLIENT_CERT]?: Buffer | undefined };
  * request, so they are part of the pool key: after a certificate rotation new requests open new
  * connections with the new pair, requests in flight (watches) keep theirs, and idle sockets with an
  * older pair are closed instead of being reused. With a proxy, each new connection is an HTTP
- * CONNECT tunnel.
+ * CONNECT tunnel. Each new connection's set-up is bounded (30 s to connect, 10 s for the TLS
+ * handshake, through a tunnel too), apart from the request's deadline.
  */
-class ApiAgent extends https.Agent {
+class ApiAgent extends BoundedHttpsAgent {
   constructor(
     opts: https.AgentOptions,
     private readonly tunnel: { proxy: URL; proxyCa: Buffer | undefined } | undefined,
@@ -191,15 +196,18 @@ class ApiAgent extends https.Agent {
       s[CLIENT_CERT] = cert;
       return s;
     }
+    const host = options.host ?? 'localhost';
+    const port = options.port ?? 443;
     connectTunnel({
       proxy: this.tunnel.proxy,
-      host: options.host ?? 'localhost',
-      port: options.port ?? 443,
+      host,
+      port,
       proxyCa: this.tunnel.proxyCa,
       timeoutMs: PROXY_CONNECT_TIMEOUT_MS,
     }).then(
       (raw) => {
         const s = tls.connect({ ...options, socket: raw }) as tls.TLSSocket & Tagged;
+        boundSetUp(s, authorityOf(host, port), true);
         s[CLIENT_CERT] = cert;
         cb?.(null, s);
       },
@@ -358,9 +366,10 @@ export class KubeClient {
       );
     } else if (proxy) {
       t.forwardProxy = proxy;
-      t.agent = proxy.protocol === 'https:' ? new https.Agent(agentOpts) : new http.Agent(agentOpts);
+      t.agent =
+        proxy.protocol === 'https:' ? new BoundedHttpsAgent(agentOpts) : new BoundedHttpAgent(agentOpts);
     } else {
-      t.agent = new http.Agent(agentOpts);
+      t.agent = new BoundedHttpAgent(agentOpts);
     }
     const client = new KubeClient(t, opts);
     // Fail at start when no credentials can be had (e.g. the exec plugin fails).
