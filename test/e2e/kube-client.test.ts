@@ -13,8 +13,9 @@ import {
   runCli,
   startController,
 } from '../support/controller-process.js';
+import { FlakyTcpProxy } from '../support/flaky-tcp-proxy.js';
 import { type AuditEvent, ClusterObserver, readAuditLog } from '../support/observer.js';
-import { waitUntil } from '../support/wait.js';
+import { sleep, waitUntil } from '../support/wait.js';
 
 /**
  * The API client of the built controller against the real kube-apiserver: proxies (kubeconfig
@@ -359,5 +360,34 @@ process.stdout.write(JSON.stringify({ apiVersion: 'client.authentication.k8s.io/
     expect(exit.code).toBe(1);
     const line = ctl.logs.find((l) => l.msg === msg);
     expect(line).toMatchObject({ level: 'error', err });
+  });
+  it('network not ready at start: its first connections hang, fail after the 10 s TLS handshake bound and the retry syncs (not after the 1m0s list timeout)', async () => {
+    // The kind case: a replica restarted before pod networking works; its first connections to the
+    // API server hang for good. New connections work once the network is up, 2 s later here.
+    const proxy = await FlakyTcpProxy.start({
+      host: '127.0.0.1',
+      port: Number(new URL(cluster.cp.server).port),
+    });
+    try {
+      const kc = path.join(dir, 'net-not-ready.kubeconfig');
+      proxy.writeKubeconfig(cluster.cp.kubeconfigPath, kc);
+      proxy.blackhole(true);
+      const t0 = performance.now();
+      const ctl = await start('nlc-e2e-net-not-ready', baseFlags(kc));
+      await waitUntil(() => proxy.counts.blackholed >= 1, { timeoutMs: 10_000, what: 'a first connection' });
+      await sleep(2000);
+      proxy.blackhole(false);
+      await ctl.waitForLog('Acting: watches healthy and leading', 60_000);
+      const readyAfter = (performance.now() - t0) / 1000;
+      console.log(`net-not-ready: acting ${readyAfter.toFixed(1)} s after start`);
+      const failed = ctl.logs.filter((l) => l.msg === 'watch failed');
+      expect(failed.length).toBeGreaterThanOrEqual(1);
+      expect(JSON.stringify(failed[0])).toMatch(/TLS handshake with 127\.0\.0\.1:\d+: no answer within 10s/);
+      // 10 s for the handshake, the first backoff (0.8 s +-20%), then a list; it was 61 s.
+      expect(readyAfter).toBeLessThan(20);
+      await ctl.kill();
+    } finally {
+      await proxy.close();
+    }
   });
 });
