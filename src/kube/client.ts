@@ -65,7 +65,7 @@ export interface KubeStatus {
   message?: string;
   reason?: string;
   code?: number;
-  details?: { retryAfterSeconds?: number; causes?: unknown[] };
+  details?: { retryAfterSeconds?: number; causes?: { reason?: string; message?: string }[] };
 }
 
 /** An HTTP-level failure from the API server, carrying what callers decide on. */
@@ -74,6 +74,8 @@ export class KubeApiError extends Error {
   readonly reason: string;
   /** Seconds the server asked us to wait (Retry-After header or Status details). */
   readonly retryAfterSeconds: number | undefined;
+  /** The reasons of the Status's details.causes, e.g. ResourceVersionTooLarge. */
+  readonly causes: readonly string[];
   constructor(status: number, body: unknown, headers: http.IncomingHttpHeaders, what: string) {
     const st = (typeof body === 'object' && body !== null ? body : {}) as KubeStatus;
     const reason = st.reason ?? http.STATUS_CODES[status] ?? 'Unknown';
@@ -82,6 +84,8 @@ export class KubeApiError extends Error {
     this.status = status;
     this.reason = reason;
     this.retryAfterSeconds = parseRetryAfter(headers['retry-after']) ?? st.details?.retryAfterSeconds;
+    const causes = Array.isArray(st.details?.causes) ? st.details.causes : [];
+    this.causes = causes.map((c) => c?.reason).filter((r): r is string => typeof r === 'string');
   }
   get isConflict(): boolean {
     return this.status === 409;
@@ -94,6 +98,15 @@ export class KubeApiError extends Error {
   }
   get isTooManyRequests(): boolean {
     return this.status === 429;
+  }
+  /**
+   * The server has not reached the resourceVersion asked for (it waited 3 s for it): the Status
+   * cause ResourceVersionTooLarge, or, from older servers, a 504 saying "Too large resource version"
+   * (client-go's isTooLargeResourceVersionError reads it the same way).
+   */
+  get isTooLargeResourceVersion(): boolean {
+    if (this.causes.includes('ResourceVersionTooLarge')) return true;
+    return this.status === 504 && /too large resource version/i.test(this.message);
   }
 }
 
