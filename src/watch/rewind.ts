@@ -1,8 +1,8 @@
 /**
  * Shared by the watches of one API server. When one of them finds the server behind its
- * resourceVersion (its history went back: etcd restored from a backup), the others ask the server
- * about theirs at once instead of at their next idle timeout: every watch of that server is then
- * ahead of it, and a quiet node watch may not go idle for a minute and a half.
+ * resourceVersion (its history went back: etcd restored from a backup), the others relist at once:
+ * their resourceVersions come from the lost history too, and one the new history has already
+ * passed would not even be refused (a watch from it skips what was written since the restore).
  */
 export class ServerRewindSignal {
   private readonly listeners = new Set<(from: string) => void>();

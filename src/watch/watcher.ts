@@ -93,6 +93,8 @@ function retryAfterMs(err: unknown): number | undefined {
 
 /** Our resourceVersion is ahead of the server's: its history went back (etcd restored from a backup). */
 const TOO_LARGE = 'too_large_resource_version';
+/** Another watch of the same server found its history went back: our resourceVersion is from the lost one. */
+const REWOUND = 'server_rewound';
 
 const INIT: WatchEvent<never> = Object.freeze({ type: 'Init' });
 const INIT_DONE: WatchEvent<never> = Object.freeze({ type: 'InitDone' });
@@ -178,7 +180,7 @@ class WatchRun<T extends KubeObject> {
   }
 
   start(): void {
-    this.unlistenRewind = this.rewind?.listen(() => this.probeAhead());
+    this.unlistenRewind = this.rewind?.listen((from) => this.onRewind(from));
     this.beginList();
   }
 
@@ -593,6 +595,20 @@ class WatchRun<T extends KubeObject> {
   }
 
   /**
+   * Another watch of this server found the server's history went back. Our resourceVersion comes
+   * from the lost history too: even one the new history has passed (no "too large", no 410) would
+   * resume a watch that skips what was written since the restore, while the store keeps what the
+   * lost history said. Relist, unless a list is already running (it reads the server as it is now).
+   */
+  private onRewind(from: string): void {
+    if (this.stopped || this.rv === undefined) return;
+    this.fail(
+      new WatchError(REWOUND, `the ${from} watch found the server's history went back (etcd restored?)`),
+      'watch',
+    );
+  }
+
+  /**
    * A watch may be quiet because our resourceVersion is ahead of the server's: after etcd is
    * restored from a backup (and kube-apiserver restarted) the server accepts a watch from a
    * resourceVersion it has not reached and sends nothing, not even bookmarks, until its revision
@@ -653,7 +669,7 @@ class WatchRun<T extends KubeObject> {
     if (this.healthySince !== undefined && now - this.healthySince >= b.resetAfterMs) this.attempts = 0;
     this.healthySince = undefined;
     // The server no longer has our resourceVersion (410), or has not reached it: relist.
-    const gone = reason === 'gone' || reason === TOO_LARGE;
+    const gone = reason === 'gone' || reason === TOO_LARGE || reason === REWOUND;
     // The first of these after anything else relists at once; repeated ones back off.
     let delay = gone && this.lastReason !== reason ? 0 : backoffDelay(this.attempts, b, this.random);
     this.attempts++;
@@ -662,7 +678,7 @@ class WatchRun<T extends KubeObject> {
     if (retryAfter !== undefined) delay = Math.max(delay, Math.min(retryAfter, this.t.maxRetryAfterMs));
     const relist = gone || phase === 'list' || this.rv === undefined;
     if (gone) this.rv = undefined;
-    // Every watch of this server is ahead of it too: they ask at once.
+    // Every watch of this server holds a resourceVersion of the lost history: they relist too.
     if (reason === TOO_LARGE) this.rewind?.raise(this.resource);
     this.log.warn('watch failed', {
       reason,
