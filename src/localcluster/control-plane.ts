@@ -301,6 +301,10 @@ export class LocalControlPlane {
     return this.apiserver?.pid;
   }
 
+  get etcdPid(): number | undefined {
+    return this.etcd?.pid;
+  }
+
   /** Starts kube-apiserver (again) on the same port with the same flags; does not wait for ready. */
   startApiServer(): void {
     if (this.apiserver && this.apiserver.exitCode === null && this.apiserver.signalCode === null) return;
