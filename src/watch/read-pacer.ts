@@ -19,10 +19,11 @@ import type { Socket } from 'node:net';
  * (the socket's `bytesRead` grew), the check phase leaves the socket reading for one more turn, and
  * it stops in the first turn that reads nothing. One poll reads what the kernel holds at that moment
  * (about 1 MB on a watch socket), so a burst bigger than that (a mass status flip, the echoes of our
- * own taint writes on a large cluster) used to be read one poll's worth per tick: 12.2 MB/s at 100ms,
- * 2.26 MB/s at 500ms, against 86.6 MB/s unpaced, and the node watch fell tens of seconds behind while
- * it counted as in contact. Now a backlog is read at the unpaced rate (the sender refills the buffer
- * while we parse what we read), and a quiet tick costs one extra turn of the loop (no extra wake-up).
+ * own taint writes on a large cluster) used to be read one poll's worth per tick: 12.3 MB/s at 100ms,
+ * 2.6 MB/s at 500ms, and the node watch fell seconds behind while it counted as in contact. Now a
+ * backlog is read at the unpaced rate (the sender refills the buffer while we parse what we read;
+ * measured at 3,000 nodes: docs/benchmarks.md, "Paced watch reads under a burst"), and a quiet tick
+ * costs one extra turn of the loop (no extra wake-up).
  *
  * What it changes: an event is seen up to one interval after it arrives (a lease renewal is timed
  * when seen, so a deadline moves that much later, never earlier). Nothing is marked on a late view:
