@@ -56,31 +56,30 @@ export function boundSetUp(socket: stream.Duplex, peer: string, tls: boolean): v
 }
 
 type ConnectionCallback = (err: Error | null, stream: stream.Duplex) => void;
+type NewConnection = stream.Duplex | null | undefined;
 
-function peerOfRequest(options: ClientRequestArgs, defaultPort: number): string {
-  return authorityOf(options.host ?? options.hostname ?? 'localhost', options.port ?? defaultPort);
+/** Bounds the set-up of a connection an agent just created for `options`. */
+function bounded(
+  s: NewConnection,
+  options: ClientRequestArgs,
+  defaultPort: number,
+  tls: boolean,
+): NewConnection {
+  const host = options.host ?? options.hostname ?? 'localhost';
+  if (s) boundSetUp(s, authorityOf(host, options.port ?? defaultPort), tls);
+  return s;
 }
 
 /** A plain-HTTP connection pool whose new connections get DIAL_TIMEOUT_MS to connect. */
 export class BoundedHttpAgent extends http.Agent {
-  override createConnection(
-    options: ClientRequestArgs,
-    cb?: ConnectionCallback,
-  ): stream.Duplex | null | undefined {
-    const s = super.createConnection(options, cb);
-    if (s) boundSetUp(s, peerOfRequest(options, 80), false);
-    return s;
+  override createConnection(options: ClientRequestArgs, cb?: ConnectionCallback): NewConnection {
+    return bounded(super.createConnection(options, cb), options, 80, false);
   }
 }
 
 /** A TLS connection pool whose new connections get DIAL_TIMEOUT_MS, then TLS_HANDSHAKE_TIMEOUT_MS. */
 export class BoundedHttpsAgent extends https.Agent {
-  override createConnection(
-    options: ClientRequestArgs,
-    cb?: ConnectionCallback,
-  ): stream.Duplex | null | undefined {
-    const s = super.createConnection(options, cb);
-    if (s) boundSetUp(s, peerOfRequest(options, 443), true);
-    return s;
+  override createConnection(options: ClientRequestArgs, cb?: ConnectionCallback): NewConnection {
+    return bounded(super.createConnection(options, cb), options, 443, true);
   }
 }
