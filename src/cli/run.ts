@@ -43,6 +43,7 @@ import { filter } from '../rx/index.js';
 import {
   createWatchMetrics,
   type Reflector,
+  ServerRewindSignal,
   WatchReadPacer,
   watchNodeLeases,
   watchNodes,
@@ -220,7 +221,9 @@ export async function runController(o: RunOptions): Promise<RunningController> {
         })
       : undefined;
   if (readPacer) eventLoop.onTick(() => readPacer.tick());
-  const watchDeps = { client, clock, logger: log, metrics: watchMetrics, readPacer };
+  // A watch that finds the API server behind its resourceVersion (etcd restored) makes the others ask.
+  const rewind = new ServerRewindSignal();
+  const watchDeps = { client, clock, logger: log, metrics: watchMetrics, readPacer, rewind };
   const nodes = watchNodes(watchDeps);
   // A quiet lease watch reconnects well before it would count as silent (blind).
   const leases = watchNodeLeases({

@@ -841,10 +841,14 @@ export class NodeLifecycleController {
       return last.everyMs - (now - last.at);
     }
     this.podsCheckedAt.set(name, { at: now, everyMs: last?.everyMs ?? this.o.podRecheckMs, rv: last?.rv });
-    // The first list after the node stopped being Ready is a quorum read. A re-list only needs data
-    // at least as new as the previous list (resourceVersionMatch=NotOlderThan): the API server's
-    // watch cache serves it without a round trip to etcd; a stale view is caught by the next one,
-    // and a pod status write carries its own resourceVersion precondition.
+    // Every list is served by the API server's watch cache, never by etcd: the first after the node
+    // stopped being Ready with resourceVersion=0 (as kube-controller-manager reads pods from its
+    // informer cache), a re-list with data at least as new as the previous list's
+    // (resourceVersionMatch=NotOlderThan). A quorum read (no resourceVersion) is served from the
+    // cache only by servers with consistent reads from it (Kubernetes >= 1.31); older ones read every
+    // pod of the cluster from etcd for each, which a zone outage multiplies by its node count
+    // (docs/benchmarks.md, "Pod lists during a zone outage"). A stale view is caught by the next
+    // list, and a pod status write carries its own resourceVersion precondition.
     const rv = flipped ? undefined : last?.rv;
     let pods: List<Pod>;
     try {
@@ -853,13 +857,13 @@ export class NodeLifecycleController {
         path: paths.pods(),
         query: {
           fieldSelector: `spec.nodeName=${name}`,
-          ...(rv ? { resourceVersion: rv, resourceVersionMatch: 'NotOlderThan' } : {}),
+          ...(rv ? { resourceVersion: rv, resourceVersionMatch: 'NotOlderThan' } : { resourceVersion: '0' }),
         },
         timeoutMs: 30_000,
         signal: this.reads.signal,
       });
     } catch (err) {
-      // Next time a quorum read (e.g. "too large resource version" after an etcd restore).
+      // Next time from whatever the cache has (e.g. "too large resource version" after an etcd restore).
       if (rv) this.podsCheckedAt.set(name, { at: now, everyMs: this.o.podRecheckMs, rv: undefined });
       throw err;
     }

@@ -30,6 +30,26 @@ describe('describeRequest', () => {
   });
 });
 
+describe('KubeApiError.isTooLargeResourceVersion', () => {
+  const err = (status: number, body: unknown) => new KubeApiError(status, body, {}, 'GET /x');
+  it("reads the ResourceVersionTooLarge cause, or an older server's 504 message; nothing else", () => {
+    const cause = { details: { causes: [{ reason: 'ResourceVersionTooLarge' }] } };
+    expect(
+      err(504, { ...cause, reason: 'Timeout', message: 'Timeout: the request timed out' })
+        .isTooLargeResourceVersion,
+    ).toBe(true);
+    expect(
+      err(504, { reason: 'Timeout', message: 'Timeout: Too large resource version: 9, current: 3' })
+        .isTooLargeResourceVersion,
+    ).toBe(true);
+    expect(
+      err(504, { reason: 'Timeout', message: 'Timeout: request did not complete' }).isTooLargeResourceVersion,
+    ).toBe(false);
+    expect(err(500, { message: 'Too large resource version' }).isTooLargeResourceVersion).toBe(false);
+    expect(err(504, 'not json').isTooLargeResourceVersion).toBe(false);
+  });
+});
+
 describe('parseRetryAfter', () => {
   it('reads seconds and HTTP dates, ignores garbage', () => {
     expect(parseRetryAfter('3')).toBe(3);

@@ -8,6 +8,7 @@ import { formatDuration } from '../disruption/duration.js';
 import { type ClientAuth, type Credentials, credentialsFromKubeConfig } from './credentials.js';
 import { connectTunnel } from './proxy.js';
 import type { RequestRateLimiter } from './rate-limit.js';
+import { authorityOf, BoundedHttpAgent, BoundedHttpsAgent, boundSetUp } from './setup-timeout.js';
 
 /** Content types the API server accepts for PATCH. */
 export const PatchType = {
@@ -65,7 +66,7 @@ export interface KubeStatus {
   message?: string;
   reason?: string;
   code?: number;
-  details?: { retryAfterSeconds?: number; causes?: unknown[] };
+  details?: { retryAfterSeconds?: number; causes?: { reason?: string; message?: string }[] };
 }
 
 /** An HTTP-level failure from the API server, carrying what callers decide on. */
@@ -74,6 +75,8 @@ export class KubeApiError extends Error {
   readonly reason: string;
   /** Seconds the server asked us to wait (Retry-After header or Status details). */
   readonly retryAfterSeconds: number | undefined;
+  /** The reasons of the Status's details.causes, e.g. ResourceVersionTooLarge. */
+  readonly causes: readonly string[];
   constructor(status: number, body: unknown, headers: http.IncomingHttpHeaders, what: string) {
     const st = (typeof body === 'object' && body !== null ? body : {}) as KubeStatus;
     const reason = st.reason ?? http.STATUS_CODES[status] ?? 'Unknown';
@@ -82,6 +85,8 @@ export class KubeApiError extends Error {
     this.status = status;
     this.reason = reason;
     this.retryAfterSeconds = parseRetryAfter(headers['retry-after']) ?? st.details?.retryAfterSeconds;
+    const causes = Array.isArray(st.details?.causes) ? st.details.causes : [];
+    this.causes = causes.map((c) => c?.reason).filter((r): r is string => typeof r === 'string');
   }
   get isConflict(): boolean {
     return this.status === 409;
@@ -94,6 +99,15 @@ export class KubeApiError extends Error {
   }
   get isTooManyRequests(): boolean {
     return this.status === 429;
+  }
+  /**
+   * The server has not reached the resourceVersion asked for (it waited 3 s for it): the Status
+   * cause ResourceVersionTooLarge, or, from older servers, a 504 saying "Too large resource version"
+   * (client-go's isTooLargeResourceVersionError reads it the same way).
+   */
+  get isTooLargeResourceVersion(): boolean {
+    if (this.causes.includes('ResourceVersionTooLarge')) return true;
+    return this.status === 504 && /too large resource version/i.test(this.message);
   }
 }
 
@@ -160,7 +174,10 @@ export interface KubeClientOptions {
   rateLimiter?: RequestRateLimiter | undefined;
 }
 
-/** Milliseconds allowed for a proxy to answer CONNECT (the request's own deadline applies too). */
+/**
+ * Milliseconds allowed for a proxy to answer CONNECT once it is sent (connecting to the proxy has
+ * its own bounds, src/kube/setup-timeout.ts; the request's own deadline applies too).
+ */
 const PROXY_CONNECT_TIMEOUT_MS = 30_000;
 /** The client certificate a socket was opened with (to retire idle sockets after a rotation). */
 const CLIENT_CERT = Symbol('clientCert');
@@ -171,9 +188,10 @@ type Tagged = { [CLIENT_CERT]?: Buffer | undefined };
  * request, so they are part of the pool key: after a certificate rotation new requests open new
  * connections with the new pair, requests in flight (watches) keep theirs, and idle sockets with an
  * older pair are closed instead of being reused. With a proxy, each new connection is an HTTP
- * CONNECT tunnel.
+ * CONNECT tunnel. Each new connection's set-up is bounded (30 s to connect, 10 s for the TLS
+ * handshake, through a tunnel too), apart from the request's deadline.
  */
-class ApiAgent extends https.Agent {
+class ApiAgent extends BoundedHttpsAgent {
   constructor(
     opts: https.AgentOptions,
     private readonly tunnel: { proxy: URL; proxyCa: Buffer | undefined } | undefined,
@@ -192,15 +210,18 @@ class ApiAgent extends https.Agent {
       s[CLIENT_CERT] = cert;
       return s;
     }
+    const host = options.host ?? 'localhost';
+    const port = options.port ?? 443;
     connectTunnel({
       proxy: this.tunnel.proxy,
-      host: options.host ?? 'localhost',
-      port: options.port ?? 443,
+      host,
+      port,
       proxyCa: this.tunnel.proxyCa,
       timeoutMs: PROXY_CONNECT_TIMEOUT_MS,
     }).then(
       (raw) => {
         const s = tls.connect({ ...options, socket: raw }) as tls.TLSSocket & Tagged;
+        boundSetUp(s, authorityOf(host, port), true);
         s[CLIENT_CERT] = cert;
         cb?.(null, s);
       },
@@ -359,9 +380,10 @@ export class KubeClient {
       );
     } else if (proxy) {
       t.forwardProxy = proxy;
-      t.agent = proxy.protocol === 'https:' ? new https.Agent(agentOpts) : new http.Agent(agentOpts);
+      t.agent =
+        proxy.protocol === 'https:' ? new BoundedHttpsAgent(agentOpts) : new BoundedHttpAgent(agentOpts);
     } else {
-      t.agent = new http.Agent(agentOpts);
+      t.agent = new BoundedHttpAgent(agentOpts);
     }
     const client = new KubeClient(t, opts);
     // Fail at start when no credentials can be had (e.g. the exec plugin fails).

@@ -3,6 +3,7 @@ import tls from 'node:tls';
 import { domainToASCII } from 'node:url';
 import { timerDelay } from '../clock/clock.js';
 import { formatDuration } from '../disruption/duration.js';
+import { authorityOf, boundSetUp } from './setup-timeout.js';
 
 /**
  * HTTP(S) proxies for the API server connection, with the semantics of Go's
@@ -234,6 +235,8 @@ export function useProxy(env: ProxyEnv, target: URL): boolean {
 /**
  * Opens a tunnel to `host:port` through an HTTP proxy (HTTP CONNECT; TLS to the proxy first for an
  * https:// proxy). Resolves with the raw tunnelled socket; the caller starts TLS to the server on it.
+ * Connecting to the proxy is bounded as any connection is (30 s, then 10 s for its TLS handshake);
+ * the proxy then has `timeoutMs` to answer the CONNECT.
  */
 export function connectTunnel(opts: {
   proxy: URL;
@@ -246,7 +249,7 @@ export function connectTunnel(opts: {
   const { proxy } = opts;
   const proxyPort = Number(proxy.port || (proxy.protocol === 'https:' ? 443 : 80));
   const proxyHost = proxy.hostname.replace(/^\[(.*)\]$/, '$1');
-  const authority = `${net.isIPv6(opts.host) ? `[${opts.host}]` : opts.host}:${opts.port}`;
+  const authority = authorityOf(opts.host, opts.port);
   return new Promise((resolve, reject) => {
     const socket: net.Socket =
       proxy.protocol === 'https:'
@@ -257,7 +260,9 @@ export function connectTunnel(opts: {
             ca: opts.proxyCa ? [...tls.rootCertificates, opts.proxyCa.toString('utf8')] : undefined,
           })
         : net.connect({ host: proxyHost, port: proxyPort });
+    boundSetUp(socket, authorityOf(proxyHost, proxyPort), proxy.protocol === 'https:');
     let done = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
     const fail = (err: Error) => {
       if (done) return;
       done = true;
@@ -265,18 +270,6 @@ export function connectTunnel(opts: {
       socket.destroy();
       reject(err);
     };
-    const timer = setTimeout(
-      () =>
-        fail(
-          Object.assign(
-            new Error(
-              `proxy ${redactProxy(proxy)}: no CONNECT answer within ${formatDuration(opts.timeoutMs)}`,
-            ),
-            { code: 'ETIMEDOUT' },
-          ),
-        ),
-      timerDelay(opts.timeoutMs),
-    );
     socket.once('error', (err) =>
       fail(
         Object.assign(new Error(`proxy ${redactProxy(proxy)}: ${err.message}`), {
@@ -300,6 +293,18 @@ export function connectTunnel(opts: {
         lines.push(`Proxy-Authorization: Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}`);
       }
       socket.write(`${lines.join('\r\n')}\r\n\r\n`);
+      timer = setTimeout(
+        () =>
+          fail(
+            Object.assign(
+              new Error(
+                `proxy ${redactProxy(proxy)}: no CONNECT answer within ${formatDuration(opts.timeoutMs)}`,
+              ),
+              { code: 'ETIMEDOUT' },
+            ),
+          ),
+        timerDelay(opts.timeoutMs),
+      );
     };
     if (proxy.protocol === 'https:') socket.once('secureConnect', onConnect);
     else socket.once('connect', onConnect);

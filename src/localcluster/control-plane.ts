@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import {
+  cpSync,
   createWriteStream,
   existsSync,
   mkdirSync,
@@ -158,6 +159,14 @@ export class LocalControlPlane {
       );
     }
 
+    await this.startEtcd();
+    this.startApiServer();
+    this.startWatchdog();
+    await this.waitReady();
+    this.writeKubeconfig();
+  }
+
+  private async startEtcd(): Promise<void> {
     this.etcd = this.launch('etcd', this.bins.etcd, [
       `--name=nlc`,
       `--data-dir=${path.join(this.dir, 'etcd')}`,
@@ -167,15 +176,12 @@ export class LocalControlPlane {
       '--unsafe-no-fsync=true',
       '--log-level=warn',
     ]);
+    if (this.watchdog) this.startWatchdog();
     await this.waitFor(
       async () => (await fetch(`http://127.0.0.1:${this.etcdPort}/health`)).ok,
       'etcd /health',
       () => this.etcd,
     );
-    this.startApiServer();
-    this.startWatchdog();
-    await this.waitReady();
-    this.writeKubeconfig();
   }
 
   private apiserverArgs(): string[] {
@@ -334,6 +340,10 @@ export class LocalControlPlane {
     return this.apiserver?.pid;
   }
 
+  get etcdPid(): number | undefined {
+    return this.etcd?.pid;
+  }
+
   /** Starts kube-apiserver (again) on the same port with the same flags; does not wait for ready. */
   startApiServer(): void {
     if (this.apiserver && this.apiserver.exitCode === null && this.apiserver.signalCode === null) return;
@@ -366,15 +376,70 @@ export class LocalControlPlane {
     await this.waitReady();
   }
 
-  /** Compacts etcd history up to its current revision (old resourceVersions then get 410 Gone). */
-  async compactEtcd(): Promise<number> {
-    const base = `http://127.0.0.1:${this.etcdPort}`;
+  /** etcd's current revision: the resourceVersion of the latest write. */
+  async etcdRevision(): Promise<number> {
     const st = (await (
-      await fetch(`${base}/v3/maintenance/status`, { method: 'POST', body: '{}' })
+      await fetch(`http://127.0.0.1:${this.etcdPort}/v3/maintenance/status`, { method: 'POST', body: '{}' })
     ).json()) as {
       header?: { revision?: string };
     };
-    const revision = Number(st.header?.revision ?? 0);
+    return Number(st.header?.revision ?? 0);
+  }
+
+  /**
+   * A copy of etcd's data as of now (a backup), for restoreEtcd: etcd is stopped for the copy and
+   * started again, so kube-apiserver sees a short etcd outage. Returns the copy's folder and the
+   * revision it holds.
+   */
+  async snapshotEtcd(): Promise<{ dir: string; revision: number }> {
+    const revision = await this.etcdRevision();
+    const copy = path.join(this.dir, `etcd-snapshot-${revision}`);
+    if (this.etcd) await killAndWait(this.etcd, 'SIGTERM', 10_000);
+    cpSync(path.join(this.dir, 'etcd'), copy, { recursive: true });
+    await this.startEtcd();
+    return { dir: copy, revision };
+  }
+
+  /**
+   * Puts etcd back to a snapshot, as an operator restoring a backup does: etcd is stopped, its data
+   * replaced by the copy and started again; the revision goes back to the snapshot's, so
+   * resourceVersions handed out since are "from the future". kube-apiserver is left running (an
+   * operator restarts it too: restartApiServer).
+   */
+  async restoreEtcd(snapshot: { dir: string }): Promise<void> {
+    if (this.etcd) await killAndWait(this.etcd, 'SIGTERM', 10_000);
+    const data = path.join(this.dir, 'etcd');
+    rmSync(data, { recursive: true, force: true });
+    cpSync(snapshot.dir, data, { recursive: true });
+    await this.startEtcd();
+  }
+
+  /**
+   * Moves etcd's revision on by `count` writes to a key outside kube-apiserver's prefix (the cluster
+   * ages by that many writes without any object changing), `concurrency` at a time.
+   */
+  async advanceEtcdRevision(count: number, concurrency = 16): Promise<number> {
+    const url = `http://127.0.0.1:${this.etcdPort}/v3/kv/put`;
+    const body = JSON.stringify({
+      key: Buffer.from('/nlc-test/filler').toString('base64'),
+      value: Buffer.from('x').toString('base64'),
+    });
+    let next = 0;
+    const worker = async () => {
+      while (next < count) {
+        next++;
+        const res = await fetch(url, { method: 'POST', body });
+        if (!res.ok) throw new Error(`etcd put failed: ${res.status} ${await res.text()}`);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker));
+    return await this.etcdRevision();
+  }
+
+  /** Compacts etcd history up to its current revision (old resourceVersions then get 410 Gone). */
+  async compactEtcd(): Promise<number> {
+    const base = `http://127.0.0.1:${this.etcdPort}`;
+    const revision = await this.etcdRevision();
     const res = await fetch(`${base}/v3/kv/compaction`, {
       method: 'POST',
       body: JSON.stringify({ revision, physical: true }),

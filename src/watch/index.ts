@@ -11,6 +11,7 @@ export {
   watchNodes,
   watchPods,
 } from './reflector.js';
+export { ServerRewindSignal } from './rewind.js';
 export {
   isHealthy,
   type WatchBlindness,

@@ -15,6 +15,16 @@ import type { Socket } from 'node:net';
  * socket out of epoll lazily, on the first readiness after the stop (seen with strace: an
  * epoll_wait returning for the socket, then EPOLL_CTL_DEL, nothing read).
  *
+ * A tick reads until the socket is drained, not one poll's worth: while a turn reads something
+ * (the socket's `bytesRead` grew), the check phase leaves the socket reading for one more turn, and
+ * it stops in the first turn that reads nothing. One poll reads what the kernel holds at that moment
+ * (about 1 MB on a watch socket), so a burst bigger than that (a mass status flip, the echoes of our
+ * own taint writes on a large cluster) used to be read one poll's worth per tick: 12.3 MB/s at 100ms,
+ * 2.6 MB/s at 500ms, and the node watch fell seconds behind while it counted as in contact. Now a
+ * backlog is read at the unpaced rate (the sender refills the buffer while we parse what we read;
+ * measured at 3,000 nodes: docs/benchmarks.md, "Paced watch reads under a burst"), and a quiet tick
+ * costs one extra turn of the loop (no extra wake-up).
+ *
  * What it changes: an event is seen up to one interval after it arrives (a lease renewal is timed
  * when seen, so a deadline moves that much later, never earlier). Nothing is marked on a late view:
  * the controller re-reads a lease from the API server before marking its node. The leader election
@@ -42,6 +52,17 @@ interface Paced {
   handle: StreamHandle;
   /** We stopped its reads (and must start them again before letting go). */
   stopped: boolean;
+  /**
+   * The socket's bytesRead at the last check phase; -1 from attach to the first (the read that brought
+   * the response headers counts as a read: a resumed watch may be replaying a backlog).
+   */
+  mark: number;
+}
+
+/** Bytes the socket has read so far (Node.js counts them on the stream handle), if it says. */
+function bytesReadOf(socket: Socket): number | undefined {
+  const n = (socket as { bytesRead?: unknown }).bytesRead;
+  return typeof n === 'number' ? n : undefined;
 }
 
 function streamHandleOf(socket: Socket | null | undefined): StreamHandle | undefined {
@@ -77,14 +98,14 @@ export class WatchReadPacer {
       }
       return () => undefined;
     }
-    const p: Paced = { socket, handle, stopped: false };
+    const p: Paced = { socket, handle, stopped: false, mark: -1 };
     this.streams.add(p);
     // Read what has come with the headers in this turn, then wait for the next tick.
     this.queueStop();
     return () => this.release(p);
   }
 
-  /** Starts reading every paced stream; they stop again after this turn's poll phase. */
+  /** Starts reading every paced stream; each stops again after the first poll phase that reads nothing. */
   tick(): void {
     for (const p of this.streams) {
       if (!this.alive(p)) {
@@ -114,21 +135,33 @@ export class WatchReadPacer {
     p.stopped = false;
   }
 
-  /** After this turn's poll phase has read what the kernel holds: stop reading until the next tick. */
+  /**
+   * After this turn's poll phase has read what the kernel holds: a socket that read something may
+   * hold more (a backlog), so it reads in the next turn too (the pending immediate keeps that turn's
+   * poll from blocking); one that read nothing stops until the next tick.
+   */
   private queueStop(): void {
     if (this.stopQueued) return;
     this.stopQueued = true;
     setImmediate(() => {
       this.stopQueued = false;
+      let draining = false;
       for (const p of this.streams) {
         if (p.stopped) continue;
         if (!this.alive(p)) {
           this.streams.delete(p);
           continue;
         }
+        const read = bytesReadOf(p.socket);
+        if (read !== undefined && read > p.mark) {
+          p.mark = read;
+          draining = true;
+          continue;
+        }
         p.stopped = true;
         p.handle.readStop();
       }
+      if (draining) this.queueStop();
     });
   }
 }

@@ -7,6 +7,7 @@ import { type Observable, type SchedulerLike, Subject, type Subscription } from 
 import { isolateConsumers } from './isolate.js';
 import type { WatchMetrics } from './metrics.js';
 import type { WatchReadPacer } from './read-pacer.js';
+import type { ServerRewindSignal } from './rewind.js';
 import { WatchStatus } from './status.js';
 import { type IndexFunc, Store } from './store.js';
 import { stripLease, stripNode, stripPod } from './strip.js';
@@ -28,6 +29,8 @@ export interface ReflectorOptions<T extends KubeObject> {
   metrics?: WatchMetrics;
   random?: () => number;
   tuning?: WatchTuningOverrides;
+  /** Shared by the watches of one API server (see ServerRewindSignal). */
+  rewind?: ServerRewindSignal;
 }
 
 /**
@@ -69,6 +72,7 @@ export class Reflector<T extends KubeObject> {
         known: this.store,
         random: opts.random,
         tuning: opts.tuning,
+        rewind: opts.rewind,
       },
       this.status,
       this.log,
@@ -138,6 +142,8 @@ export interface ResourceWatchDeps {
   wrapTransport?: (t: WatchTransport) => WatchTransport;
   /** Reads the watch responses on this pacer's cadence (default: as bytes arrive). */
   readPacer?: WatchReadPacer;
+  /** Shared by the watches of one API server (see ServerRewindSignal). */
+  rewind?: ServerRewindSignal;
 }
 
 function reflectorFor<T extends KubeObject>(
@@ -163,6 +169,7 @@ function reflectorFor<T extends KubeObject>(
     metrics: deps.metrics,
     random: deps.random,
     tuning: deps.tuning,
+    rewind: deps.rewind,
   });
 }
 

@@ -57,7 +57,13 @@ export function kubeTransport(
       return client.request<List<unknown>>({
         method: 'GET',
         path: target.path,
-        query: { limit: req.limit, continue: req.continue, ...selectors },
+        query: {
+          limit: req.limit,
+          continue: req.continue,
+          resourceVersion: req.resourceVersion,
+          resourceVersionMatch: req.resourceVersionMatch,
+          ...selectors,
+        },
         // A little above the watcher's own deadline, which normally fires first.
         timeoutMs: req.timeoutMs + 1000,
         signal,

@@ -20,12 +20,18 @@ export type WatchEvent<T> =
 
 export type WatchEventType = WatchEvent<unknown>['type'];
 
-/** One page of a list request. No resourceVersion: lists are consistent reads (most recent). */
+/**
+ * One page of a list request. Without resourceVersion a list is a consistent read (most recent);
+ * the watcher sets one only to ask whether the server has reached its resume point.
+ */
 export interface ListRequest {
   /** Page size (`limit`). */
   limit: number;
   /** `continue` token of the previous page. */
   continue?: string;
+  /** With resourceVersionMatch=NotOlderThan: data at least as new as this. */
+  resourceVersion?: string;
+  resourceVersionMatch?: 'NotOlderThan';
   /** Deadline for this page, in ms (the watcher also enforces it through its scheduler). */
   timeoutMs: number;
 }

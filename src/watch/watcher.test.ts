@@ -3,6 +3,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { KubeApiError, KubeTransportError } from '../kube/client.js';
 import type { KubeObject } from '../kube/types.js';
 import { memoryLogger } from '../log/logger.js';
+import { ServerRewindSignal } from './rewind.js';
 import { WatchStatus } from './status.js';
 import { bookmark, listPage, obj, ScriptedTransport } from './testing.js';
 import type { WatchEvent, WatchTuningOverrides } from './types.js';
@@ -46,6 +47,21 @@ async function synced(tuning: WatchTuningOverrides = {}, items = [obj('a', '5'),
 }
 
 const ev = (type: string, o: KubeObject) => ({ type, object: o });
+/** What kube-apiserver answers a read from a resourceVersion it has not reached (after 3 s). */
+const tooLarge = () =>
+  new KubeApiError(
+    504,
+    {
+      kind: 'Status',
+      status: 'Failure',
+      message: 'Timeout: Too large resource version: 10, current: 3',
+      reason: 'Timeout',
+      details: { causes: [{ reason: 'ResourceVersionTooLarge', message: 'Too large resource version' }] },
+      code: 504,
+    },
+    {},
+    'GET /x',
+  );
 const gone = () => new KubeApiError(410, { kind: 'Status', code: 410, reason: 'Expired' }, {}, 'GET /x');
 const refused = () => new KubeTransportError('connect ECONNREFUSED', 'ECONNREFUSED');
 
@@ -553,5 +569,130 @@ describe('watch: consumers that throw', () => {
     } finally {
       config.onUnhandledError = previous;
     }
+  });
+});
+
+describe('watch: a resourceVersion ahead of the server (etcd restored from a backup)', () => {
+  // kube-apiserver accepts a watch from a resourceVersion it has not reached and sends nothing, not
+  // even bookmarks, until its revision passes it (seen on the real server after an etcd restore and
+  // a kube-apiserver restart; kubernetes/kubernetes#107457): such a watch is only ever quiet.
+  it('a quiet watch asks whether the server has data as new as its resourceVersion; "too large" relists at once', async () => {
+    const { t, status, events } = await synced({ idleTimeoutMs: 30_000 });
+    await advance(30_000);
+    // Re-opened at once from the same resourceVersion, and probed with a list of one object.
+    expect(t.watches).toHaveLength(2);
+    expect(t.lists).toHaveLength(2);
+    expect(t.lastList().req).toMatchObject({
+      limit: 1,
+      resourceVersion: '10',
+      resourceVersionMatch: 'NotOlderThan',
+    });
+    t.lastWatch().open(); // the server accepts the watch from the future and says nothing
+    t.lastList().reject(tooLarge());
+    await flush();
+    expect(t.lists).toHaveLength(3);
+    expect(t.lastList().req).toMatchObject({ limit: 100, continue: undefined });
+    expect(t.lastList().req.resourceVersion).toBeUndefined();
+    expect(t.lastWatch().released).toBe(true);
+    expect(status.errorCount('too_large_resource_version')).toBe(1);
+    expect(status.snapshot()).toMatchObject({ relists: 1, listing: true });
+    t.lastList().resolve(listPage([obj('a', '2'), obj('c', '3')], '4'));
+    await flush();
+    expect(events).toEqual(['Init', 'InitApply:a@2', 'InitApply:c@3', 'Delete:b@6', 'InitDone']);
+    expect(t.lastWatch().req.resourceVersion).toBe('4');
+  });
+
+  it('a probe the server answers (it has our resourceVersion) changes nothing; another error neither', async () => {
+    const { t, status } = await synced({ idleTimeoutMs: 30_000 });
+    await advance(30_000);
+    t.lastWatch().open();
+    t.lastList().resolve(listPage([obj('a', '5')], '12'));
+    await flush();
+    await advance(30_000);
+    t.lastWatch().open();
+    t.lastList().reject(new KubeApiError(503, { kind: 'Status', code: 503 }, {}, 'GET /x'));
+    await flush();
+    expect(t.lists).toHaveLength(3);
+    expect(t.watches).toHaveLength(3);
+    expect(t.lastWatch().released).toBe(false);
+    expect(status.snapshot()).toMatchObject({ relists: 0, connected: true });
+  });
+
+  it('a late "too large" for a resourceVersion we moved past since is ignored', async () => {
+    const { t, status } = await synced({ idleTimeoutMs: 30_000 });
+    await advance(30_000);
+    t.lastWatch()
+      .open()
+      .send(ev('MODIFIED', obj('a', '11')));
+    await flush();
+    t.lastList().reject(tooLarge());
+    await flush();
+    expect(t.lists).toHaveLength(2);
+    expect(status.snapshot().relists).toBe(0);
+  });
+
+  it('watches sharing a rewind signal: when one finds the server behind, the others relist at once', async () => {
+    // Their resourceVersions come from the history the server lost: even one the new history has
+    // passed (no "too large", no 410) resumes a watch that skips what was written since the
+    // restore, while the store keeps what the lost history said.
+    const rewind = new ServerRewindSignal();
+    const open = async (resource: string) => {
+      const t = new ScriptedTransport();
+      const status = new WatchStatus(resource, asyncScheduler);
+      const sub = watch<KubeObject>({
+        resource,
+        transport: t,
+        scheduler: asyncScheduler,
+        status,
+        random: () => 0.5,
+        tuning: { idleTimeoutMs: resource === 'leases' ? 30_000 : 90_000 },
+        rewind,
+      }).subscribe();
+      await flush();
+      t.lastList().resolve(listPage([obj('a', '5')], '10'));
+      await flush();
+      t.lastWatch().open();
+      await flush();
+      return { t, status, sub };
+    };
+    const leases = await open('leases');
+    const nodes = await open('nodes');
+    const pods = await open('pods');
+    pods.t.lastWatch().fail(gone()); // relisting already, from the server as it is now
+    await flush();
+    expect(pods.t.lists).toHaveLength(2);
+    await advance(30_000);
+    leases.t.lastWatch().open();
+    expect(nodes.t.lists).toHaveLength(1);
+    leases.t.lastList().reject(tooLarge());
+    await flush();
+    expect(leases.status.snapshot()).toMatchObject({ relists: 1, listing: true });
+    expect(leases.t.lists).toHaveLength(3);
+    // The node watch relists at once, 60 s before its own idle timeout, without asking.
+    expect(nodes.t.lists).toHaveLength(2);
+    expect(nodes.t.lastList().req).toMatchObject({ limit: 100 });
+    expect(nodes.t.lastList().req.resourceVersion).toBeUndefined();
+    expect(nodes.t.lastWatch().released).toBe(true);
+    expect(nodes.status.snapshot()).toMatchObject({ relists: 1, listing: true, lastError: 'server_rewound' });
+    // The list in progress is left alone.
+    expect(pods.t.lists).toHaveLength(2);
+    expect(pods.t.lastList().signal.aborted).toBe(false);
+    for (const w of [leases, nodes, pods]) w.sub.unsubscribe();
+  });
+
+  it('a watch refused with 504 "Too large resource version" relists (as client-go does); a plain 504 resumes', async () => {
+    const { t, status } = await synced();
+    t.lastWatch().fail(refused());
+    await advance(800);
+    t.lastWatch().reject(
+      new KubeApiError(504, { kind: 'Status', code: 504, reason: 'Timeout' }, {}, 'GET /x'),
+    );
+    await advance(1600);
+    expect(t.lists).toHaveLength(1);
+    expect(t.lastWatch().req.resourceVersion).toBe('10');
+    t.lastWatch().reject(tooLarge());
+    await advance(3200);
+    expect(t.lists).toHaveLength(2);
+    expect(status.errorCount('too_large_resource_version')).toBe(1);
   });
 });

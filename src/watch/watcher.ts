@@ -12,6 +12,7 @@ import {
 } from '../rx/index.js';
 import { backoffDelay, watchTimeoutSeconds } from './backoff.js';
 import { isolateConsumers } from './isolate.js';
+import type { ServerRewindSignal } from './rewind.js';
 import { WatchStatus } from './status.js';
 import {
   type KnownObjects,
@@ -53,6 +54,8 @@ export interface WatchOptions<T extends KubeObject> {
   /** Randomness for jitter and watch timeouts (tests pass a constant). */
   random?: () => number;
   tuning?: WatchTuningOverrides;
+  /** Shared by the watches of one API server (see ServerRewindSignal). */
+  rewind?: ServerRewindSignal;
 }
 
 /** A failure the watch layer itself detects. */
@@ -65,10 +68,14 @@ export class WatchError extends Error {
   }
 }
 
-/** Reason label for a failure: gone, too_many_requests, http_<status>, network, timeout, ... */
+/**
+ * Reason label for a failure: gone, too_large_resource_version, too_many_requests, http_<status>,
+ * network, timeout, ...
+ */
 export function classifyError(err: unknown): string {
   if (err instanceof KubeApiError) {
     if (err.status === 410) return 'gone';
+    if (err.isTooLargeResourceVersion) return TOO_LARGE;
     if (err.status === 429) return 'too_many_requests';
     return `http_${err.status}`;
   }
@@ -84,6 +91,11 @@ function retryAfterMs(err: unknown): number | undefined {
   }
   return undefined;
 }
+
+/** Our resourceVersion is ahead of the server's: its history went back (etcd restored from a backup). */
+const TOO_LARGE = 'too_large_resource_version';
+/** Another watch of the same server found its history went back: our resourceVersion is from the lost one. */
+const REWOUND = 'server_rewound';
 
 const INIT: WatchEvent<never> = Object.freeze({ type: 'Init' });
 const INIT_DONE: WatchEvent<never> = Object.freeze({ type: 'InitDone' });
@@ -119,12 +131,17 @@ class WatchRun<T extends KubeObject> {
   private readonly log: Logger;
   private readonly status: WatchStatus;
   private readonly out: Subscriber<WatchEvent<T>>;
+  private readonly resource: string;
+  private readonly rewind: ServerRewindSignal | undefined;
+  private unlistenRewind: (() => void) | undefined;
 
   private epoch = 0;
   private stopped = false;
   /** Resume point: list resourceVersion, then the last event or bookmark seen. */
   private rv: string | undefined;
   private abort: AbortController | undefined;
+  /** The request asking whether the server has reached our resourceVersion, while in flight. */
+  private probe: AbortController | undefined;
   /** The single pending timer: backoff, list deadline or idle check. */
   private timer: Subscription | undefined;
   private chunks: Subscription | undefined;
@@ -159,9 +176,12 @@ class WatchRun<T extends KubeObject> {
     this.log = log;
     this.status = status;
     this.out = out;
+    this.resource = opts.resource;
+    this.rewind = opts.rewind;
   }
 
   start(): void {
+    this.unlistenRewind = this.rewind?.listen((from) => this.onRewind(from));
     this.beginList();
   }
 
@@ -170,6 +190,9 @@ class WatchRun<T extends KubeObject> {
     this.stopped = true;
     this.epoch++;
     this.release();
+    this.unlistenRewind?.();
+    this.probe?.abort();
+    this.probe = undefined;
     const now = this.scheduler.now();
     this.status.setListing(false, now);
     this.status.setConnected(false, now);
@@ -569,6 +592,64 @@ class WatchRun<T extends KubeObject> {
     this.epoch++;
     this.release();
     this.startWatch(false);
+    this.probeAhead();
+  }
+
+  /**
+   * Another watch of this server found the server's history went back. Our resourceVersion comes
+   * from the lost history too: even one the new history has passed (no "too large", no 410) would
+   * resume a watch that skips what was written since the restore, while the store keeps what the
+   * lost history said. Relist, unless a list is already running (it reads the server as it is now).
+   */
+  private onRewind(from: string): void {
+    if (this.stopped || this.rv === undefined) return;
+    this.fail(
+      new WatchError(REWOUND, `the ${from} watch found the server's history went back (etcd restored?)`),
+      'watch',
+    );
+  }
+
+  /**
+   * A watch may be quiet because our resourceVersion is ahead of the server's: after etcd is
+   * restored from a backup (and kube-apiserver restarted) the server accepts a watch from a
+   * resourceVersion it has not reached and sends nothing, not even bookmarks, until its revision
+   * passes ours, which may be never (kubernetes/kubernetes#107457). Ask it: a list of one object
+   * with resourceVersionMatch=NotOlderThan, served from its watch cache. "Too large resource
+   * version" (after the server waited 3 s for it) relists; any other answer changes nothing (the
+   * watch reports its own failures).
+   */
+  private probeAhead(): void {
+    const rv = this.rv;
+    if (this.stopped || rv === undefined || this.probe) return;
+    const ac = new AbortController();
+    this.probe = ac;
+    let pending: Promise<List<unknown>>;
+    try {
+      pending = this.transport.list(
+        {
+          limit: 1,
+          resourceVersion: rv,
+          resourceVersionMatch: 'NotOlderThan',
+          timeoutMs: this.t.listTimeoutMs,
+        },
+        ac.signal,
+      );
+    } catch (err) {
+      pending = Promise.reject(err);
+    }
+    const done = (err?: unknown) => {
+      if (this.probe !== ac) return;
+      this.probe = undefined;
+      if (this.stopped || this.rv !== rv || classifyError(err) !== TOO_LARGE) return;
+      this.fail(
+        new WatchError(
+          TOO_LARGE,
+          `the server has not reached resourceVersion ${rv} (etcd restored from a backup?)`,
+        ),
+        'watch',
+      );
+    };
+    pending.then(() => done(), done);
   }
 
   // ---------------------------------------------------------------- failures
@@ -588,15 +669,18 @@ class WatchRun<T extends KubeObject> {
     const b = this.t.backoff;
     if (this.healthySince !== undefined && now - this.healthySince >= b.resetAfterMs) this.attempts = 0;
     this.healthySince = undefined;
-    const gone = reason === 'gone';
-    // The first 410 after anything else relists at once; repeated ones back off.
-    let delay = gone && this.lastReason !== 'gone' ? 0 : backoffDelay(this.attempts, b, this.random);
+    // The server no longer has our resourceVersion (410), or has not reached it: relist.
+    const gone = reason === 'gone' || reason === TOO_LARGE || reason === REWOUND;
+    // The first of these after anything else relists at once; repeated ones back off.
+    let delay = gone && this.lastReason !== reason ? 0 : backoffDelay(this.attempts, b, this.random);
     this.attempts++;
     this.lastReason = reason;
     const retryAfter = retryAfterMs(err);
     if (retryAfter !== undefined) delay = Math.max(delay, Math.min(retryAfter, this.t.maxRetryAfterMs));
     const relist = gone || phase === 'list' || this.rv === undefined;
     if (gone) this.rv = undefined;
+    // Every watch of this server holds a resourceVersion of the lost history: they relist too.
+    if (reason === TOO_LARGE) this.rewind?.raise(this.resource);
     this.log.warn('watch failed', {
       reason,
       phase,

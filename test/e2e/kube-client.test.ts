@@ -13,8 +13,9 @@ import {
   runCli,
   startController,
 } from '../support/controller-process.js';
+import { FlakyTcpProxy } from '../support/flaky-tcp-proxy.js';
 import { type AuditEvent, ClusterObserver, readAuditLog } from '../support/observer.js';
-import { waitUntil } from '../support/wait.js';
+import { sleep, waitUntil } from '../support/wait.js';
 
 /**
  * The API client of the built controller against the real kube-apiserver: proxies (kubeconfig
@@ -266,7 +267,7 @@ process.stdout.write(JSON.stringify({ apiVersion: 'client.authentication.k8s.io/
     await ctl.kill();
   });
 
-  it('one rate limiter for reads and writes (--kube-api-qps/--kube-api-burst); pod re-lists are served from the watch cache', async () => {
+  it('one rate limiter for reads and writes (--kube-api-qps/--kube-api-burst); pod lists are served from the watch cache', async () => {
     const qps = 5;
     const burst = 5;
     const name = 'nlc-e2e-budget';
@@ -307,8 +308,10 @@ process.stdout.write(JSON.stringify({ apiVersion: 'client.authentication.k8s.io/
           at: Date.parse(e.requestReceivedTimestamp ?? ''),
           q: new URL(e.requestURI ?? '/', 'https://x').searchParams,
         }));
-        // First: a quorum read (no resourceVersion). Re-list: not older than the first one.
-        expect(first!.q.get('resourceVersion'), n).toBeNull();
+        // First: from the watch cache (resourceVersion=0, never an etcd read of every pod in the
+        // cluster on a server without consistent reads from the cache). Re-list: not older than it.
+        expect(first!.q.get('resourceVersion'), n).toBe('0');
+        expect(first!.q.get('resourceVersionMatch'), n).toBeNull();
         expect(second!.q.get('resourceVersion'), n).toMatch(/^\d+$/);
         expect(second!.q.get('resourceVersionMatch'), n).toBe('NotOlderThan');
         // 30 s after the first list was due; that one may have waited a few seconds for a token.
@@ -361,5 +364,34 @@ process.stdout.write(JSON.stringify({ apiVersion: 'client.authentication.k8s.io/
     expect(exit.code).toBe(1);
     const line = ctl.logs.find((l) => l.msg === msg);
     expect(line).toMatchObject({ level: 'error', err });
+  });
+  it('network not ready at start: its first connections hang, fail after the 10 s TLS handshake bound and the retry syncs (not after the 1m0s list timeout)', async () => {
+    // The kind case: a replica restarted before pod networking works; its first connections to the
+    // API server hang for good. New connections work once the network is up, 2 s later here.
+    const proxy = await FlakyTcpProxy.start({
+      host: '127.0.0.1',
+      port: Number(new URL(cluster.cp.server).port),
+    });
+    try {
+      const kc = path.join(dir, 'net-not-ready.kubeconfig');
+      proxy.writeKubeconfig(cluster.cp.kubeconfigPath, kc);
+      proxy.blackhole(true);
+      const t0 = performance.now();
+      const ctl = await start('nlc-e2e-net-not-ready', baseFlags(kc));
+      await waitUntil(() => proxy.counts.blackholed >= 1, { timeoutMs: 10_000, what: 'a first connection' });
+      await sleep(2000);
+      proxy.blackhole(false);
+      await ctl.waitForLog('Acting: watches healthy and leading', 60_000);
+      const readyAfter = (performance.now() - t0) / 1000;
+      console.log(`net-not-ready: acting ${readyAfter.toFixed(1)} s after start`);
+      const failed = ctl.logs.filter((l) => l.msg === 'watch failed');
+      expect(failed.length).toBeGreaterThanOrEqual(1);
+      expect(JSON.stringify(failed[0])).toMatch(/TLS handshake with 127\.0\.0\.1:\d+: no answer within 10s/);
+      // 10 s for the handshake, the first backoff (0.8 s +-20%), then a list; it was 61 s.
+      expect(readyAfter).toBeLessThan(20);
+      await ctl.kill();
+    } finally {
+      await proxy.close();
+    }
   });
 });

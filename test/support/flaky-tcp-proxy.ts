@@ -16,13 +16,17 @@ interface Pair {
  * - `refuse(true)`: new connections are reset as soon as they arrive.
  * - `stall(true)`: nothing is forwarded any more in either direction (a black hole); new
  *   connections are accepted and held. `stall(false)` lets everything flow again.
+ * - `blackhole(true)`: new connections are accepted and never forwarded, for good, as a pod's first
+ *   connections hang while its network is not ready; `blackhole(false)` lets new ones through.
  */
 export class FlakyTcpProxy {
   /** Connections accepted, refused, and reset by cut(); and calls of cut(), so far. */
-  readonly counts = { accepted: 0, refused: 0, cut: 0, cuts: 0 };
+  readonly counts = { accepted: 0, refused: 0, cut: 0, cuts: 0, blackholed: 0 };
   private readonly pairs = new Set<Pair>();
   /** Per connection, performance.now() of every chunk the server sent towards the client (darkMs). */
   private readonly downstream: number[][] = [];
+  private readonly dead = new Set<net.Socket>();
+  private blackholing = false;
   private refusing = false;
   private stalled = false;
   private timers: NodeJS.Timeout[] = [];
@@ -56,6 +60,13 @@ export class FlakyTcpProxy {
     if (this.refusing) {
       this.counts.refused++;
       client.resetAndDestroy();
+      return;
+    }
+    if (this.blackholing) {
+      this.counts.blackholed++;
+      this.dead.add(client);
+      client.on('error', () => undefined);
+      client.on('close', () => this.dead.delete(client));
       return;
     }
     this.counts.accepted++;
@@ -133,6 +144,10 @@ export class FlakyTcpProxy {
     return n;
   }
 
+  blackhole(on: boolean): void {
+    this.blackholing = on;
+  }
+
   refuse(on: boolean): void {
     this.refusing = on;
   }
@@ -181,6 +196,7 @@ export class FlakyTcpProxy {
   async close(): Promise<void> {
     for (const t of this.timers.splice(0)) clearTimeout(t);
     this.cut();
+    for (const s of this.dead) s.destroy();
     await new Promise<void>((r) => this.server.close(() => r()));
   }
 }
