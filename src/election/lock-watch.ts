@@ -9,24 +9,28 @@ import { kubeTransport } from '../watch/transport.js';
 /**
  * A watch of the leader-election lock Lease alone (fieldSelector metadata.name=<name>, resource
  * label "lock" in the watch metrics), on the same watch layer as nodes and leases: resume, relist,
- * backoff and health included. Not started.
+ * backoff, health and the shared rewind signal included. Not started.
  */
 export function watchLock(deps: ResourceWatchDeps, namespace: string, name: string): Reflector<Lease> {
+  const base = kubeTransport(
+    deps.client,
+    {
+      path: paths.leases(namespace),
+      fieldSelector: `metadata.name=${name}`,
+    },
+    { parseList: parseSkippingManagedFields },
+  );
   return new Reflector<Lease>({
     resource: 'lock',
-    transport: kubeTransport(
-      deps.client,
-      {
-        path: paths.leases(namespace),
-        fieldSelector: `metadata.name=${name}`,
-      },
-      { parseList: parseSkippingManagedFields },
-    ),
+    transport: deps.wrapTransport ? deps.wrapTransport(base) : base,
     scheduler: deps.clock.scheduler,
     strip: stripLease,
     parse: parseSkippingManagedFields,
     logger: deps.logger,
     metrics: deps.metrics,
+    // etcd restored from a backup: when the lease or node watch finds the server behind, the lock
+    // watch relists too (its resourceVersion is from the lost history as well).
+    rewind: deps.rewind,
   });
 }
 
