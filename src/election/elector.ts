@@ -559,8 +559,11 @@ export class LeaderElector {
     }
     if (prev.lock.kind === 'unknown' && next.lock.kind === 'absent' && next.lock.heldUntil !== undefined) {
       // A fresh cluster, or a lock deleted under a leader we never saw: see machine.ts absentSince.
+      // The moment on our wall clock (which stamps the renewTime we would create it with).
+      const createAt = new Date(this.clock.wall() + (next.lock.heldUntil - this.now()));
       this.log.info('Lock not found; creating it after one lease duration unless a leader shows up', {
         createIn: formatDuration(Math.round(next.lock.heldUntil - at)),
+        createAt: createAt.toISOString(),
       });
     }
     if (prev.phase === 'candidate' && next.phase === 'candidate' && next.lock.kind === 'present') {

@@ -236,9 +236,12 @@ describe('leader election between three controller processes (lease 8 s, renew d
     // No lock yet: it is created one lease duration after the first process found it missing.
     const leader = await settledLeader(LEASE_MS + 15_000);
     const created = lockEvents[0]!;
-    // The creator's own clock: when it found the lock missing (its log) and created it (renewTime).
+    // The creator's own wall clock: when it found the lock missing (its log line), the moment one
+    // lease duration after that look that it computed then (createAt), and when it created the lock
+    // (renewTime). The log line is written a few ms after the look, so only createAt is exact.
     const notFound = leader.cp.logs.find((l) => String(l.msg).startsWith('Lock not found'));
     const lookedWall = Date.parse(String(notFound?.ts));
+    const createAtWall = Date.parse(String(notFound?.createAt));
     const createdWall = Date.parse(created.renewTime);
     console.log(
       `fresh lock: ${leader.name} found it missing ${lookedWall - startedWall} ms after the processes were ` +
@@ -247,7 +250,9 @@ describe('leader election between three controller processes (lease 8 s, renew d
     );
     expect(created.holder).toBe(leader.name);
     expect(notFound).toMatchObject({ createIn: `${LEASE_MS / 1000}s` });
-    expect(createdWall - lookedWall).toBeGreaterThanOrEqual(LEASE_MS - 1); // renewTime has ms; the log ts too
+    expect(createAtWall - lookedWall).toBeGreaterThanOrEqual(LEASE_MS - 50); // the log line's own delay
+    expect(createAtWall - lookedWall).toBeLessThanOrEqual(LEASE_MS);
+    expect(createdWall).toBeGreaterThanOrEqual(createAtWall); // renewTime has µs, createAt ms
     // It stays so across several renewals and candidate polls.
     for (let i = 0; i < 8; i++) {
       await sleep(250);
