@@ -30,7 +30,7 @@
  *   candidate: its fence closes at once, and it releases the lock (elector.ts).
  */
 
-import { formatDuration } from '../disruption/duration.js';
+import { formatDuration } from '../clock/duration.js';
 import type { Lease, LeaseSpec } from '../kube/types.js';
 import { JITTER_FACTOR } from './config.js';
 import { type LeaderRecord, microTime, recordKey, recordOf, specOf } from './record.js';
