@@ -433,6 +433,43 @@ describe('master disruption', () => {
     ]);
   });
 
+  it('holds a zone that appears during master disruption, and its limiter starts drained on exit', () => {
+    const dc = new DisruptionController();
+    const a = nodes(A, 3, 'True');
+    dc.update([...a, ...nodes(B, 3, 'Unknown')], 0);
+    setReady(dc, a, 'Unknown');
+    expect(dc.evaluate(1000).masterDisruption).toBe('entered');
+    // a new zone, fully down too: still master disruption, its limiter stopped like the others
+    dc.observe({ name: 'c-0', zone: C, ready: 'Unknown', excluded: false });
+    expect(dc.evaluate(2000).masterDisruptionActive).toBe(true);
+    expect(dc.zoneState(C)).toBe('FullDisruption');
+    expect(dc.rateOf(C)).toBe(0);
+    dc.requestNoExecute('c-0', C, 2000);
+    expect(drain(dc, 2000, 500_000)).toEqual([]);
+    setReady(dc, a, 'True');
+    expect(dc.evaluate(500_000).masterDisruption).toBe('exited');
+    // swapped from a stopped limiter: one interval before the first taint, as every other zone
+    expect(drain(dc, 500_000, 600_000)).toEqual([{ name: 'c-0', at: 510_000 }]);
+  });
+
+  it('keeps a zone that lost its counted nodes stopped during master disruption', () => {
+    const dc = new DisruptionController();
+    const a = nodes(A, 3, 'Unknown');
+    const b = nodes(B, 3, 'Unknown');
+    const x = { name: 'x-0', zone: B, ready: 'Unknown' as const, excluded: true };
+    expect(dc.update([...a, ...b, x], 0).masterDisruption).toBe('entered');
+    dc.requestNoExecute('x-0', B, 0);
+    // zone B's counted nodes are deleted: only its excluded node is left, still held
+    for (const n of b) dc.forget(n.name);
+    expect(dc.evaluate(1000).masterDisruptionActive).toBe(true);
+    expect(dc.rateOf(B)).toBe(0);
+    expect(drain(dc, 1000, 500_000)).toEqual([]);
+    setReady(dc, a.slice(0, 1), 'True');
+    expect(dc.evaluate(500_000).masterDisruption).toBe('exited');
+    expect(dc.rateOf(B)).toBe(0.1);
+    expect(drain(dc, 500_000, 600_000)).toEqual([{ name: 'x-0', at: 510_000 }]);
+  });
+
   it('needs at least one zone', () => {
     const dc = new DisruptionController();
     expect(dc.update([], 0).masterDisruption).toBeNull();
