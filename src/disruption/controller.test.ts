@@ -295,6 +295,18 @@ describe('queue bookkeeping', () => {
     expect(dc.queued()).toEqual([{ name: 'a-0', zone: B, requestedAt: 0, reason: 'rate-limit' }]);
   });
 
+  it('orders a moved request after the requests already waiting', () => {
+    const dc = new DisruptionController();
+    dc.update([...nodes(A, 3, 'Unknown'), ...nodes(B, 3, 'Unknown'), ...nodes(C, 3, 'True')], 0);
+    dc.requestNoExecute('a-0', A, 0);
+    dc.requestNoExecute('b-0', B, 0);
+    dc.observe({ name: 'a-0', zone: C, ready: 'Unknown', excluded: false });
+    expect(dc.admit(0).admitted.map((a) => [a.name, a.zone])).toEqual([
+      ['b-0', B],
+      ['a-0', C],
+    ]);
+  });
+
   it('rejects invalid options naming the field', () => {
     expect(() => new DisruptionController({ nodeEvictionRate: -1 })).toThrow(/nodeEvictionRate: -1/);
     expect(() => new DisruptionController({ unhealthyZoneThreshold: 2 })).toThrow(
@@ -589,6 +601,13 @@ describe('options', () => {
     expect(validateDisruptionOptions({ ...valid, ...o })).toEqual([message]);
   });
 
+  it('burst and inFlightTimeoutMs may be left out; an undefined option takes the default', () => {
+    const { burst: _b, inFlightTimeoutMs: _t, ...required } = valid;
+    expect(validateDisruptionOptions(required)).toEqual([]);
+    const dc = new DisruptionController({ nodeEvictionRate: undefined, unhealthyZoneThreshold: undefined });
+    expect(dc.rateOf(A)).toBe(0.1);
+  });
+
   it('names every bad field in the constructor error', () => {
     expect(() => new DisruptionController({ nodeEvictionRate: -1, burst: 0 })).toThrow(
       'invalid disruption options: nodeEvictionRate: -1: must be a number >= 0 (per second); burst: 0: must be an integer >= 1',
@@ -782,7 +801,8 @@ describe('bookkeeping edges', () => {
   });
 
   it('a zone that lost its counted nodes goes back to the primary rate for its excluded nodes', () => {
-    const dc = new DisruptionController();
+    const log = memoryLogger();
+    const dc = new DisruptionController({}, { logger: log });
     const a = nodes(A, 10, 'True');
     const x = { name: 'x-0', zone: A, ready: 'Unknown' as const, excluded: true };
     dc.update([...a, x, ...nodes(B, 3, 'True')], 0);
@@ -793,6 +813,9 @@ describe('bookkeeping edges', () => {
     for (const n of a) dc.forget(n.name);
     const u = dc.evaluate(1000);
     expect(u.zones.map((z) => z.zone)).toEqual([B]);
+    expect(log.lines).toContainEqual(
+      expect.objectContaining({ msg: 'Zone has no counted nodes any more', zone: 'r1/a' }),
+    );
     expect(dc.zoneState(A)).toBe('Initial');
     expect(dc.rateOf(A)).toBe(0.1);
     // swapped from the stopped limiter: one interval later
@@ -920,6 +943,21 @@ describe('metrics edges', () => {
     expect(await held()).toMatchObject({ 'rate-limit': 1 });
     new DisruptionController({}, { metrics });
     expect(await held()).toEqual({ 'rate-limit': 0, cap: 0, 'master-disruption': 0 });
+  });
+
+  it('moves the held-back gauge to master-disruption when evaluate() enters it', async () => {
+    const registry = new Registry();
+    const dc = new DisruptionController({}, { metrics: createDisruptionMetrics(registry) });
+    const a = nodes(A, 3, 'True');
+    dc.update([...a, ...nodes(B, 2, 'Unknown')], 0);
+    dc.requestNoExecute('b-0', B, 0);
+    dc.requestNoExecute('b-1', B, 0);
+    setReady(dc, a, 'Unknown');
+    dc.evaluate(1);
+    expect(dc.masterDisruptionActive).toBe(true);
+    const held = await get(registry, 'nlc_noexecute_held_back');
+    expect(held).toContainEqual({ labels: { reason: 'master-disruption' }, value: 2 });
+    expect(held).toContainEqual({ labels: { reason: 'rate-limit' }, value: 0 });
   });
 
   it('counts master-disruption entries and exits by direction', async () => {
