@@ -39,6 +39,7 @@ import type { Logger } from '../log/logger.js';
 import { createBuildInfoMetric } from '../metrics/build-info.js';
 import { EVENT_LOOP_SAMPLE_MS, EventLoopSampler } from '../metrics/event-loop.js';
 import { createApiRequestMetrics, createRegistry } from '../metrics/registry.js';
+import { upstreamPolicy } from '../policy/index.js';
 import { filter } from '../rx/index.js';
 import {
   createWatchMetrics,
@@ -306,7 +307,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     watchSilenceThresholdMs: config.health.watchSilenceThresholdMs,
     monitorPeriodMs: config.health.monitorPeriodMs,
     ticker: eventLoop,
-    markPodsNotReady: config.health.markPodsNotReady,
+    policy: upstreamPolicy({ markPodsNotReady: config.health.markPodsNotReady }),
     // A replica that cannot see does not acquire the lease; a leader blind for too long releases
     // it (once its writes on the wire are over) so that one that can see leads.
     election: elector

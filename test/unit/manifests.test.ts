@@ -936,9 +936,21 @@ describe('metric names in alerts and dashboard', () => {
   }
 
   it('the transition kinds are the ones the reconciler counts, each exported from the start at 0', () => {
-    const src = readFileSync(join(REPO, 'src', 'controller', 'node-lifecycle.ts'), 'utf8');
+    // The reconciler (node-lifecycle.ts, its pod step) counts literal kinds; the policies name the
+    // kind of each status write they return (`transition: '...'`), which the reconciler counts.
+    const src = [
+      join(REPO, 'src', 'controller', 'node-lifecycle.ts'),
+      join(REPO, 'src', 'controller', 'pods.ts'),
+      ...walkFiles(join(REPO, 'src', 'policy'), (p) => p.endsWith('.ts') && !p.endsWith('.test.ts')),
+    ]
+      .map((f) => readFileSync(f, 'utf8'))
+      .join('\n');
+    expect(src).toContain('transitions.inc({ kind: write.transition })');
     for (const k of TRANSITION_KINDS) expect(src, k).toContain(`'${k}'`);
-    const counted = [...src.matchAll(/transitions\.inc\(\{\s*kind:\s*'(\w+)'/g)].map((m) => m[1]);
+    const counted = [
+      ...src.matchAll(/transitions\.inc\(\{\s*kind:\s*'(\w+)'/g),
+      ...src.matchAll(/\btransition:\s*'(\w+)'/g),
+    ].map((m) => m[1]);
     for (const k of counted) expect(TRANSITION_KINDS, String(k)).toContain(k);
     expect([...(catalog.get('nlc_transitions_total')?.labelValues.get('kind') ?? [])].sort()).toEqual(
       [...TRANSITION_KINDS].sort(),
