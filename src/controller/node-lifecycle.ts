@@ -146,6 +146,8 @@ export class NodeLifecycleController {
   private readonly admitted = new Set<string>();
   private readonly dryRunMarked = new Set<string>();
   private readonly pods: PodStep;
+  /** Nodes in their rate-limited step (companion: evicting) since when, on our clock. */
+  private readonly stepSince = new Map<string, number>();
   private readonly nodeStates = new Map<string, ReturnType<typeof stateOf>>();
   /** Nodes as our last write returned them, until the watch cache shows that version or newer. */
   private readonly writtenNodes = new RecentWrites<Node>(RECENT_WRITE_TTL_MS);
@@ -167,8 +169,8 @@ export class NodeLifecycleController {
       podRecheckMaxMs: 5 * 60_000,
       workers: 8,
       blindStepDownMs: 0,
-      policy: upstreamPolicy({ markPodsNotReady: opts.markPodsNotReady ?? 'always' }),
       ...opts,
+      policy: opts.policy ?? upstreamPolicy({ markPodsNotReady: opts.markPodsNotReady ?? 'always' }),
     };
     this.log = opts.logger.with({ component: 'node-lifecycle' });
     this.anomalies = new AnomalyReporter(this.log, opts.metrics.anomalies);
@@ -290,7 +292,10 @@ export class NodeLifecycleController {
       const r = this.o.tracker.observeLease(lease, now);
       this.noteAnomalies(r.anomalies);
       if (r.refreshed) this.dryRunMarked.delete(r.name);
-      if (r.recovered) this.queue.add(r.name);
+      // A node reported due that renewed; or one whose marks only a renewal removes (companion mode:
+      // no kubelet write tells it, and a restart does not report the nodes it had marked).
+      const node = r.refreshed ? this.o.nodes.store.get(r.name) : undefined;
+      if (r.recovered || (node && this.o.policy.renewalMatters(node))) this.queue.add(r.name);
       this.o.onObservation?.('lease', r);
     }
     this.armDeadlineTimer();
@@ -307,6 +312,7 @@ export class NodeLifecycleController {
       this.o.disruption.forget(name);
       this.admitted.delete(name);
       this.pods.forget(name);
+      this.stepSince.delete(name);
       this.dryRunMarked.delete(name);
       this.writtenNodes.forget(name);
       this.setNodeState(name, undefined);
@@ -655,10 +661,12 @@ export class NodeLifecycleController {
   /** The tracker's view of one node at `now`, for the policy. */
   private view(name: string, now: number): NodeView {
     const h = this.o.tracker.health(name);
+    const timedOut = this.o.tracker.isTimedOut(name, now) && !this.dryRunMarked.has(name);
     return {
-      timedOut: this.o.tracker.isTimedOut(name, now) && !this.dryRunMarked.has(name),
+      timedOut,
       lastRenewal: h?.lastSeenRenewTime ?? h?.lastSeenReadyHeartbeat,
       graceMs: h?.graceMs ?? 0,
+      overdueMs: timedOut && h?.deadline !== undefined ? now - h.deadline : undefined,
     };
   }
 
@@ -716,11 +724,20 @@ export class NodeLifecycleController {
     }
 
     // 2. Taints.
-    const requeue = await this.reconcileTaints(name, node);
-    if (requeue === 'fenced') return undefined;
+    const taintsDue = await this.reconcileTaints(name, node);
+    if (taintsDue === 'fenced') return undefined;
 
-    // 3. Pods.
-    return this.pods.run(name, node, flipped, { master: this.o.disruption.masterDisruptionActive });
+    // 3. Pods. How long the node has been in its rate-limited step (companion: evicting), on our clock.
+    const since = policy.inRateLimitedStep(node) ? (this.stepSince.get(name) ?? this.now()) : undefined;
+    if (since === undefined) this.stepSince.delete(name);
+    else this.stepSince.set(name, since);
+    const podsDue = await this.pods.run(name, node, flipped, {
+      master: this.o.disruption.masterDisruptionActive,
+      ...(since !== undefined ? { evictingForMs: this.now() - since } : {}),
+    });
+    return taintsDue === undefined || podsDue === undefined
+      ? (taintsDue ?? podsDue)
+      : Math.min(taintsDue, podsDue);
   }
 
   /**
@@ -756,11 +773,16 @@ export class NodeLifecycleController {
     return true;
   }
 
-  private async reconcileTaints(name: string, node: Node): Promise<'fenced' | undefined> {
+  /** Returns 'fenced', or when the rate-limited step comes due (ms). */
+  private async reconcileTaints(name: string, node: Node): Promise<'fenced' | number | undefined> {
     const { disruption, writer, policy } = this.o;
     // An admission that arrives while this reconcile is in flight belongs to the next run (the
     // queue re-runs a key added during processing): decide and settle only with what we had now.
-    const ctx = { admitted: this.admitted.has(name), master: disruption.masterDisruptionActive };
+    const ctx = {
+      view: this.view(name, this.now()),
+      admitted: this.admitted.has(name),
+      master: disruption.masterDisruptionActive,
+    };
     const wall = () => this.o.clock.wall();
     const first = policy.taints(node, wall(), ctx);
     if (first.admission === 'request') {
@@ -771,7 +793,7 @@ export class NodeLifecycleController {
     }
     if (!first.taints) {
       if (ctx.admitted && this.admitted.delete(name)) disruption.settle(name, 'dropped', this.now());
-      return undefined;
+      return first.recheckInMs;
     }
     let added = false;
     const before = node.spec?.taints ?? [];
@@ -792,7 +814,7 @@ export class NodeLifecycleController {
     }
     if (out.kind === 'fenced') return 'fenced';
     if (out.kind === 'failed') throw out.error;
-    return undefined;
+    return first.recheckInMs;
   }
 
   private countTaintChanges(

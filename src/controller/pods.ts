@@ -107,16 +107,41 @@ export class PodStep {
         void this.o.emit(d.event);
       }
     }
+    let blocked = 0;
+    for (const e of work.evictions) {
+      const out = await writer.evict(e.namespace, e.name, e.uid);
+      if (out.kind === 'fenced') return undefined;
+      if (out.kind === 'failed') failures++;
+      if (out.kind === 'blocked') {
+        // A PodDisruptionBudget allows no disruption now: looked at again at the next list.
+        blocked++;
+        log.info('Eviction refused for now, will retry', {
+          node: name,
+          pod: `${e.namespace}/${e.name}`,
+          reason: out.reason,
+        });
+      }
+      if (out.kind === 'applied' || out.kind === 'dry-run') {
+        done++;
+        metrics.transitions.inc({ kind: 'pods_evicted' });
+        log.info(out.kind === 'dry-run' ? 'Dry run: would evict pod' : 'Evicted pod', {
+          node: name,
+          pod: `${e.namespace}/${e.name}`,
+        });
+      }
+    }
     if (failures > 0) {
       this.checkedAt.delete(name);
-      throw new Error(`${failures} pod status writes failed on node ${name}`);
+      throw new Error(`${failures} pod writes failed on node ${name}`);
     }
     // Keep looking while the node is not Ready: pods bound to it later get marked too. Back off
     // while there is nothing to mark (a pod on a node that stopped reporting cannot become Ready).
-    const everyMs =
-      flipped || done > 0 || last === undefined
+    let everyMs =
+      flipped || done > 0 || blocked > 0 || last === undefined
         ? this.o.podRecheckMs
         : Math.min(last.everyMs * 2, Math.max(this.o.podRecheckMs, this.o.podRecheckMaxMs));
+    // A pod that tolerates the eviction for a while is looked at again when its time is up.
+    if (work.recheckInMs !== undefined) everyMs = Math.min(everyMs, Math.max(1, Math.ceil(work.recheckInMs)));
     this.checkedAt.set(name, { at: now, everyMs, rv: pods.metadata?.resourceVersion });
     return everyMs;
   }

@@ -18,6 +18,8 @@ export interface NodeView {
   lastRenewal: string | null | undefined;
   /** The node's grace period (ms), for messages. */
   graceMs: number;
+  /** How long ago (ms) the grace ran out, when it did. */
+  overdueMs: number | undefined;
 }
 
 /** A write to nodes/status for a lost node (after the Lease re-read confirms it), or a renewed one. */
@@ -37,12 +39,13 @@ export interface StatusWrite {
   /** What the log says: constant messages, applied and dry-run. */
   said: { applied: string; dryRun: string };
   /** nlc_transitions_total kind. */
-  transition: 'marked_unknown';
+  transition: 'marked_unknown' | 'marked_lost' | 'lost_cleared';
   /** Upstream: the conditions written, which the tracker records (noteMarkedUnknown). */
   unknown?: NodeStatusDecision;
 }
 
 export interface TaintContext {
+  view: NodeView;
   /** The disruption controller admitted this node's rate-limited step (a new NoExecute). */
   admitted: boolean;
   /** Master disruption: every zone is fully disrupted, the rate-limited step is withdrawn everywhere. */
@@ -57,6 +60,8 @@ export interface TaintWork {
   taints: Taint[] | undefined;
   /** The write carries the admitted rate-limited step. */
   addsNoExecute: boolean;
+  /** The rate-limited step comes due later: look again after this long (ms). */
+  recheckInMs?: number;
 }
 
 /** A pod to evict through the Eviction API (PodDisruptionBudgets honoured by the API server). */
@@ -99,7 +104,9 @@ export interface MarkingPolicy {
   podsWanted(node: Node, flipped: boolean, listedBefore: boolean): boolean;
   /** Which of these pods (bound to the node) to mark not Ready, which to evict. */
   pods(node: Node, pods: readonly Pod[], wallNow: number, ctx: PodContext): PodWork;
-  /** When the rate-limited step of this node began, as far as the node shows (undefined: not in it). */
+  /** A renewal of this node's lease needs a reconcile even if we had not reported it due (our marks are on it). */
+  renewalMatters(node: Node): boolean;
+  /** The node shows its rate-limited step was taken (companion: its evictions go on). */
   inRateLimitedStep(node: Node): boolean;
   /** The Event for a node that appeared or went while we watch (undefined: none). */
   nodeEvent(kind: 'registered' | 'removing', name: string, uid: string | undefined): EventRecord | undefined;

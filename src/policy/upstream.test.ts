@@ -8,8 +8,13 @@ const WALL = Date.UTC(2026, 0, 1, 12, 0, 0);
 const NR = 'node.kubernetes.io/not-ready';
 const UR = 'node.kubernetes.io/unreachable';
 const policy = upstreamPolicy({ markPodsNotReady: 'always' });
-const lost: NodeView = { timedOut: true, lastRenewal: '2026-01-01T11:59:00.000000Z', graceMs: 50_000 };
-const alive: NodeView = { ...lost, timedOut: false };
+const lost: NodeView = {
+  timedOut: true,
+  lastRenewal: '2026-01-01T11:59:00.000000Z',
+  graceMs: 50_000,
+  overdueMs: 0,
+};
+const alive: NodeView = { ...lost, timedOut: false, overdueMs: undefined };
 
 function node(ready: string | undefined, taints: Taint[] = []): Node {
   const conditions: NodeCondition[] = ready
@@ -71,11 +76,11 @@ describe('upstream policy: zones, taints, pods, events', () => {
   });
 
   it('adds NoSchedule at once and asks the disruption controller before adding NoExecute', () => {
-    const t = policy.taints(node('Unknown'), WALL, { admitted: false, master: false });
+    const t = policy.taints(node('Unknown'), WALL, { view: lost, admitted: false, master: false });
     expect(t.admission).toBe('request');
     expect(keys(t.taints)).toEqual([`${UR}:NoSchedule`]);
     expect(t.addsNoExecute).toBe(false);
-    const a = policy.taints(node('Unknown'), WALL, { admitted: true, master: false });
+    const a = policy.taints(node('Unknown'), WALL, { view: lost, admitted: true, master: false });
     expect(a.admission).toBe('none');
     expect(keys(a.taints)).toEqual([`${UR}:NoSchedule`, `${UR}:NoExecute`]);
     expect(a.addsNoExecute).toBe(true);
@@ -87,9 +92,11 @@ describe('upstream policy: zones, taints, pods, events', () => {
       { key: UR, effect: 'NoExecute' },
       { key: 'mine', effect: 'NoExecute' },
     ];
-    const t = policy.taints(node('Unknown', has), WALL, { admitted: true, master: true });
+    const t = policy.taints(node('Unknown', has), WALL, { view: lost, admitted: true, master: true });
     expect(t.admission).toBe('cancel'); // it has its NoExecute taint: nothing to ask for
-    expect(policy.taints(node('Unknown'), WALL, { admitted: false, master: true }).admission).toBe('none');
+    expect(
+      policy.taints(node('Unknown'), WALL, { view: lost, admitted: false, master: true }).admission,
+    ).toBe('none');
     expect(t.addsNoExecute).toBe(false);
     expect(keys(t.taints)).toEqual([`${UR}:NoSchedule`, 'mine:NoExecute']);
   });
@@ -100,10 +107,12 @@ describe('upstream policy: zones, taints, pods, events', () => {
       { key: NR, effect: 'NoExecute' },
       { key: 'mine', effect: 'NoSchedule' },
     ];
-    const t = policy.taints(node('True', has), WALL, { admitted: false, master: false });
+    const t = policy.taints(node('True', has), WALL, { view: lost, admitted: false, master: false });
     expect(t.admission).toBe('cancel');
     expect(keys(t.taints)).toEqual(['mine:NoSchedule']);
-    expect(policy.taints(node('True'), WALL, { admitted: false, master: false }).taints).toBeUndefined();
+    expect(
+      policy.taints(node('True'), WALL, { view: lost, admitted: false, master: false }).taints,
+    ).toBeUndefined();
   });
 
   it('looks at pods of a node that is not Ready; --mark-pods-not-ready=upstream only after its own flip', () => {

@@ -72,6 +72,9 @@ export function upstreamPolicy(o: UpstreamPolicyOptions): MarkingPolicy {
       return { marks: podsToMarkNotReady(node, pods, wallNow, { mode: podMode, trigger }), evictions: [] };
     },
 
+    // The kubelet's own status update brings a renewed node's Ready back (a node event).
+    renewalMatters: () => false,
+
     inRateLimitedStep: () => false,
 
     nodeEvent(kind, name, uid) {
