@@ -188,6 +188,34 @@ describe('NodeLifecycleController in companion mode (virtual time)', () => {
     }
   });
 
+  it('dry-run: decides, logs and counts, writes nothing', async () => {
+    const h = harness({
+      nodes: 3,
+      dryRun: true,
+      policy: companionPolicy({
+        taintKey: KEY,
+        identity: 'nlc-test',
+        evictAfterMs: 0,
+        markPodsNotReady: true,
+      }),
+    });
+    try {
+      h.sim.addPod('default', 'web', 'node-1');
+      await advance(20_000);
+      h.sim.stopKubelet('node-1');
+      await advance(GRACE_MS + 5_000);
+      const said = h.logs.filter((l) => l.node === 'node-1').map((l) => l.msg);
+      expect(said).toContain('Dry run: would mark node lost');
+      expect(said).toContain('Dry run: would add taint');
+      expect(said).toContain('Dry run: would mark pod not ready');
+      expect(h.sim.patches).toEqual([]);
+      expect(condition(node(h, 'node-1'))).toBeUndefined();
+      expect(await metric(h.registry, 'nlc_transitions_total', { kind: 'marked_lost' })).toBe(1);
+    } finally {
+      await h.stop();
+    }
+  });
+
   it('marks nothing while blind', async () => {
     const h = companion(3);
     try {

@@ -59,6 +59,8 @@ export function harness(o: {
   before?: (sim: SimApiServer) => void;
   /** What is written for a lost node (default: upstream's). */
   policy?: MarkingPolicy;
+  /** The writer computes and logs but sends nothing. */
+  dryRun?: boolean;
 }): Harness {
   const sim = new SimApiServer(now);
   for (let i = 0; i < o.nodes; i++) sim.addNode(`node-${i}`);
@@ -96,7 +98,7 @@ export function harness(o: {
   const writer = new ApiWriter({
     client,
     fence: () => undefined,
-    dryRun: false,
+    dryRun: o.dryRun ?? false,
     logger,
     metrics: createWriterMetrics(registry),
     clock,
