@@ -269,6 +269,27 @@ describe('NodeLifecycleController in companion mode (virtual time)', () => {
     }
   });
 
+  it("a pod tolerating our NoExecute key for 20 s is evicted 20 s after the node's evictions began, not at the next 30 s look", async () => {
+    const h = companion(3, { evictAfterMs: 10_000, markPodsNotReady: false });
+    try {
+      h.sim.addPod('default', 'patient', 'node-1', {
+        spec: { tolerations: [{ key: KEY, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 20 }] },
+      });
+      await advance(20_000);
+      h.sim.stopKubelet('node-1');
+      await advance(GRACE_MS + 12_000);
+      const began = h.sim.patches.find((p) => JSON.stringify(p.body).includes('"value":"evicting"'))?.at;
+      expect(began, 'evictions began').toBeDefined();
+      expect(h.sim.evictions).toEqual([]);
+      await advance(20_000);
+      expect(h.sim.evictions.map((e) => e.pod)).toEqual(['default/patient']);
+      expect(h.sim.evictions[0]!.at - began!).toBeGreaterThanOrEqual(20_000);
+      expect(h.sim.evictions[0]!.at - began!).toBeLessThanOrEqual(20_000 + 100);
+    } finally {
+      await h.stop();
+    }
+  });
+
   it('a zone outage (6 of 10 nodes) is tainted NoSchedule but evicts nothing: the rate of a partially disrupted small zone is 0', async () => {
     const h = companion(10, { evictAfterMs: 10_000, markPodsNotReady: false });
     try {
