@@ -269,6 +269,26 @@ describe('NodeLifecycleController in companion mode (virtual time)', () => {
     }
   });
 
+  it('with its pods already marked not Ready at our grace, the evictions still come at grace + the delay, not at the next 30 s look', async () => {
+    const h = companion(3, { evictAfterMs: 10_000 });
+    try {
+      h.sim.addPod('default', 'web', 'node-1');
+      await advance(20_000);
+      const last = h.sim.stopKubelet('node-1');
+      await advance(GRACE_MS + 1000);
+      expect(h.sim.podReadyOf('default/web')).toBe('False');
+      expect(h.sim.evictions).toEqual([]);
+      await advance(10_000);
+      expect(ours(node(h, 'node-1')).map((t) => t.value)).toEqual(['evicting']);
+      expect(h.sim.evictions.map((e) => e.pod)).toEqual(['default/web']);
+      const evictedAfter = h.sim.evictions[0]!.at - last;
+      expect(evictedAfter).toBeGreaterThanOrEqual(GRACE_MS + 10_000);
+      expect(evictedAfter).toBeLessThanOrEqual(GRACE_MS + 10_000 + 100);
+    } finally {
+      await h.stop();
+    }
+  });
+
   it("a pod tolerating our NoExecute key for 20 s is evicted 20 s after the node's evictions began, not at the next 30 s look", async () => {
     const h = companion(3, { evictAfterMs: 10_000, markPodsNotReady: false });
     try {

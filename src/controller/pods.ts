@@ -28,8 +28,14 @@ export interface PodStepOptions {
  * that way (newly bound pods get their turn), backing off while nothing is found to do.
  */
 export class PodStep {
-  /** Nodes whose pods we listed: when, the interval to the next list, its resourceVersion. */
-  private readonly checkedAt = new Map<string, { at: number; everyMs: number; rv: string | undefined }>();
+  /**
+   * Nodes whose pods we listed: when, the interval to the next list, its resourceVersion, and
+   * whether the node was in its rate-limited step (companion: evicting) then.
+   */
+  private readonly checkedAt = new Map<
+    string,
+    { at: number; everyMs: number; rv: string | undefined; stepped: boolean }
+  >();
 
   constructor(private readonly o: PodStepOptions) {}
 
@@ -51,10 +57,19 @@ export class PodStep {
     }
     const now = this.o.clock.scheduler.now();
     const last = this.checkedAt.get(name);
-    if (!flipped && last !== undefined && now - last.at < last.everyMs) {
+    // A node that entered its rate-limited step since the last list (companion: its evictions were
+    // admitted) has new work for its pods now, not at the next re-list.
+    const stepped = policy.inRateLimitedStep(node);
+    const entered = stepped && last !== undefined && !last.stepped;
+    if (!flipped && !entered && last !== undefined && now - last.at < last.everyMs) {
       return last.everyMs - (now - last.at);
     }
-    this.checkedAt.set(name, { at: now, everyMs: last?.everyMs ?? this.o.podRecheckMs, rv: last?.rv });
+    this.checkedAt.set(name, {
+      at: now,
+      everyMs: last?.everyMs ?? this.o.podRecheckMs,
+      rv: last?.rv,
+      stepped,
+    });
     // Every list is served by the API server's watch cache, never by etcd: the first after the node
     // stopped being Ready with resourceVersion=0 (as kube-controller-manager reads pods from its
     // informer cache), a re-list with data at least as new as the previous list's
@@ -78,7 +93,7 @@ export class PodStep {
       });
     } catch (err) {
       // Next time from whatever the cache has (e.g. "too large resource version" after an etcd restore).
-      if (rv) this.checkedAt.set(name, { at: now, everyMs: this.o.podRecheckMs, rv: undefined });
+      if (rv) this.checkedAt.set(name, { at: now, everyMs: this.o.podRecheckMs, rv: undefined, stepped });
       throw err;
     }
     const wall = () => this.o.clock.wall();
@@ -142,7 +157,7 @@ export class PodStep {
         : Math.min(last.everyMs * 2, Math.max(this.o.podRecheckMs, this.o.podRecheckMaxMs));
     // A pod that tolerates the eviction for a while is looked at again when its time is up.
     if (work.recheckInMs !== undefined) everyMs = Math.min(everyMs, Math.max(1, Math.ceil(work.recheckInMs)));
-    this.checkedAt.set(name, { at: now, everyMs, rv: pods.metadata?.resourceVersion });
+    this.checkedAt.set(name, { at: now, everyMs, rv: pods.metadata?.resourceVersion, stepped });
     return everyMs;
   }
 }
