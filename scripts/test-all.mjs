@@ -57,8 +57,9 @@ function summary(status) {
 step('lint', 'npx', ['biome', 'check', '.']);
 step('typecheck', 'npx', ['tsc', '-p', 'tsconfig.json']);
 step('build', 'npm', ['run', 'build']);
-// kubectl renders the manifests in unit and e2e tests; kube-apiserver and etcd are the e2e's.
-step('control-plane binaries', 'bash', ['scripts/build-control-plane.sh', '--with-kubectl']);
+// kubectl renders the manifests in unit and e2e tests; kube-apiserver and etcd are the e2e's, and
+// kube-controller-manager runs beside ours in test/e2e/companion.test.ts.
+step('control-plane binaries', 'bash', ['scripts/build-control-plane.sh', '--with-kubectl', '--with-kcm']);
 // helm lints and renders the chart in the unit tests (test/unit/chart.test.ts).
 step('helm binary', 'bash', ['scripts/build-helm.sh']);
 vitest('unit');

@@ -33,6 +33,13 @@ export interface ControllerLaunch {
   oursNodeFlags?: string[];
   /** Ours only: extra controller flags, after the harness's own. */
   oursFlags?: string[];
+  /** kcm only: the controllers it runs (default: node-lifecycle-controller). */
+  kcmControllers?: string[];
+  /**
+   * kcm only: its node-lifecycle controller at its defaults (no grace, monitor period or QPS flags;
+   * graceMs, startupGraceMs, qps and burst are then not used for it), as a managed control plane runs it.
+   */
+  kcmDefaults?: boolean;
 }
 
 export interface RunningController {
@@ -85,15 +92,20 @@ async function httpGet(url: string): Promise<{ status: number; body: string }> {
 export async function startKcm(l: ControllerLaunch): Promise<RunningController> {
   const bins = await ensureBinaries({ withKcm: true });
   const port = await claimPort();
+  const tuning = l.kcmDefaults
+    ? []
+    : [
+        '--node-monitor-period=5s',
+        `--kube-api-qps=${l.qps}`,
+        `--kube-api-burst=${l.burst}`,
+        `--node-monitor-grace-period=${formatDuration(l.graceMs)}`,
+        `--node-startup-grace-period=${formatDuration(l.startupGraceMs)}`,
+      ];
   const args = [
     `--kubeconfig=${l.kubeconfigPath}`,
     '--leader-elect=false',
-    '--controllers=node-lifecycle-controller',
-    '--node-monitor-period=5s',
-    `--kube-api-qps=${l.qps}`,
-    `--kube-api-burst=${l.burst}`,
-    `--node-monitor-grace-period=${formatDuration(l.graceMs)}`,
-    `--node-startup-grace-period=${formatDuration(l.startupGraceMs)}`,
+    `--controllers=${(l.kcmControllers ?? ['node-lifecycle-controller']).join(',')}`,
+    ...tuning,
     '--bind-address=127.0.0.1',
     `--secure-port=${port.port}`,
     '--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics',

@@ -332,3 +332,56 @@ describe('ApiWriter', () => {
     });
   });
 });
+
+describe('ApiWriter.evict (Eviction API)', () => {
+  it('posts a policy/v1 Eviction with the uid as a precondition', async () => {
+    const { w } = writer();
+    script = [{ status: 201, body: { kind: 'Status', status: 'Success' } }];
+    expect(await w.evict('ns', 'web', 'uid-1')).toEqual({ kind: 'applied' });
+    expect(requests.map((r) => `${r.method} ${pathOf(r.url)}`)).toEqual([
+      'POST /api/v1/namespaces/ns/pods/web/eviction',
+    ]);
+    expect(requests[0]?.body).toEqual({
+      apiVersion: 'policy/v1',
+      kind: 'Eviction',
+      metadata: { name: 'web', namespace: 'ns' },
+      deleteOptions: { preconditions: { uid: 'uid-1' } },
+    });
+  });
+
+  it('a PodDisruptionBudget refusal (429) is reported at once, not retried; a gone pod is gone', async () => {
+    const { w, sleeps } = writer();
+    script = [
+      {
+        status: 429,
+        body: {
+          kind: 'Status',
+          code: 429,
+          message: "Cannot evict pod as it would violate the pod's disruption budget.",
+        },
+      },
+    ];
+    expect((await w.evict('ns', 'db', 'u')).kind).toBe('blocked');
+    expect(sleeps).toEqual([]);
+    script = [{ status: 404, body: { kind: 'Status', code: 404, reason: 'NotFound' } }];
+    expect((await w.evict('ns', 'db', 'u')).kind).toBe('gone');
+    // The uid precondition failed: another pod now has that name.
+    script = [{ status: 409, body: { kind: 'Status', code: 409, reason: 'Conflict' } }];
+    expect((await w.evict('ns', 'db', 'u')).kind).toBe('gone');
+    expect(requests.length).toBe(3);
+  });
+
+  it('retries a 5xx with backoff; fenced and dry-run send nothing', async () => {
+    const { w, sleeps } = writer();
+    script = [
+      { status: 503, body: { kind: 'Status', code: 503 } },
+      { status: 201, body: { kind: 'Status', status: 'Success' } },
+    ];
+    expect((await w.evict('ns', 'web', 'u')).kind).toBe('applied');
+    expect(sleeps.length).toBe(1);
+    requests.length = 0;
+    expect((await writer({ fence: () => 'not the leader' }).w.evict('ns', 'web', 'u')).kind).toBe('fenced');
+    expect((await writer({ dryRun: true }).w.evict('ns', 'web', 'u')).kind).toBe('dry-run');
+    expect(requests).toEqual([]);
+  });
+});

@@ -35,6 +35,15 @@ export type WriteOutcome =
   | { kind: 'gone' }
   | { kind: 'failed'; error: Error };
 
+/** What an eviction came to. */
+export type EvictOutcome =
+  | { kind: 'applied' }
+  | { kind: 'dry-run' }
+  | { kind: 'blocked'; reason: string }
+  | { kind: 'fenced'; reason: string }
+  | { kind: 'gone' }
+  | { kind: 'failed'; error: Error };
+
 /** Returns undefined when we may write now, else why not (e.g. "not leader", "lease expired"). */
 export type Fence = () => string | undefined;
 
@@ -366,6 +375,57 @@ export class ApiWriter {
       mutate,
       log: { pod: `${ns}/${name}` },
     });
+  }
+
+  /**
+   * Evicts a pod through the Eviction API (policy/v1), which honours its PodDisruptionBudgets: a
+   * budget that allows no disruption now answers 429 ('blocked', not retried here: the caller
+   * looks again later). The pod's uid is a precondition: a pod re-created under the same name is
+   * not evicted ('gone'). Fenced, rate limited and dry-run like every write; 5xx and transport
+   * errors are retried with backoff.
+   */
+  async evict(ns: string, name: string, uid: string | undefined): Promise<EvictOutcome> {
+    const outcome = await this.evictInner(ns, name, uid);
+    this.d.metrics.writes.inc({ resource: 'pods/eviction', outcome: outcome.kind });
+    const log = { pod: `${ns}/${name}`, resource: 'pods/eviction' };
+    if (outcome.kind === 'failed') this.d.logger.error('Write failed', { ...log, err: outcome.error });
+    else if (outcome.kind === 'fenced') {
+      this.d.logger.warn('Write refused by the leadership fence', { ...log, reason: outcome.reason });
+    }
+    return outcome;
+  }
+
+  private async evictInner(ns: string, name: string, uid: string | undefined): Promise<EvictOutcome> {
+    if (this.d.dryRun) {
+      this.d.logger.info('Dry run: would evict', { pod: `${ns}/${name}` });
+      return { kind: 'dry-run' };
+    }
+    const body = {
+      apiVersion: 'policy/v1',
+      kind: 'Eviction',
+      metadata: { name, namespace: ns },
+      ...(uid ? { deleteOptions: { preconditions: { uid } } } : {}),
+    };
+    const maxErrors = this.d.maxErrorRetries ?? 5;
+    for (let errors = 0; ; ) {
+      await this.throttle();
+      const budget = this.budget();
+      if (typeof budget === 'string') return { kind: 'fenced', reason: budget };
+      try {
+        await this.send({ method: 'POST', path: paths.podEviction(ns, name), body }, budget);
+        return { kind: 'applied' };
+      } catch (err) {
+        if (err instanceof KubeApiError) {
+          // 429: a PodDisruptionBudget allows no disruption now. 404, or 409 on the uid
+          // precondition: that pod is gone.
+          if (err.status === 429) return { kind: 'blocked', reason: err.message };
+          if (err.isNotFound || err.isConflict) return { kind: 'gone' };
+          if (err.status < 500) return { kind: 'failed', error: err };
+        }
+        if (++errors > maxErrors) return { kind: 'failed', error: err as Error };
+        await this.backoff(err, errors);
+      }
+    }
   }
 
   /**

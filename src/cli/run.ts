@@ -39,6 +39,7 @@ import type { Logger } from '../log/logger.js';
 import { createBuildInfoMetric } from '../metrics/build-info.js';
 import { EVENT_LOOP_SAMPLE_MS, EventLoopSampler } from '../metrics/event-loop.js';
 import { createApiRequestMetrics, createRegistry } from '../metrics/registry.js';
+import { companionPolicy, upstreamPolicy } from '../policy/index.js';
 import { filter } from '../rx/index.js';
 import {
   createWatchMetrics,
@@ -138,6 +139,14 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     identity: config.leaderElection.identity,
     dryRun: config.dryRun,
     leaderElect: config.leaderElection.enabled,
+    mode: config.mode,
+    ...(config.mode === 'companion'
+      ? {
+          companionTaintKey: config.companion.taintKey,
+          companionEvictAfter: formatDuration(config.companion.evictAfterMs),
+          companionMarkPodsNotReady: config.companion.markPodsNotReady,
+        }
+      : {}),
     nodeMonitorGracePeriod: formatDuration(config.health.monitorGraceMs),
     watchSilenceThreshold: formatDuration(config.health.watchSilenceThresholdMs),
     watchReadInterval: formatDuration(config.health.watchReadIntervalMs),
@@ -289,7 +298,8 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     qps: config.kubeApi.qps,
     burst: config.kubeApi.burst,
     limiter,
-    component: EVENT_COMPONENT,
+    // Companion mode records its own Events under its own name, never as upstream's node-controller.
+    component: config.mode === 'companion' ? COMPONENT : EVENT_COMPONENT,
     instance: le.identity,
   });
 
@@ -306,7 +316,10 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     watchSilenceThresholdMs: config.health.watchSilenceThresholdMs,
     monitorPeriodMs: config.health.monitorPeriodMs,
     ticker: eventLoop,
-    markPodsNotReady: config.health.markPodsNotReady,
+    policy:
+      config.mode === 'companion'
+        ? companionPolicy({ ...config.companion, identity: le.identity })
+        : upstreamPolicy({ markPodsNotReady: config.health.markPodsNotReady }),
     // A replica that cannot see does not acquire the lease; a leader blind for too long releases
     // it (once its writes on the wire are over) so that one that can see leads.
     election: elector

@@ -1,5 +1,6 @@
 import { systemClock } from '../clock/clock.js';
 import { type FlagSpec, helpText, parseArgs } from '../config/flags.js';
+import { Companion } from '../health/index.js';
 import { KubeClient } from '../kube/client.js';
 import { homeDirectory, type KubeconfigEnv, resolveKubeconfig } from '../kube/kubeconfig.js';
 import { proxyEnvOf } from '../kube/proxy.js';
@@ -23,6 +24,13 @@ const STATUS_FLAGS: readonly FlagSpec[] = [
   },
   {
     group: 'Status',
+    name: 'companion-taint-key',
+    kind: 'string',
+    default: Companion.DefaultTaintKey,
+    help: "The companion mode's taint key (--companion-taint-key of the controller): shown in full, with its value.",
+  },
+  {
+    group: 'Status',
     name: 'lock',
     kind: 'string',
     default: 'node-lifecycle-controller',
@@ -41,7 +49,7 @@ const STATUS_FLAGS: readonly FlagSpec[] = [
 
 /**
  * `status [--watch]`: a read-only view of any cluster: node heartbeat ages as this process observes
- * them, Ready states, node.kubernetes.io taints, controller replicas and the leader. Needs only
+ * them, Ready states, node.kubernetes.io and companion taints, controller replicas and the leader. Needs only
  * read access (nodes, leases).
  */
 export async function runStatus(argv: string[], env: KubeconfigEnv): Promise<number> {
@@ -69,7 +77,7 @@ export async function runStatus(argv: string[], env: KubeconfigEnv): Promise<num
   const clock = systemClock;
   const nodes = watchNodes({ client, clock });
   const leases = watchNodeLeases({ client, clock });
-  const view = new FleetView(clock, nodes, leases);
+  const view = new FleetView(clock, nodes, leases, args.values['companion-taint-key'] as string);
   nodes.start();
   leases.start();
   await Promise.all([nodes.whenSynced(), leases.whenSynced()]);

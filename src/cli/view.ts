@@ -1,10 +1,10 @@
 import type { Clock } from '../clock/clock.js';
 import { zoneDisplay, zoneKeyOf } from '../disruption/index.js';
 import { IDENTITY_LABEL, LEADER_LABEL } from '../election/identity.js';
-import { readyStatus } from '../health/index.js';
+import { Companion, readyStatus } from '../health/index.js';
 import { parseMicros } from '../health/time.js';
 import type { KubeClient } from '../kube/client.js';
-import type { Lease, List, Node } from '../kube/types.js';
+import type { Lease, List, Node, Taint } from '../kube/types.js';
 import type { Reflector } from '../watch/reflector.js';
 
 /** A row of the fleet view. */
@@ -28,10 +28,17 @@ export interface ReplicaRow {
 
 const OUR_TAINT_PREFIX = 'node.kubernetes.io/';
 
+/** How a taint shows in the view: node.kubernetes.io keys shortened, the companion key in full. */
+function showTaint(t: Taint, companionKey: string): string | undefined {
+  if (t.key.startsWith(OUR_TAINT_PREFIX)) return `${t.key.slice(OUR_TAINT_PREFIX.length)}:${t.effect}`;
+  if (t.key === companionKey) return `${t.key}${t.value ? `=${t.value}` : ''}:${t.effect}`;
+  return undefined;
+}
+
 /**
  * Read-only view of the fleet: node heartbeat ages as observed (on our monotonic clock, from the
- * moment a lease renewTime is seen to change), Ready state, the node.kubernetes.io taints, and which
- * replica of the controller leads.
+ * moment a lease renewTime is seen to change), Ready state, the node.kubernetes.io taints and the
+ * companion mode's taint, and which replica of the controller leads.
  */
 export class FleetView {
   private readonly lastChange = new Map<string, { renew: string; at: number }>();
@@ -43,6 +50,8 @@ export class FleetView {
     private readonly clock: Clock,
     private readonly nodes: Reflector<Node>,
     private readonly leases: Reflector<Lease>,
+    /** The companion mode's taint key (--companion-taint-key), shown with its value. */
+    private readonly companionKey: string = Companion.DefaultTaintKey,
   ) {
     leases.events$.subscribe((ev) => {
       if (ev.type !== 'Apply' && ev.type !== 'InitApply') return;
@@ -81,9 +90,7 @@ export class FleetView {
         heartbeatAge,
         estimated,
         ready: readyStatus(node) ?? '-',
-        taints: (node.spec?.taints ?? [])
-          .filter((t) => t.key.startsWith(OUR_TAINT_PREFIX))
-          .map((t) => `${t.key.slice(OUR_TAINT_PREFIX.length)}:${t.effect}`),
+        taints: (node.spec?.taints ?? []).flatMap((t) => showTaint(t, this.companionKey) ?? []),
       });
     }
     return out.sort((a, b) =>

@@ -26,6 +26,9 @@ export interface Config {
     watchReadIntervalMs: number;
   };
   nodePoolConfigPath: string | undefined;
+  /** --mode: upstream's writes, or companion (beside a provider's controller). */
+  mode: 'upstream' | 'companion';
+  companion: { taintKey: string; evictAfterMs: number; markPodsNotReady: boolean };
   disruption: {
     evictionRate: number;
     secondaryEvictionRate: number;
@@ -147,6 +150,8 @@ export function buildConfig(args: ParsedArgs, env: ConfigEnv, hostname: string):
       watchReadIntervalMs: readInterval(args),
     },
     nodePoolConfigPath: str('node-pool-config') || undefined,
+    mode: str('mode') as 'upstream' | 'companion',
+    companion: companionFlags(args),
     disruption: {
       evictionRate: num('node-eviction-rate'),
       secondaryEvictionRate: num('secondary-node-eviction-rate'),
@@ -194,6 +199,58 @@ function blindStepDown(args: ParsedArgs, graceMs: number): number {
     );
   }
   return v;
+}
+
+/** Kubernetes' own domains: their keys belong to its components (the provider's, in companion mode). */
+const RESERVED_DOMAIN = /(^|\.)(kubernetes\.io|k8s\.io)$/;
+/** A qualified name's parts (apimachinery IsQualifiedName): DNS-1123 subdomain prefix, 63-char name. */
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const QUALIFIED_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
+
+/** Why `key` cannot be our taint key (undefined: it can). */
+export function companionTaintKeyProblem(key: string): string | undefined {
+  const slash = key.indexOf('/');
+  if (slash < 0) return 'it needs a prefix: a domain you own, e.g. example.com/unreachable';
+  const prefix = key.slice(0, slash);
+  const name = key.slice(slash + 1);
+  if (prefix.length > 253 || !DNS_SUBDOMAIN.test(prefix))
+    return `prefix ${JSON.stringify(prefix)} is not a DNS subdomain`;
+  if (name.length > 63 || !QUALIFIED_NAME.test(name)) {
+    return `name ${JSON.stringify(name)} must be 1-63 characters [A-Za-z0-9-_.], starting and ending alphanumeric`;
+  }
+  if (RESERVED_DOMAIN.test(prefix))
+    return `${prefix} is Kubernetes' own domain (the provider's controller writes there)`;
+  return undefined;
+}
+
+/** The companion flags: only with --mode=companion, and --mark-pods-not-ready only without it. */
+function companionFlags(args: ParsedArgs): Config['companion'] {
+  const v = args.values;
+  const companion = v.mode === 'companion';
+  const set = ['companion-taint-key', 'companion-evict-after', 'companion-mark-pods-not-ready'].filter((f) =>
+    args.explicit.has(f),
+  );
+  if (!companion && set.length > 0) {
+    throw new FlagError(`${set.map((f) => `--${f}`).join(', ')} need --mode=companion`);
+  }
+  if (companion && args.explicit.has('mark-pods-not-ready')) {
+    throw new FlagError(
+      '--mark-pods-not-ready is for --mode=upstream; in companion mode use --companion-mark-pods-not-ready',
+    );
+  }
+  const taintKey = v['companion-taint-key'] as string;
+  const problem = companionTaintKeyProblem(taintKey);
+  if (problem) {
+    throw new FlagError(
+      `invalid value ${JSON.stringify(taintKey)} for flag --companion-taint-key (${problem}): accepted: ` +
+        'a prefixed key, <DNS subdomain you own>/<name>, not under kubernetes.io or k8s.io',
+    );
+  }
+  return {
+    taintKey,
+    evictAfterMs: v['companion-evict-after'] as number,
+    markPodsNotReady: v['companion-mark-pods-not-ready'] as boolean,
+  };
 }
 
 /** --watch-read-interval: 0 (read as events arrive) or 10ms-500ms, in whole ms. */

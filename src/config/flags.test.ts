@@ -104,6 +104,53 @@ describe('flags', () => {
     }
   }
 
+  it('--mode: upstream by default; companion takes its own flags, which need it', () => {
+    const u = load([]);
+    expect(u.mode).toBe('upstream');
+    expect(u.companion).toEqual({
+      taintKey: 'node-lifecycle-controller.io/unreachable',
+      evictAfterMs: 0,
+      markPodsNotReady: true,
+    });
+    const c = load([
+      '--mode=companion',
+      '--companion-taint-key=example.com/lost',
+      '--companion-evict-after=2m',
+      '--companion-mark-pods-not-ready=false',
+    ]);
+    expect(c.mode).toBe('companion');
+    expect(c.companion).toEqual({
+      taintKey: 'example.com/lost',
+      evictAfterMs: 120_000,
+      markPodsNotReady: false,
+    });
+    expect(() => load(['--companion-evict-after=1m', '--companion-taint-key=a.io/b'])).toThrow(
+      new FlagError('--companion-taint-key, --companion-evict-after need --mode=companion'),
+    );
+    expect(() => load(['--mode=companion', '--mark-pods-not-ready=upstream'])).toThrow(
+      /--mark-pods-not-ready is for --mode=upstream; in companion mode use --companion-mark-pods-not-ready/,
+    );
+  });
+
+  it("--companion-taint-key: a prefixed key under a domain that is not Kubernetes' own", () => {
+    for (const [key, why] of [
+      ['lost', 'it needs a prefix'],
+      ['node.kubernetes.io/unreachable', "Kubernetes' own domain"],
+      ['k8s.io/x', "Kubernetes' own domain"],
+      ['Example.com/x', 'is not a DNS subdomain'],
+      ['example.com/-x', 'must be 1-63 characters'],
+      [`example.com/${'x'.repeat(64)}`, 'must be 1-63 characters'],
+    ] as const) {
+      expect(() => load(['--mode=companion', `--companion-taint-key=${key}`]), key).toThrow(
+        `invalid value ${JSON.stringify(key)} for flag --companion-taint-key (`,
+      );
+      expect(() => load(['--mode=companion', `--companion-taint-key=${key}`]), key).toThrow(why);
+    }
+    expect(
+      load(['--mode=companion', '--companion-taint-key=nodes.example.com/lease_lost.v1']).companion.taintKey,
+    ).toBe('nodes.example.com/lease_lost.v1');
+  });
+
   it("accepts kube-controller-manager's --logging-format as the same flag as --log-format", () => {
     expect(load(['--logging-format=text']).log.format).toBe('text');
     expect(load(['--logging-format', 'json']).log.format).toBe('json');

@@ -1,6 +1,7 @@
 import { isIPv6 } from 'node:net';
 import { DURATION_SYNTAX_HELP, formatDuration, tryParseDuration } from '../clock/duration.js';
 import { MAX_GRACE_MS } from '../disruption/pools/config.js';
+import { Companion } from '../health/reasons.js';
 
 /**
  * Command-line flags in kube-controller-manager's style: `--name=value` or `--name value`,
@@ -97,6 +98,39 @@ export const FLAGS: readonly FlagSpec[] = [
     min: 0,
     max: 500,
     help: 'Read the lease and node watches once per this interval instead of as each event arrives: one wake-up per interval however many heartbeats come in, for up to this much later sight of each (a lease is re-read before its node is marked). 0: read as events arrive.',
+  },
+
+  // Mode.
+  {
+    group: 'Mode',
+    name: 'mode',
+    kind: 'enum',
+    default: 'upstream',
+    values: ['upstream', 'companion'],
+    help: "What is written for a lost node. 'upstream': kube-controller-manager's node-lifecycle writes (Ready and the kubelet's conditions Unknown, node.kubernetes.io taints, pods Ready=False, its Events); run it only with that controller turned off. 'companion': beside a provider's node-lifecycle controller that cannot be turned off (EKS, GKE, AKS): only our own taint (--companion-taint-key) and Node condition NodeLeaseExpired, optionally pods Ready=False and evictions; all removed when the node renews.",
+  },
+  {
+    group: 'Mode',
+    name: 'companion-taint-key',
+    kind: 'string',
+    default: Companion.DefaultTaintKey,
+    help: 'Companion mode: the key of our NoSchedule taint on a lost node (a prefixed key under a domain you own, not kubernetes.io or k8s.io). Its value is "evicting" once evictions began. Pods tolerate <key>:NoExecute to opt out of our evictions.',
+  },
+  {
+    group: 'Mode',
+    name: 'companion-evict-after',
+    kind: DUR,
+    default: '0s',
+    min: 0,
+    max: 7 * 24 * 3600_000,
+    help: "Companion mode: evict a lost node's pods (Eviction API: PodDisruptionBudgets honoured; DaemonSet, mirror and finished pods skipped) this long after its grace ran out, as the zone rates, --max-noexecute-* and the full-disruption stop allow. 0: never evict (the provider's controller still does, at its own grace).",
+  },
+  {
+    group: 'Mode',
+    name: 'companion-mark-pods-not-ready',
+    kind: 'bool',
+    default: 'true',
+    help: "Companion mode: set Ready=False on a lost node's pods at our grace, so Services stop sending them traffic then instead of at the provider's grace. A live kubelet sets them back.",
   },
 
   // Eviction protection.

@@ -33,6 +33,9 @@ export const TRANSITION_KINDS = [
   'noexecute_taint_added',
   'taint_removed',
   'pods_marked_not_ready',
+  'marked_lost',
+  'lost_cleared',
+  'pods_evicted',
 ] as const;
 
 export function createControllerMetrics(registry: Registry): ControllerMetrics {

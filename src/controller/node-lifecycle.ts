@@ -6,7 +6,6 @@ import {
   type DisruptionController,
   type DisruptionUpdate,
   isExcludedFromDisruption,
-  type ReadyStatus,
   zoneDisplay,
   zoneKeyOf,
 } from '../disruption/index.js';
@@ -15,25 +14,21 @@ import {
   type EventRecord,
   NODE_LEASE_NAMESPACE,
   type NodeHealthTracker,
-  nodeAfterStatusDecision,
   type ObservationResult,
-  planTaints,
-  podsToMarkNotReady,
   readyStatus,
-  registeredNodeEvent,
-  removingNodeEvent,
   taintsPatch,
-  withoutHealthNoExecute,
 } from '../health/index.js';
 import { KubeApiError, type KubeClient, paths } from '../kube/client.js';
-import type { Lease, List, Node, Pod, Taint } from '../kube/types.js';
+import type { Lease, Node, Taint } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
+import { type MarkingPolicy, type NodeView, upstreamPolicy } from '../policy/index.js';
 import type { Subscription } from '../rx/index.js';
 import type { Reflector } from '../watch/reflector.js';
 import { watchBlindness } from '../watch/status.js';
 import type { WatchEvent, WatchHealth } from '../watch/types.js';
 import { AnomalyReporter } from './anomalies.js';
 import type { ControllerMetrics } from './metrics.js';
+import { PodStep } from './pods.js';
 import { WorkQueue } from './queue.js';
 import { RecentWrites } from './recent-writes.js';
 
@@ -81,7 +76,10 @@ export interface NodeLifecycleOptions {
    * than a period, they use the clock's scheduler.
    */
   ticker?: Ticker;
-  markPodsNotReady: 'always' | 'upstream';
+  /** What is written for a lost or recovered node (default: upstream's, with markPodsNotReady). */
+  policy?: MarkingPolicy;
+  /** The default policy's --mark-pods-not-ready. */
+  markPodsNotReady?: 'always' | 'upstream';
   /**
    * While a node is not Ready its pods are re-listed (newly bound pods get marked): first after this
    * long, then at doubling intervals up to podRecheckMaxMs while a re-list finds nothing to mark.
@@ -114,11 +112,6 @@ function stateOf(node: Node): 'ready' | 'not_ready' | 'unknown' | 'no_condition'
   }
 }
 
-function asReady(node: Node): ReadyStatus {
-  const s = readyStatus(node);
-  return s === 'True' || s === 'False' ? s : 'Unknown';
-}
-
 /**
  * The node lifecycle reconciler: feeds watch events to the pure health tracker and disruption
  * controller, arms ONE timer for the earliest deadline, and reconciles due or changed nodes with a
@@ -126,7 +119,9 @@ function asReady(node: Node): ReadyStatus {
  * watch that is disconnected, unsynced or silent makes it blind, and blind it marks nothing.
  */
 export class NodeLifecycleController {
-  private readonly o: Required<Omit<NodeLifecycleOptions, 'onObservation' | 'election' | 'ticker'>> &
+  private readonly o: Required<
+    Omit<NodeLifecycleOptions, 'onObservation' | 'election' | 'ticker' | 'markPodsNotReady'>
+  > &
     Pick<NodeLifecycleOptions, 'onObservation' | 'election' | 'ticker'>;
   private readonly log: Logger;
   private readonly queue: WorkQueue<string>;
@@ -150,8 +145,9 @@ export class NodeLifecycleController {
   private disruptionTickPending = false;
   private readonly admitted = new Set<string>();
   private readonly dryRunMarked = new Set<string>();
-  /** Nodes not Ready whose pods we listed: when, the interval to the next list, its resourceVersion. */
-  private readonly podsCheckedAt = new Map<string, { at: number; everyMs: number; rv: string | undefined }>();
+  private readonly pods: PodStep;
+  /** Nodes in their rate-limited step (companion: evicting) since when, on our clock. */
+  private readonly stepSince = new Map<string, number>();
   private readonly nodeStates = new Map<string, ReturnType<typeof stateOf>>();
   /** Nodes as our last write returned them, until the watch cache shows that version or newer. */
   private readonly writtenNodes = new RecentWrites<Node>(RECENT_WRITE_TTL_MS);
@@ -174,6 +170,7 @@ export class NodeLifecycleController {
       workers: 8,
       blindStepDownMs: 0,
       ...opts,
+      policy: opts.policy ?? upstreamPolicy({ markPodsNotReady: opts.markPodsNotReady ?? 'always' }),
     };
     this.log = opts.logger.with({ component: 'node-lifecycle' });
     this.anomalies = new AnomalyReporter(this.log, opts.metrics.anomalies);
@@ -184,6 +181,12 @@ export class NodeLifecycleController {
     });
     this.blindSince = this.now();
     this.watchBlind = { reason: 'unsynced', since: this.blindSince };
+    this.pods = new PodStep({
+      ...this.o,
+      log: this.log,
+      reads: this.reads.signal,
+      emit: (e) => this.emit(e),
+    });
   }
 
   private now(): number {
@@ -289,7 +292,10 @@ export class NodeLifecycleController {
       const r = this.o.tracker.observeLease(lease, now);
       this.noteAnomalies(r.anomalies);
       if (r.refreshed) this.dryRunMarked.delete(r.name);
-      if (r.recovered) this.queue.add(r.name);
+      // A node reported due that renewed; or one whose marks only a renewal removes (companion mode:
+      // no kubelet write tells it, and a restart does not report the nodes it had marked).
+      const node = r.refreshed ? this.o.nodes.store.get(r.name) : undefined;
+      if (r.recovered || (node && this.o.policy.renewalMatters(node))) this.queue.add(r.name);
       this.o.onObservation?.('lease', r);
     }
     this.armDeadlineTimer();
@@ -302,11 +308,11 @@ export class NodeLifecycleController {
     const node = ev.object;
     const name = node.metadata.name;
     if (ev.type === 'Delete') {
-      if (this.o.tracker.forgetNode(name) && this.acting())
-        void this.emit(removingNodeEvent(name, node.metadata.uid));
+      if (this.o.tracker.forgetNode(name) && this.acting()) this.nodeEvent('removing', node);
       this.o.disruption.forget(name);
       this.admitted.delete(name);
-      this.podsCheckedAt.delete(name);
+      this.pods.forget(name);
+      this.stepSince.delete(name);
       this.dryRunMarked.delete(name);
       this.writtenNodes.forget(name);
       this.setNodeState(name, undefined);
@@ -316,9 +322,7 @@ export class NodeLifecycleController {
       if (r.refreshed) this.dryRunMarked.delete(name);
       // RegisteredNode only for nodes that appear while we watch (upstream also emits it for every
       // node it lists at start: 1,000 Events on each failover of a 1,000-node cluster).
-      if (r.registered && ev.type === 'Apply' && this.acting()) {
-        void this.emit(registeredNodeEvent(name, node.metadata.uid));
-      }
+      if (r.registered && ev.type === 'Apply' && this.acting()) this.nodeEvent('registered', node);
       this.observeZone(node);
       this.setNodeState(name, stateOf(node));
       this.o.onObservation?.('node', r);
@@ -329,11 +333,16 @@ export class NodeLifecycleController {
     this.armDeadlineTimer();
   }
 
+  private nodeEvent(kind: 'registered' | 'removing', node: Node): void {
+    const e = this.o.policy.nodeEvent(kind, node.metadata.name, node.metadata.uid);
+    if (e) void this.emit(e);
+  }
+
   private observeZone(node: Node): void {
     this.o.disruption.observe({
       name: node.metadata.name,
       zone: zoneKeyOf(node.metadata.labels),
-      ready: asReady(node),
+      ready: this.o.policy.zoneReady(node),
       excluded: isExcludedFromDisruption(node.metadata.labels),
     });
   }
@@ -649,74 +658,86 @@ export class NodeLifecycleController {
     return out.kind === 'fenced';
   }
 
+  /** The tracker's view of one node at `now`, for the policy. */
+  private view(name: string, now: number): NodeView {
+    const h = this.o.tracker.health(name);
+    const timedOut = this.o.tracker.isTimedOut(name, now) && !this.dryRunMarked.has(name);
+    return {
+      timedOut,
+      lastRenewal: h?.lastSeenRenewTime ?? h?.lastSeenReadyHeartbeat,
+      graceMs: h?.graceMs ?? 0,
+      overdueMs: timedOut && h?.deadline !== undefined ? now - h.deadline : undefined,
+    };
+  }
+
   /**
-   * Brings one node in line: Unknown conditions when its deadline passed (confirmed against the API
-   * server first), taints, pods. Returns a requeue delay, or undefined.
+   * Brings one node in line, as the policy says: its status when its deadline passed (confirmed
+   * against the API server first) or it renewed, taints, pods. Returns a requeue delay, or undefined.
    */
   private async reconcile(name: string): Promise<number | undefined> {
     if (!this.acting()) return undefined;
     let node = this.writtenNodes.current(name, this.o.nodes.store.get(name), this.now());
     if (!node) return undefined;
-    const { tracker, writer, metrics } = this.o;
-    const wall = this.o.clock.wall();
+    const { tracker, writer, metrics, policy } = this.o;
     let now = this.now();
     let flipped = false;
 
-    // 1. Conditions -> Unknown.
-    if (tracker.isTimedOut(name, now) && !this.dryRunMarked.has(name)) {
-      const decision = tracker.markUnknown(node, now, wall);
-      if (decision) {
-        if (!(await this.confirmStale(name))) return undefined;
-        if (!this.acting()) return undefined;
-        const deadline = tracker.health(name)?.deadline;
-        const out = await writer.patchNodeStatus(name, node, (current) => {
-          if (current === node) return decision.patch as unknown as Record<string, unknown>;
-          // Someone changed the node since our copy: judge it again from the fresh object.
-          const t = this.now();
-          tracker.observeNode(current, t);
-          if (!tracker.isTimedOut(name, t)) return undefined;
-          return tracker.markUnknown(current, t, this.o.clock.wall())?.patch as unknown as
-            | Record<string, unknown>
-            | undefined;
+    // 1. Status: a lost node marked, a renewed one cleared.
+    const write = policy.status(node, this.view(name, now), this.o.clock.wall());
+    if (write) {
+      if (write.kind === 'lost' && !(await this.confirmStale(name))) return undefined;
+      if (!this.acting()) return undefined;
+      const deadline = write.kind === 'lost' ? tracker.health(name)?.deadline : undefined;
+      const out = await writer.patchNodeStatus(name, node, (current) => {
+        if (current === node) return write.patch;
+        // Someone changed the node since our copy: judge it again from the fresh object.
+        const t = this.now();
+        tracker.observeNode(current, t);
+        const again = policy.status(current, this.view(name, t), this.o.clock.wall());
+        return again?.kind === write.kind ? again.patch : undefined;
+      });
+      if (this.failedWrite(out)) return undefined;
+      now = this.now();
+      if (out.kind === 'applied' || out.kind === 'dry-run') {
+        if (write.unknown) tracker.noteMarkedUnknown(write.unknown, now);
+        metrics.transitions.inc({ kind: write.transition });
+        if (deadline !== undefined) metrics.detectionLatency.observe(Math.max(0, now - deadline) / 1000);
+        flipped = write.flippedFromTrue;
+        this.log.info(out.kind === 'dry-run' ? write.said.dryRun : write.said.applied, {
+          node: name,
+          readyBefore: write.readyBefore,
+          afterDeadline: deadline === undefined ? undefined : formatDuration(Math.round(now - deadline)),
         });
-        if (this.failedWrite(out)) return undefined;
-        now = this.now();
-        if (out.kind === 'applied' || out.kind === 'dry-run') {
-          tracker.noteMarkedUnknown(decision, now);
-          metrics.transitions.inc({ kind: 'marked_unknown' });
-          if (deadline !== undefined) metrics.detectionLatency.observe(Math.max(0, now - deadline) / 1000);
-          flipped = decision.flippedFromTrue;
-          this.log.info(out.kind === 'dry-run' ? 'Dry run: would mark node Unknown' : 'Marked node Unknown', {
-            node: name,
-            readyBefore: decision.readyBefore,
-            afterDeadline: deadline === undefined ? undefined : formatDuration(Math.round(now - deadline)),
-          });
-          for (const e of decision.events) void this.emit(e);
-          if (out.kind === 'dry-run') this.dryRunMarked.add(name);
-          if (out.kind === 'applied') this.writtenNodes.remember(name, out.object as Node | undefined, now);
-          node =
-            out.kind === 'applied' && out.object
-              ? (out.object as Node)
-              : nodeAfterStatusDecision(node, decision);
-          // Count it in its zone now, before our own taint request can spend a token: a mass
-          // failure must change the zone state first (the watch echo of our write comes later).
-          if (out.kind === 'applied') this.observeZone(node);
-        } else if (out.kind === 'unchanged') {
-          // The fresh copy showed a heartbeat: nothing to mark.
-          node = this.writtenNodes.current(name, this.o.nodes.store.get(name), now) ?? node;
-        } else if (out.kind === 'gone') {
-          return undefined;
-        }
+        for (const e of write.events) void this.emit(e);
+        if (out.kind === 'dry-run' && write.kind === 'lost') this.dryRunMarked.add(name);
+        if (out.kind === 'applied') this.writtenNodes.remember(name, out.object as Node | undefined, now);
+        node = out.kind === 'applied' && out.object ? (out.object as Node) : write.after;
+        // Count it in its zone now, before our own taint request can spend a token: a mass
+        // failure must change the zone state first (the watch echo of our write comes later).
+        if (out.kind === 'applied') this.observeZone(node);
+      } else if (out.kind === 'unchanged') {
+        // The fresh copy showed a heartbeat: nothing to mark.
+        node = this.writtenNodes.current(name, this.o.nodes.store.get(name), now) ?? node;
+      } else if (out.kind === 'gone') {
+        return undefined;
       }
     }
 
     // 2. Taints.
-    const requeue = await this.reconcileTaints(name, node);
-    if (requeue === 'fenced') return undefined;
+    const taintsDue = await this.reconcileTaints(name, node);
+    if (taintsDue === 'fenced') return undefined;
 
-    // 3. Pods of a node that is not Ready.
-    const podRequeue = await this.reconcilePods(name, node, flipped);
-    return podRequeue;
+    // 3. Pods. How long the node has been in its rate-limited step (companion: evicting), on our clock.
+    const since = policy.inRateLimitedStep(node) ? (this.stepSince.get(name) ?? this.now()) : undefined;
+    if (since === undefined) this.stepSince.delete(name);
+    else this.stepSince.set(name, since);
+    const podsDue = await this.pods.run(name, node, flipped, {
+      master: this.o.disruption.masterDisruptionActive,
+      ...(since !== undefined ? { evictingForMs: this.now() - since } : {}),
+    });
+    return taintsDue === undefined || podsDue === undefined
+      ? (taintsDue ?? podsDue)
+      : Math.min(taintsDue, podsDue);
   }
 
   /**
@@ -752,45 +773,36 @@ export class NodeLifecycleController {
     return true;
   }
 
-  private async reconcileTaints(name: string, node: Node): Promise<'fenced' | undefined> {
-    const { disruption, writer } = this.o;
-    const master = disruption.masterDisruptionActive;
+  /** Returns 'fenced', or when the rate-limited step comes due (ms). */
+  private async reconcileTaints(name: string, node: Node): Promise<'fenced' | number | undefined> {
+    const { disruption, writer, policy } = this.o;
     // An admission that arrives while this reconcile is in flight belongs to the next run (the
     // queue re-runs a key added during processing): decide and settle only with what we had now.
-    const admitted = this.admitted.has(name);
-    const wantsAdmission = (p: ReturnType<typeof planTaints>) =>
-      p.noExecute.kind === 'add' && !master && admitted;
-    const target = (n: Node): { taints: Taint[] | undefined; addsNoExecute: boolean } => {
-      const p = planTaints(n, this.o.clock.wall());
-      const addsNoExecute = wantsAdmission(p);
-      let taints = addsNoExecute ? p.finalTaints : p.immediateTaints;
-      if (master) {
-        const base: Node = { ...n, spec: { ...n.spec, taints: taints ?? n.spec?.taints ?? [] } };
-        taints = withoutHealthNoExecute(base) ?? taints;
-      }
-      return { taints, addsNoExecute };
+    const ctx = {
+      view: this.view(name, this.now()),
+      admitted: this.admitted.has(name),
+      master: disruption.masterDisruptionActive,
     };
-
-    const plan = planTaints(node, this.o.clock.wall());
-    if (plan.noExecute.kind === 'add' && !admitted && !master) {
+    const wall = () => this.o.clock.wall();
+    const first = policy.taints(node, wall(), ctx);
+    if (first.admission === 'request') {
       disruption.requestNoExecute(name, zoneKeyOf(node.metadata.labels), this.now());
       this.scheduleDisruptionTick();
-    } else if (plan.noExecute.kind !== 'add') {
+    } else if (first.admission === 'cancel') {
       disruption.cancel(name);
     }
-    const first = target(node);
     if (!first.taints) {
-      if (admitted && this.admitted.delete(name)) disruption.settle(name, 'dropped', this.now());
-      return undefined;
+      if (ctx.admitted && this.admitted.delete(name)) disruption.settle(name, 'dropped', this.now());
+      return first.recheckInMs;
     }
     let added = false;
     const before = node.spec?.taints ?? [];
     const out = await writer.patchNode(name, node, (current) => {
-      const t = current === node ? first : target(current);
+      const t = current === node ? first : policy.taints(current, wall(), ctx);
       added = t.addsNoExecute;
       return t.taints ? (taintsPatch(t.taints) as unknown as Record<string, unknown>) : undefined;
     });
-    if (admitted && this.admitted.delete(name)) {
+    if (ctx.admitted && this.admitted.delete(name)) {
       const ok = (out.kind === 'applied' || out.kind === 'dry-run') && added;
       disruption.settle(name, ok ? 'applied' : out.kind === 'failed' ? 'failed' : 'dropped', this.now());
     }
@@ -802,7 +814,7 @@ export class NodeLifecycleController {
     }
     if (out.kind === 'fenced') return 'fenced';
     if (out.kind === 'failed') throw out.error;
-    return undefined;
+    return first.recheckInMs;
   }
 
   private countTaintChanges(
@@ -826,84 +838,5 @@ export class NodeLifecycleController {
       this.o.metrics.transitions.inc({ kind: 'taint_removed' });
       this.log.info(dryRun ? 'Dry run: would remove taint' : 'Removed taint', { node: name, taint: key(t) });
     }
-  }
-
-  private async reconcilePods(name: string, node: Node, flipped: boolean): Promise<number | undefined> {
-    if (readyStatus(node) === 'True') {
-      this.podsCheckedAt.delete(name);
-      return undefined;
-    }
-    const mode = this.o.markPodsNotReady === 'upstream' ? 'upstream' : 'level';
-    if (mode === 'upstream' && !flipped && !this.podsCheckedAt.has(name)) return undefined;
-    const now = this.now();
-    const last = this.podsCheckedAt.get(name);
-    if (!flipped && last !== undefined && now - last.at < last.everyMs) {
-      return last.everyMs - (now - last.at);
-    }
-    this.podsCheckedAt.set(name, { at: now, everyMs: last?.everyMs ?? this.o.podRecheckMs, rv: last?.rv });
-    // Every list is served by the API server's watch cache, never by etcd: the first after the node
-    // stopped being Ready with resourceVersion=0 (as kube-controller-manager reads pods from its
-    // informer cache), a re-list with data at least as new as the previous list's
-    // (resourceVersionMatch=NotOlderThan). A quorum read (no resourceVersion) is served from the
-    // cache only by servers with consistent reads from it (Kubernetes >= 1.31); older ones read every
-    // pod of the cluster from etcd for each, which a zone outage multiplies by its node count
-    // (docs/benchmarks.md, "Pod lists during a zone outage"). A stale view is caught by the next
-    // list, and a pod status write carries its own resourceVersion precondition.
-    const rv = flipped ? undefined : last?.rv;
-    let pods: List<Pod>;
-    try {
-      pods = await this.o.client.request<List<Pod>>({
-        method: 'GET',
-        path: paths.pods(),
-        query: {
-          fieldSelector: `spec.nodeName=${name}`,
-          ...(rv ? { resourceVersion: rv, resourceVersionMatch: 'NotOlderThan' } : { resourceVersion: '0' }),
-        },
-        timeoutMs: 30_000,
-        signal: this.reads.signal,
-      });
-    } catch (err) {
-      // Next time from whatever the cache has (e.g. "too large resource version" after an etcd restore).
-      if (rv) this.podsCheckedAt.set(name, { at: now, everyMs: this.o.podRecheckMs, rv: undefined });
-      throw err;
-    }
-    const wall = this.o.clock.wall();
-    const decisions = podsToMarkNotReady(node, pods.items, wall, {
-      mode,
-      trigger: flipped ? 'node-flipped' : 'resync',
-    });
-    let failures = 0;
-    let marked = 0;
-    for (const d of decisions) {
-      const pod = pods.items.find((p) => p.metadata.namespace === d.namespace && p.metadata.name === d.name);
-      const out = await this.o.writer.patchPodStatus(d.namespace, d.name, pod, (current) => {
-        if (current === pod) return d.patch as unknown as Record<string, unknown>;
-        const again = podsToMarkNotReady(node, [current], this.o.clock.wall(), { mode, trigger: 'retry' });
-        return again[0]?.patch as unknown as Record<string, unknown> | undefined;
-      });
-      if (out.kind === 'fenced') return undefined;
-      if (out.kind === 'failed') failures++;
-      if (out.kind === 'applied' || out.kind === 'dry-run') {
-        marked++;
-        this.o.metrics.transitions.inc({ kind: 'pods_marked_not_ready' });
-        this.log.info(out.kind === 'dry-run' ? 'Dry run: would mark pod not ready' : 'Marked pod not ready', {
-          node: name,
-          pod: `${d.namespace}/${d.name}`,
-        });
-        void this.emit(d.event);
-      }
-    }
-    if (failures > 0) {
-      this.podsCheckedAt.delete(name);
-      throw new Error(`${failures} pod status writes failed on node ${name}`);
-    }
-    // Keep looking while the node is not Ready: pods bound to it later get marked too. Back off
-    // while there is nothing to mark (a pod on a node that stopped reporting cannot become Ready).
-    const everyMs =
-      flipped || marked > 0 || last === undefined
-        ? this.o.podRecheckMs
-        : Math.min(last.everyMs * 2, Math.max(this.o.podRecheckMs, this.o.podRecheckMaxMs));
-    this.podsCheckedAt.set(name, { at: now, everyMs, rv: pods.metadata?.resourceVersion });
-    return everyMs;
   }
 }

@@ -77,6 +77,12 @@ export const EventReason = {
   RegisteredNode: 'RegisteredNode',
   /** On the Node (Normal) when it disappears from the controller's view. */
   RemovingNode: 'RemovingNode',
+  /** Companion mode (ours, not upstream's): on the Node (Warning) when it is marked lost. */
+  NodeLeaseExpired: 'NodeLeaseExpired',
+  /** Companion mode: on the Node (Normal) when it renewed and our marks came off. */
+  NodeLeaseRenewed: 'NodeLeaseRenewed',
+  /** Companion mode: on each Pod (Warning) set Ready=False on a lost node. */
+  PodNodeLeaseExpired: 'NodeLeaseExpired',
 } as const;
 export type EventReason = (typeof EventReason)[keyof typeof EventReason];
 
@@ -146,3 +152,20 @@ export const AnomalyKind = {
   LeaseReadInvalid: 'lease_read_invalid',
 } as const;
 export type AnomalyKind = (typeof AnomalyKind)[keyof typeof AnomalyKind];
+
+/**
+ * Companion mode (beside a live provider's node-lifecycle controller): the only fields it writes
+ * are its own taint (key configurable, under a domain this project owns, never node.kubernetes.io),
+ * its own Node condition, and (optionally) pods' Ready=False.
+ */
+export const Companion = {
+  /** Default --companion-taint-key. */
+  DefaultTaintKey: 'node-lifecycle-controller.io/unreachable',
+  /** The taint's value once the node's evictions were admitted (zone rates, cap, master disruption). */
+  EvictingValue: 'evicting',
+  /** Our Node condition: True while the node is lost as we see it. */
+  ConditionType: 'NodeLeaseExpired',
+  ConditionReason: 'LeaseNotRenewed',
+  /** Pods mirrored from static manifests: the kubelet owns them, there is nothing to evict. */
+  MirrorPodAnnotation: 'kubernetes.io/config.mirror',
+} as const;

@@ -686,6 +686,8 @@ export const paths = {
     `/api/v1/namespaces/${encodeURIComponent(ns)}/pods/${encodeURIComponent(name)}`,
   podStatus: (ns: string, name: string) =>
     `/api/v1/namespaces/${encodeURIComponent(ns)}/pods/${encodeURIComponent(name)}/status`,
+  podEviction: (ns: string, name: string) =>
+    `/api/v1/namespaces/${encodeURIComponent(ns)}/pods/${encodeURIComponent(name)}/eviction`,
   leases: (ns: string) => `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/leases`,
   lease: (ns: string, name: string) =>
     `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/leases/${encodeURIComponent(name)}`,

@@ -27,6 +27,11 @@ export interface ControlPlaneOptions {
    * must see every call a client made, e.g. that none was refused.
    */
   auditReads?: boolean;
+  /**
+   * With `audit`: writes to nodes, pods and events at Request level (the request body is logged:
+   * a test can check what a client asked to change, e.g. which taints a patch carried).
+   */
+  auditBodies?: boolean;
   /** Extra kube-apiserver flags. */
   apiserverArgs?: string[];
   /** Parent folder for the run's temporary files (default: /dev/shm when present). */
@@ -57,6 +62,26 @@ rules:
         resources: ["leases"]
       - group: "events.k8s.io"
         resources: ["events"]
+  - level: None
+`;
+
+/** `auditBodies`: writes with their request bodies. */
+const AUDIT_POLICY_BODIES = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: None
+    verbs: ["get", "list", "watch"]
+  - level: Request
+    resources:
+      - group: ""
+        resources: ["nodes", "nodes/status", "pods", "pods/status", "pods/eviction", "events"]
+      - group: "events.k8s.io"
+        resources: ["events"]
+  - level: Metadata
+    resources:
+      - group: "coordination.k8s.io"
+        resources: ["leases"]
   - level: None
 `;
 
@@ -155,7 +180,7 @@ export class LocalControlPlane {
     if (this.auditLogPath) {
       writeFileSync(
         path.join(this.dir, 'audit-policy.yaml'),
-        this.opts.auditReads ? AUDIT_POLICY_ALL : AUDIT_POLICY,
+        this.opts.auditReads ? AUDIT_POLICY_ALL : this.opts.auditBodies ? AUDIT_POLICY_BODIES : AUDIT_POLICY,
       );
     }
 

@@ -2,7 +2,9 @@
 # The kind suite in one command: builds the controller's image from the Dockerfile, creates a kind
 # cluster (1 control plane + 2 workers) whose kube-controller-manager runs without its
 # node-lifecycle-controller, installs manifests/overlays/kind and runs the scenarios in
-# test/kind/kind.test.ts. The cluster is deleted at the end.
+# test/kind/kind.test.ts; then companion mode in test/kind/companion.test.ts, on a second cluster
+# whose kube-controller-manager keeps its own (test/kind/kind-companion-config.yaml). Each cluster
+# is deleted at the end of its file.
 #
 #   test/kind/run.sh [--offline] [--config FILE] [--image IMAGE] [--keep]
 #
@@ -13,7 +15,7 @@
 #   --config FILE  a kind config to use instead of test/kind/kind-config.yaml (keep its
 #                  kube-controller-manager --controllers patch)
 #   --image IMAGE  test a prebuilt controller image instead of building the Dockerfile
-#   --keep         keep the cluster (kind delete cluster --name nlc-e2e)
+#   --keep         keep the clusters (kind delete cluster --name nlc-e2e; --name nlc-e2e-companion)
 # Results: one "PASS: ..." line per scenario with its timings; on failure, the controller's logs and
 # /metrics, nodes, pods and events in .tmp/kind-diagnostics/.
 set -euo pipefail

@@ -20,6 +20,11 @@ export class ClusterObserver {
   readonly pods = new Map<string, Pod>();
   /** pod key -> [time, Ready status] changes. */
   readonly podReady = new Map<string, { at: number; status: string }[]>();
+  /**
+   * pod key -> when each incarnation (uid) was first seen going away: a deletionTimestamp, or its
+   * DELETED event (a pod whose grace period is 0 is removed at once, with no deletionTimestamp seen).
+   */
+  readonly podDeleted = new Map<string, { at: number; uid: string }[]>();
   private readonly lastRenew = new Map<string, string>();
   private stops: (() => void)[] = [];
 
@@ -46,6 +51,11 @@ export class ClusterObserver {
       await rawWatch<Pod>(client, paths.pods(), (e) => {
         const key = `${e.object.metadata.namespace}/${e.object.metadata.name}`;
         o.pods.set(key, e.object);
+        if (e.type === 'DELETED' || e.object.metadata.deletionTimestamp) {
+          const uid = e.object.metadata.uid ?? '';
+          const ds = o.podDeleted.get(key) ?? [];
+          if (!ds.some((d) => d.uid === uid)) o.podDeleted.set(key, [...ds, { at: e.at, uid }]);
+        }
         const status = e.object.status?.conditions?.find((c) => c.type === 'Ready')?.status ?? '-';
         const rs = o.podReady.get(key) ?? [];
         if (rs.at(-1)?.status !== status) o.podReady.set(key, [...rs, { at: e.at, status }]);
@@ -98,6 +108,11 @@ export class ClusterObserver {
     return added;
   }
 
+  /** First time after `since` that the pod (any incarnation) was seen being deleted or gone. */
+  podDeletedAt(key: string, since = 0): number | undefined {
+    return this.podDeleted.get(key)?.find((d) => d.at >= since)?.at;
+  }
+
   podReadyStatus(key: string): string | undefined {
     return this.podReady.get(key)?.at(-1)?.status;
   }
@@ -122,6 +137,8 @@ export interface AuditEvent {
     namespace?: string;
   };
   responseStatus?: { code?: number };
+  /** The request body (policies at Request level, see ControlPlaneOptions.auditBodies). */
+  requestObject?: unknown;
   stageTimestamp?: string;
   requestReceivedTimestamp?: string;
 }

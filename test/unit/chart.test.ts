@@ -67,7 +67,7 @@ describe('Helm chart', () => {
   it('helm lint --strict passes, with the default values and with each ci/ values file', () => {
     expect(helm(['lint', '--strict', CHART])).toMatch(/1 chart\(s\) linted, 0 chart\(s\) failed/);
     const ci = readdirSync(join(CHART, 'ci'));
-    expect(ci.sort()).toEqual(['control-plane-values.yaml', 'kind-values.yaml']);
+    expect(ci.sort()).toEqual(['companion-values.yaml', 'control-plane-values.yaml', 'kind-values.yaml']);
     for (const f of ci) {
       expect(helm(['lint', '--strict', CHART, '-f', join(CHART, 'ci', f)]), f).toMatch(/0 chart\(s\) failed/);
     }
@@ -140,6 +140,42 @@ describe('Helm chart', () => {
     );
   });
 
+  it('ci/companion-values.yaml renders manifests/overlays/companion; with companionEvictAfter the companion-evictions component too', () => {
+    const overlay = join(MANIFESTS, 'overlays', 'companion');
+    const companion = withoutHelmLabels(template(['-f', join(CHART, 'ci', 'companion-values.yaml')]));
+    expect(byKey(companion)).toEqual(byKey(notNamespace(kustomizeOverlay({ resources: [overlay] }))));
+    const evicting = withoutHelmLabels(
+      template([
+        '-f',
+        join(CHART, 'ci', 'companion-values.yaml'),
+        '--set',
+        'controller.companionEvictAfter=2m',
+      ]),
+    );
+    expect(byKey(evicting)).toEqual(
+      byKey(
+        notNamespace(
+          kustomizeOverlay({
+            resources: [overlay],
+            components: [join(MANIFESTS, 'components', 'companion-evictions')],
+          }),
+        ),
+      ),
+    );
+    // No eviction right without evictions, or outside companion mode.
+    const rules = (objects: Manifest[]) =>
+      JSON.stringify(
+        objects.find((o) => o.kind === 'ClusterRole' && !o.metadata.name.endsWith('-reader'))?.rules,
+      );
+    for (const args of [
+      ['--set', 'controller.mode=companion,controller.companionEvictAfter=0s'],
+      ['--set', 'controller.companionEvictAfter=2m'],
+      ['--set', 'controller.mode=companion,controller.companionEvictAfter=2m,controller.dryRun=true'],
+    ]) {
+      expect(rules(template(args)), args.join(' ')).not.toContain('pods/eviction');
+    }
+  });
+
   it('controller values become the flags the controller declares, in one order', () => {
     const helpers = helm(['template', 'x', CHART, '--show-only', 'templates/deployment.yaml']);
     expect(helpers).toContain('--leader-elect=true');
@@ -150,7 +186,14 @@ describe('Helm chart', () => {
       .filter((k) => !['dryRun', 'verbosity', 'extraArgs'].includes(k))
       .map(
         (k, i) =>
-          `controller.${k}=${k === 'markPodsNotReady' ? 'upstream' : k === 'logFormat' ? 'text' : `${i + 1}s`}`,
+          `controller.${k}=${
+            {
+              markPodsNotReady: 'upstream',
+              logFormat: 'text',
+              mode: 'companion',
+              companionMarkPodsNotReady: 'true',
+            }[k] ?? `${i + 1}s`
+          }`,
       );
     const args = pod(
       template(['--set', set.join(','), '--set', 'controller.extraArgs[0]=--watch-read-interval=100ms']),

@@ -103,10 +103,12 @@ describe('manifest files', () => {
     expect(dirs).toEqual(
       [
         'manifests/base',
+        'manifests/components/companion-evictions',
         'manifests/components/networkpolicy',
         'manifests/components/node-pools',
         'manifests/components/prometheusrule',
         'manifests/components/servicemonitor',
+        'manifests/overlays/companion',
         'manifests/overlays/control-plane',
         'manifests/overlays/dry-run',
         'manifests/overlays/kind',
@@ -405,6 +407,7 @@ describe('overlays', () => {
     ['kind', join(OVERLAYS, 'kind')],
     ['dry-run', join(OVERLAYS, 'dry-run')],
     ['control-plane', join(OVERLAYS, 'control-plane')],
+    ['companion', join(OVERLAYS, 'companion')],
   ])('%s: the controller accepts the container args', (name, dir) => {
     const dep = name === 'base' ? findDoc(BASE, 'Deployment') : deploymentOf(dir);
     const cfg = configOf(dep);
@@ -419,6 +422,7 @@ describe('overlays', () => {
     ['kind', join(OVERLAYS, 'kind')],
     ['dry-run', join(OVERLAYS, 'dry-run')],
     ['control-plane', join(OVERLAYS, 'control-plane')],
+    ['companion', join(OVERLAYS, 'companion')],
   ])(
     '%s: the whole shutdown budget, plus a second to exit, fits in terminationGracePeriodSeconds',
     (name, dir) => {
@@ -565,9 +569,63 @@ describe('overlays', () => {
     expect(can('events', 'create')).toBe(true);
     expect(can('pods', 'delete')).toBe(false);
     expect(can('nodes', 'delete')).toBe(false);
+    // Evictions are companion mode's, and only with manifests/components/companion-evictions.
+    expect(can('pods/eviction', 'create')).toBe(false);
     // Secure /metrics: the reviews of scrapers.
     expect(can('tokenreviews', 'create')).toBe(true);
     expect(can('subjectaccessreviews', 'create')).toBe(true);
+  });
+
+  it("companion: --mode=companion at a grace below upstream's 50s, the base's RBAC; the evictions component adds create pods/eviction and nothing else", () => {
+    const role = (docs: Obj[]) =>
+      docs.find(
+        (d) => d.kind === 'ClusterRole' && get(d, 'metadata', 'name') === 'node-lifecycle-controller',
+      );
+    const dep = (docs: Obj[]) => docs.find((d) => d.kind === 'Deployment')!;
+    const base = kustomize(BASE);
+    const companion = kustomize(join(OVERLAYS, 'companion'));
+    const withEvictions = kustomizeWith(
+      [join(OVERLAYS, 'companion')],
+      [join(COMPONENTS, 'companion-evictions')],
+    );
+    const cfg = configOf(dep(companion));
+    expect(cfg.mode).toBe('companion');
+    expect(cfg.health.monitorGraceMs).toBeLessThan(50_000);
+    expect(cfg.companion).toEqual({
+      taintKey: 'node-lifecycle-controller.io/unreachable',
+      evictAfterMs: 0,
+      markPodsNotReady: true,
+    });
+    expect(configOf(dep(withEvictions)).companion.evictAfterMs).toBe(120_000);
+    // Everything but the Deployment's args (and, with evictions, one rule) is the base as shipped.
+    const others = (docs: Obj[]) => docs.filter((d) => d.kind !== 'Deployment' && d.kind !== 'ClusterRole');
+    expect(others(companion)).toEqual(others(base));
+    expect(others(withEvictions)).toEqual(others(base));
+    expect(role(companion)).toEqual(role(base));
+    expect(role(withEvictions)).toEqual({
+      ...role(base),
+      rules: [
+        ...arr(role(base)?.rules),
+        { apiGroups: [''], resources: ['pods/eviction'], verbs: ['create'] },
+      ],
+    });
+    // The Deployment only gained args.
+    const argsOf = (d: Obj) => arr(get(d, 'spec', 'template', 'spec', 'containers', 0, 'args')).map(String);
+    const stripArgs = (d: Obj) => {
+      const c = structuredClone(d);
+      delete (get(c, 'spec', 'template', 'spec', 'containers', 0) as Obj).args;
+      return c;
+    };
+    expect(stripArgs(dep(companion))).toEqual(stripArgs(dep(base)));
+    expect(argsOf(dep(companion))).toEqual([
+      ...argsOf(dep(base)),
+      '--mode=companion',
+      '--node-monitor-grace-period=20s',
+    ]);
+    // Without companion mode the component is refused at start, not silently ignored.
+    expect(() => configOf(dep(kustomizeWith([BASE], [join(COMPONENTS, 'companion-evictions')])))).toThrow(
+      /need --mode=companion/,
+    );
   });
 
   it('metrics-reader: get on the non-resource URL /metrics, nothing else', () => {
@@ -936,9 +994,21 @@ describe('metric names in alerts and dashboard', () => {
   }
 
   it('the transition kinds are the ones the reconciler counts, each exported from the start at 0', () => {
-    const src = readFileSync(join(REPO, 'src', 'controller', 'node-lifecycle.ts'), 'utf8');
+    // The reconciler (node-lifecycle.ts, its pod step) counts literal kinds; the policies name the
+    // kind of each status write they return (`transition: '...'`), which the reconciler counts.
+    const src = [
+      join(REPO, 'src', 'controller', 'node-lifecycle.ts'),
+      join(REPO, 'src', 'controller', 'pods.ts'),
+      ...walkFiles(join(REPO, 'src', 'policy'), (p) => p.endsWith('.ts') && !p.endsWith('.test.ts')),
+    ]
+      .map((f) => readFileSync(f, 'utf8'))
+      .join('\n');
+    expect(src).toContain('transitions.inc({ kind: write.transition })');
     for (const k of TRANSITION_KINDS) expect(src, k).toContain(`'${k}'`);
-    const counted = [...src.matchAll(/transitions\.inc\(\{\s*kind:\s*'(\w+)'/g)].map((m) => m[1]);
+    const counted = [
+      ...src.matchAll(/transitions\.inc\(\{\s*kind:\s*'(\w+)'/g),
+      ...src.matchAll(/\btransition:\s*'(\w+)'/g),
+    ].map((m) => m[1]);
     for (const k of counted) expect(TRANSITION_KINDS, String(k)).toContain(k);
     expect([...(catalog.get('nlc_transitions_total')?.labelValues.get('kind') ?? [])].sort()).toEqual(
       [...TRANSITION_KINDS].sort(),

@@ -40,6 +40,10 @@ The controller's flags from .Values.controller, in this order (flag names as `--
 test/unit/chart.test.ts checks each against src/config/flags.ts).
 */}}
 {{- define "nlc.flagNames" -}}
+mode: mode
+companionTaintKey: companion-taint-key
+companionEvictAfter: companion-evict-after
+companionMarkPodsNotReady: companion-mark-pods-not-ready
 nodeMonitorGracePeriod: node-monitor-grace-period
 nodeStartupGracePeriod: node-startup-grace-period
 nodeMonitorPeriod: node-monitor-period
@@ -58,8 +62,13 @@ logFormat: log-format
 {{- end -}}
 
 {{- define "nlc.flagOrder" -}}
-nodeMonitorGracePeriod nodeStartupGracePeriod nodeMonitorPeriod nodeEvictionRate secondaryNodeEvictionRate largeClusterSizeThreshold unhealthyZoneThreshold maxNoExecuteTaints maxNoExecutePercent maxNoExecuteWindow markPodsNotReady watchSilenceThreshold kubeApiQps kubeApiBurst logFormat
+mode nodeMonitorGracePeriod companionTaintKey companionEvictAfter companionMarkPodsNotReady nodeStartupGracePeriod nodeMonitorPeriod nodeEvictionRate secondaryNodeEvictionRate largeClusterSizeThreshold unhealthyZoneThreshold maxNoExecuteTaints maxNoExecutePercent maxNoExecuteWindow markPodsNotReady watchSilenceThreshold kubeApiQps kubeApiBurst logFormat
 {{- end -}}
 
 {{/* Where the node-pool ConfigMap is mounted. */}}
 {{- define "nlc.poolConfigDir" -}}/etc/node-lifecycle-controller/pools{{- end -}}
+
+{{/* Companion mode with evictions on: the ClusterRole needs create on pods/eviction. */}}
+{{- define "nlc.companionEvicts" -}}
+{{- if and (eq (toString .Values.controller.mode) "companion") (not (has (toString .Values.controller.companionEvictAfter) (list "" "0" "0s" "0ms" "0m" "0h"))) -}}true{{- end -}}
+{{- end -}}

@@ -11,7 +11,7 @@
  */
 
 import { KubeApiError, type KubeRequest, KubeTransportError } from '../../kube/client.js';
-import type { Lease, Node, NodeCondition, Taint } from '../../kube/types.js';
+import type { Lease, Node, NodeCondition, Pod, Taint } from '../../kube/types.js';
 import { Observable, type Subscriber } from '../../rx/index.js';
 import { listPage } from '../../watch/testing.js';
 import type { ListRequest, WatchRequest, WatchTransport } from '../../watch/types.js';
@@ -37,6 +37,7 @@ export type PathState = 'up' | 'refuse' | 'hang';
 
 const LEASE_PATH = /^\/apis\/coordination\.k8s\.io\/v1\/namespaces\/kube-node-lease\/leases\/([^/]+)$/;
 const NODE_PATH = /^\/api\/v1\/nodes\/([^/]+)(\/status)?$/;
+const POD_PATH = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)(?:\/(status|eviction))?$/;
 
 function clone<T>(v: T): T {
   return JSON.parse(JSON.stringify(v)) as T;
@@ -55,6 +56,12 @@ export class SimApiServer {
   readonly nodes = new Map<string, Node>();
   /** Every PATCH the controller sent that was applied: [monotonic time, path]. */
   readonly patches: Array<{ at: number; path: string; body: unknown }> = [];
+  /** Pods (not watched: listed by node, patched, evicted), by namespace/name. */
+  readonly pods = new Map<string, Pod>();
+  /** Pods evicted (monotonic time, namespace/name), in order. */
+  readonly evictions: Array<{ at: number; pod: string }> = [];
+  /** Pods whose eviction a PodDisruptionBudget refuses (429) while listed here. */
+  readonly pdbBlocked = new Set<string>();
   private readonly history: Change[] = [];
   /** Watch opens waiting for a stalled resource to flow again. */
   private readonly stalledOpens: Array<() => void> = [];
@@ -157,6 +164,51 @@ export class SimApiServer {
       metadata: { name, namespace: 'kube-node-lease', uid: `uid-lease-${name}` },
       spec: { holderIdentity: name, leaseDurationSeconds: 40, renewTime: microTime(Date.now()) },
     });
+  }
+
+  /** Someone else (the provider's controller, an operator) sets the node's spec.taints. */
+  setTaints(name: string, taints: Taint[]): void {
+    this.updateNode(name, (node) => ({ ...node, spec: { ...node.spec, taints } }));
+  }
+
+  /** Someone else writes the node (a stored MODIFIED, as the watch shows it). */
+  updateNode(name: string, change: (node: Node) => Node): void {
+    const node = this.nodes.get(name);
+    if (node) this.store('nodes', 'MODIFIED', change(clone(node)));
+  }
+
+  /** The node as stored at resourceVersion `rv` (undefined: no such version). */
+  nodeAt(name: string, rv: string | undefined): Node | undefined {
+    const c = this.history.find(
+      (x) => x.resource === 'nodes' && String(x.rv) === rv && x.object.metadata.name === name,
+    );
+    return c?.object as Node | undefined;
+  }
+
+  /** A running, Ready pod bound to `node` (`extra` merged into it). */
+  addPod(namespace: string, name: string, node: string, extra: Partial<Pod> = {}): void {
+    this.pods.set(`${namespace}/${name}`, {
+      ...extra,
+      metadata: {
+        name,
+        namespace,
+        uid: `uid-${name}`,
+        resourceVersion: String(++this.rv),
+        ...extra.metadata,
+      },
+      spec: { nodeName: node, ...extra.spec },
+      status: {
+        phase: 'Running',
+        conditions: [
+          { type: 'Ready', status: 'True', lastTransitionTime: new Date(Date.now()).toISOString() },
+        ],
+        ...extra.status,
+      },
+    });
+  }
+
+  podReadyOf(key: string): string | undefined {
+    return this.pods.get(key)?.status?.conditions?.find((c) => c.type === 'Ready')?.status;
   }
 
   readyOf(name: string): string | undefined {
@@ -354,7 +406,13 @@ export class SimApiServer {
       if (!l) throw apiError(404, 'NotFound', what);
       return { kind: 'Lease', apiVersion: 'coordination.k8s.io/v1', ...clone(l) };
     }
-    if (req.path === '/api/v1/pods' && req.method === 'GET') return { metadata: {}, items: [] };
+    if (req.path === '/api/v1/pods' && req.method === 'GET') {
+      const node = /^spec\.nodeName=(.*)$/.exec(String(req.query?.fieldSelector ?? ''))?.[1];
+      const items = [...this.pods.values()].filter((p) => node === undefined || p.spec?.nodeName === node);
+      return { metadata: { resourceVersion: String(this.rv) }, items: clone(items) };
+    }
+    const pod = POD_PATH.exec(req.path);
+    if (pod) return this.podRequest(req, `${pod[1]}/${pod[2]}`, pod[3] as 'status' | 'eviction' | undefined);
     if (req.method === 'POST' && req.path.endsWith('/events')) return {};
     const node = NODE_PATH.exec(req.path);
     if (node) {
@@ -376,7 +434,10 @@ export class SimApiServer {
           const conditions = next.status?.conditions ?? [];
           for (const c of body.status?.conditions ?? []) {
             const i = conditions.findIndex((x) => x.type === c.type);
-            if (i >= 0) conditions[i] = { ...conditions[i]!, ...c };
+            // Strategic merge: {type, $patch: delete} removes the entry with that merge key.
+            if ((c as { $patch?: string }).$patch === 'delete') {
+              if (i >= 0) conditions.splice(i, 1);
+            } else if (i >= 0) conditions[i] = { ...conditions[i]!, ...c };
             else conditions.push(c);
           }
           next.status = { ...next.status, conditions };
@@ -387,6 +448,47 @@ export class SimApiServer {
         this.store('nodes', 'MODIFIED', next);
         return clone(this.nodes.get(name));
       }
+    }
+    throw apiError(404, 'NotFound', what);
+  }
+
+  /** pods/status PATCH (conditions merged by type) and pods/eviction POST (a graceful delete). */
+  private podRequest(req: KubeRequest, key: string, sub: 'status' | 'eviction' | undefined): unknown {
+    const what = `${req.method} ${req.path}`;
+    const current = this.pods.get(key);
+    if (!current) throw apiError(404, 'NotFound', what);
+    if (sub === undefined && req.method === 'GET') return clone(current);
+    if (sub === 'eviction' && req.method === 'POST') {
+      if (this.pdbBlocked.has(key)) throw apiError(429, 'TooManyRequests', what);
+      const uid = (req.body as { deleteOptions?: { preconditions?: { uid?: string } } }).deleteOptions
+        ?.preconditions?.uid;
+      if (uid !== undefined && uid !== current.metadata.uid) throw apiError(409, 'Conflict', what);
+      // The node is gone: the pod stays Terminating, as on a real cluster.
+      current.metadata = { ...current.metadata, deletionTimestamp: new Date(Date.now()).toISOString() };
+      this.evictions.push({ at: this.now(), pod: key });
+      return { kind: 'Status', status: 'Success' };
+    }
+    if (sub === 'status' && req.method === 'PATCH') {
+      const body = req.body as {
+        metadata?: { resourceVersion?: string };
+        status?: { conditions?: NodeCondition[] };
+      };
+      const rv = body.metadata?.resourceVersion;
+      if (rv !== undefined && rv !== current.metadata.resourceVersion) throw apiError(409, 'Conflict', what);
+      const conditions = [...(current.status?.conditions ?? [])];
+      for (const c of body.status?.conditions ?? []) {
+        const i = conditions.findIndex((x) => x.type === c.type);
+        if (i >= 0) conditions[i] = { ...conditions[i]!, ...c };
+        else conditions.push(c);
+      }
+      const next: Pod = {
+        ...current,
+        metadata: { ...current.metadata, resourceVersion: String(++this.rv) },
+        status: { ...current.status, conditions },
+      };
+      this.pods.set(key, next);
+      this.patches.push({ at: this.now(), path: req.path, body: req.body });
+      return clone(next);
     }
     throw apiError(404, 'NotFound', what);
   }

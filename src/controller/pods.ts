@@ -1,0 +1,163 @@
+import type { ApiWriter } from '../apply/writer.js';
+import type { Clock } from '../clock/clock.js';
+import type { EventRecord } from '../health/index.js';
+import { type KubeClient, paths } from '../kube/client.js';
+import type { List, Node, Pod } from '../kube/types.js';
+import type { Logger } from '../log/logger.js';
+import type { MarkingPolicy, PodContext } from '../policy/index.js';
+import type { ControllerMetrics } from './metrics.js';
+
+export interface PodStepOptions {
+  clock: Clock;
+  log: Logger;
+  metrics: ControllerMetrics;
+  client: KubeClient;
+  writer: ApiWriter;
+  policy: MarkingPolicy;
+  /** Aborted on stop: a pod list in flight ends at once. */
+  reads: AbortSignal;
+  emit: (e: EventRecord) => Promise<void>;
+  /** First re-list of a node's pods after this long, then doubling up to podRecheckMaxMs. */
+  podRecheckMs: number;
+  podRecheckMaxMs: number;
+}
+
+/**
+ * The pods of a node the policy wants looked at: listed from the API server's watch cache, then
+ * marked not Ready (pods/status) or evicted, as the policy says. Re-listed while the node stays
+ * that way (newly bound pods get their turn), backing off while nothing is found to do.
+ */
+export class PodStep {
+  /**
+   * Nodes whose pods we listed: when, the interval to the next list, its resourceVersion, and
+   * whether the node was in its rate-limited step (companion: evicting) then.
+   */
+  private readonly checkedAt = new Map<
+    string,
+    { at: number; everyMs: number; rv: string | undefined; stepped: boolean }
+  >();
+
+  constructor(private readonly o: PodStepOptions) {}
+
+  forget(name: string): void {
+    this.checkedAt.delete(name);
+  }
+
+  /** Brings the node's pods in line; returns when to look again (ms), or undefined. */
+  async run(
+    name: string,
+    node: Node,
+    flipped: boolean,
+    ctx: Omit<PodContext, 'trigger'>,
+  ): Promise<number | undefined> {
+    const { policy, writer, metrics, log } = this.o;
+    if (!policy.podsWanted(node, flipped, this.checkedAt.has(name))) {
+      this.checkedAt.delete(name);
+      return undefined;
+    }
+    const now = this.o.clock.scheduler.now();
+    const last = this.checkedAt.get(name);
+    // A node that entered its rate-limited step since the last list (companion: its evictions were
+    // admitted) has new work for its pods now, not at the next re-list.
+    const stepped = policy.inRateLimitedStep(node);
+    const entered = stepped && last !== undefined && !last.stepped;
+    if (!flipped && !entered && last !== undefined && now - last.at < last.everyMs) {
+      return last.everyMs - (now - last.at);
+    }
+    this.checkedAt.set(name, {
+      at: now,
+      everyMs: last?.everyMs ?? this.o.podRecheckMs,
+      rv: last?.rv,
+      stepped,
+    });
+    // Every list is served by the API server's watch cache, never by etcd: the first after the node
+    // stopped being Ready with resourceVersion=0 (as kube-controller-manager reads pods from its
+    // informer cache), a re-list with data at least as new as the previous list's
+    // (resourceVersionMatch=NotOlderThan). A quorum read (no resourceVersion) is served from the
+    // cache only by servers with consistent reads from it (Kubernetes >= 1.31); older ones read every
+    // pod of the cluster from etcd for each, which a zone outage multiplies by its node count
+    // (docs/benchmarks.md, "Pod lists during a zone outage"). A stale view is caught by the next
+    // list, and a pod status write carries its own resourceVersion precondition.
+    const rv = flipped ? undefined : last?.rv;
+    let pods: List<Pod>;
+    try {
+      pods = await this.o.client.request<List<Pod>>({
+        method: 'GET',
+        path: paths.pods(),
+        query: {
+          fieldSelector: `spec.nodeName=${name}`,
+          ...(rv ? { resourceVersion: rv, resourceVersionMatch: 'NotOlderThan' } : { resourceVersion: '0' }),
+        },
+        timeoutMs: 30_000,
+        signal: this.o.reads,
+      });
+    } catch (err) {
+      // Next time from whatever the cache has (e.g. "too large resource version" after an etcd restore).
+      if (rv) this.checkedAt.set(name, { at: now, everyMs: this.o.podRecheckMs, rv: undefined, stepped });
+      throw err;
+    }
+    const wall = () => this.o.clock.wall();
+    const work = policy.pods(node, pods.items, wall(), {
+      ...ctx,
+      trigger: flipped ? 'node-flipped' : 'resync',
+    });
+    let failures = 0;
+    let done = 0;
+    for (const d of work.marks) {
+      const pod = pods.items.find((p) => p.metadata.namespace === d.namespace && p.metadata.name === d.name);
+      const out = await writer.patchPodStatus(d.namespace, d.name, pod, (current) => {
+        if (current === pod) return d.patch as unknown as Record<string, unknown>;
+        const again = policy.pods(node, [current], wall(), { ...ctx, trigger: 'retry' }).marks[0];
+        return again?.patch as unknown as Record<string, unknown> | undefined;
+      });
+      if (out.kind === 'fenced') return undefined;
+      if (out.kind === 'failed') failures++;
+      if (out.kind === 'applied' || out.kind === 'dry-run') {
+        done++;
+        metrics.transitions.inc({ kind: 'pods_marked_not_ready' });
+        log.info(out.kind === 'dry-run' ? 'Dry run: would mark pod not ready' : 'Marked pod not ready', {
+          node: name,
+          pod: `${d.namespace}/${d.name}`,
+        });
+        void this.o.emit(d.event);
+      }
+    }
+    let blocked = 0;
+    for (const e of work.evictions) {
+      const out = await writer.evict(e.namespace, e.name, e.uid);
+      if (out.kind === 'fenced') return undefined;
+      if (out.kind === 'failed') failures++;
+      if (out.kind === 'blocked') {
+        // A PodDisruptionBudget allows no disruption now: looked at again at the next list.
+        blocked++;
+        log.info('Eviction refused for now, will retry', {
+          node: name,
+          pod: `${e.namespace}/${e.name}`,
+          reason: out.reason,
+        });
+      }
+      if (out.kind === 'applied' || out.kind === 'dry-run') {
+        done++;
+        metrics.transitions.inc({ kind: 'pods_evicted' });
+        log.info(out.kind === 'dry-run' ? 'Dry run: would evict pod' : 'Evicted pod', {
+          node: name,
+          pod: `${e.namespace}/${e.name}`,
+        });
+      }
+    }
+    if (failures > 0) {
+      this.checkedAt.delete(name);
+      throw new Error(`${failures} pod writes failed on node ${name}`);
+    }
+    // Keep looking while the node is not Ready: pods bound to it later get marked too. Back off
+    // while there is nothing to mark (a pod on a node that stopped reporting cannot become Ready).
+    let everyMs =
+      flipped || done > 0 || blocked > 0 || last === undefined
+        ? this.o.podRecheckMs
+        : Math.min(last.everyMs * 2, Math.max(this.o.podRecheckMs, this.o.podRecheckMaxMs));
+    // A pod that tolerates the eviction for a while is looked at again when its time is up.
+    if (work.recheckInMs !== undefined) everyMs = Math.min(everyMs, Math.max(1, Math.ceil(work.recheckInMs)));
+    this.checkedAt.set(name, { at: now, everyMs, rv: pods.metadata?.resourceVersion, stepped });
+    return everyMs;
+  }
+}

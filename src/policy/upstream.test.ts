@@ -1,0 +1,146 @@
+import { describe, expect, it } from 'vitest';
+import type { Node, NodeCondition, Pod, Taint } from '../kube/types.js';
+import type { NodeView } from './types.js';
+import { upstreamPolicy } from './upstream.js';
+
+/** Pure: no clock, no I/O; wall times are plain numbers, the tracker's verdict comes in the view. */
+const WALL = Date.UTC(2026, 0, 1, 12, 0, 0);
+const NR = 'node.kubernetes.io/not-ready';
+const UR = 'node.kubernetes.io/unreachable';
+const policy = upstreamPolicy({ markPodsNotReady: 'always' });
+const lost: NodeView = {
+  timedOut: true,
+  lastRenewal: '2026-01-01T11:59:00.000000Z',
+  graceMs: 50_000,
+  overdueMs: 0,
+};
+const alive: NodeView = { ...lost, timedOut: false, overdueMs: undefined };
+
+function node(ready: string | undefined, taints: Taint[] = []): Node {
+  const conditions: NodeCondition[] = ready
+    ? [{ type: 'Ready', status: ready, lastHeartbeatTime: '2026-01-01T11:59:00Z', lastTransitionTime: 'x' }]
+    : [];
+  return {
+    metadata: { name: 'n1', uid: 'u1', resourceVersion: '7' },
+    spec: { taints },
+    status: { conditions },
+  };
+}
+function pod(name: string, ready: string): Pod {
+  return {
+    metadata: { name, namespace: 'ns', uid: `uid-${name}` },
+    spec: { nodeName: 'n1' },
+    status: { conditions: [{ type: 'Ready', status: ready, lastTransitionTime: '2026-01-01T11:00:00Z' }] },
+  };
+}
+const keys = (ts: Taint[] | undefined) => (ts ?? []).map((t) => `${t.key}:${t.effect}`);
+
+describe('upstream policy: status', () => {
+  it('writes nothing for a node within its grace', () => {
+    expect(policy.status(node('True'), alive, WALL)).toBeUndefined();
+  });
+
+  it("marks a lost node's conditions Unknown, with upstream's event, as kube-controller-manager does", () => {
+    const w = policy.status(node('True'), lost, WALL);
+    expect(w?.kind).toBe('lost');
+    expect(w?.transition).toBe('marked_unknown');
+    expect(w?.flippedFromTrue).toBe(true);
+    expect(w?.readyBefore).toBe('True');
+    const conditions =
+      (w?.patch as { status: { conditions: NodeCondition[] } } | undefined)?.status.conditions ?? [];
+    expect(conditions.map((c) => `${c.type}=${c.status}`)).toEqual([
+      'Ready=Unknown',
+      'MemoryPressure=Unknown',
+      'DiskPressure=Unknown',
+      'PIDPressure=Unknown',
+    ]);
+    expect(w?.events.map((e) => e.reason)).toEqual(['NodeNotReady']);
+    expect(w?.after.status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('Unknown');
+    expect(w?.unknown?.node).toBe('n1');
+    expect(w?.said.applied).toBe('Marked node Unknown');
+  });
+
+  it('writes nothing when Ready is already Unknown', () => {
+    expect(policy.status(node('Unknown'), lost, WALL)).toBeUndefined();
+  });
+});
+
+describe('upstream policy: zones, taints, pods, events', () => {
+  it('counts Ready as the zone statistics do (missing or other: Unknown)', () => {
+    expect(['True', 'False', 'Unknown', undefined].map((r) => policy.zoneReady(node(r)))).toEqual([
+      'True',
+      'False',
+      'Unknown',
+      'Unknown',
+    ]);
+  });
+
+  it('adds NoSchedule at once and asks the disruption controller before adding NoExecute', () => {
+    const t = policy.taints(node('Unknown'), WALL, { view: lost, admitted: false, master: false });
+    expect(t.admission).toBe('request');
+    expect(keys(t.taints)).toEqual([`${UR}:NoSchedule`]);
+    expect(t.addsNoExecute).toBe(false);
+    const a = policy.taints(node('Unknown'), WALL, { view: lost, admitted: true, master: false });
+    expect(a.admission).toBe('none');
+    expect(keys(a.taints)).toEqual([`${UR}:NoSchedule`, `${UR}:NoExecute`]);
+    expect(a.addsNoExecute).toBe(true);
+  });
+
+  it('master disruption: no NoExecute taint is added and the ones present come off', () => {
+    const has = [
+      { key: UR, effect: 'NoSchedule' },
+      { key: UR, effect: 'NoExecute' },
+      { key: 'mine', effect: 'NoExecute' },
+    ];
+    const t = policy.taints(node('Unknown', has), WALL, { view: lost, admitted: true, master: true });
+    expect(t.admission).toBe('cancel'); // it has its NoExecute taint: nothing to ask for
+    expect(
+      policy.taints(node('Unknown'), WALL, { view: lost, admitted: false, master: true }).admission,
+    ).toBe('none');
+    expect(t.addsNoExecute).toBe(false);
+    expect(keys(t.taints)).toEqual([`${UR}:NoSchedule`, 'mine:NoExecute']);
+  });
+
+  it('a Ready node: pending asks cancelled, health taints removed, others kept', () => {
+    const has = [
+      { key: NR, effect: 'NoSchedule' },
+      { key: NR, effect: 'NoExecute' },
+      { key: 'mine', effect: 'NoSchedule' },
+    ];
+    const t = policy.taints(node('True', has), WALL, { view: lost, admitted: false, master: false });
+    expect(t.admission).toBe('cancel');
+    expect(keys(t.taints)).toEqual(['mine:NoSchedule']);
+    expect(
+      policy.taints(node('True'), WALL, { view: lost, admitted: false, master: false }).taints,
+    ).toBeUndefined();
+  });
+
+  it('looks at pods of a node that is not Ready; --mark-pods-not-ready=upstream only after its own flip', () => {
+    expect(policy.podsWanted(node('True'), true, true)).toBe(false);
+    expect(policy.podsWanted(node('Unknown'), false, false)).toBe(true);
+    const strict = upstreamPolicy({ markPodsNotReady: 'upstream' });
+    expect(strict.podsWanted(node('Unknown'), false, false)).toBe(false);
+    expect(strict.podsWanted(node('Unknown'), true, false)).toBe(true);
+    expect(strict.podsWanted(node('Unknown'), false, true)).toBe(true);
+  });
+
+  it('marks the Ready pods of a node that is not Ready, evicts none', () => {
+    const w = policy.pods(node('Unknown'), [pod('a', 'True'), pod('b', 'False')], WALL, {
+      trigger: 'resync',
+      master: false,
+    });
+    expect(w.marks.map((m) => m.name)).toEqual(['a']);
+    expect(w.marks[0]?.event.reason).toBe('NodeNotReady');
+    expect(w.evictions).toEqual([]);
+    const strict = upstreamPolicy({ markPodsNotReady: 'upstream' });
+    expect(
+      strict.pods(node('Unknown'), [pod('a', 'True')], WALL, { trigger: 'resync', master: false }).marks,
+    ).toEqual([]);
+  });
+
+  it("records upstream's node events", () => {
+    expect(policy.nodeEvent('registered', 'n1', 'u1')?.reason).toBe('RegisteredNode');
+    expect(policy.nodeEvent('removing', 'n1', 'u1')?.reason).toBe('RemovingNode');
+    expect(policy.inRateLimitedStep(node('Unknown'))).toBe(false);
+  });
+});

@@ -1,0 +1,84 @@
+import type { ReadyStatus } from '../disruption/index.js';
+import {
+  nodeAfterStatusDecision,
+  type PodMarkingMode,
+  planTaints,
+  podsToMarkNotReady,
+  readyStatus,
+  registeredNodeEvent,
+  removingNodeEvent,
+  unknownConditionsDecision,
+  withoutHealthNoExecute,
+} from '../health/index.js';
+import type { Node } from '../kube/types.js';
+import type { MarkingPolicy, StatusWrite, TaintWork } from './types.js';
+
+export interface UpstreamPolicyOptions {
+  /** --mark-pods-not-ready: 'upstream' only when we flip Ready from True, 'always' while not Ready. */
+  markPodsNotReady: 'always' | 'upstream';
+}
+
+/**
+ * kube-controller-manager's node-lifecycle writes: Ready and the kubelet's conditions Unknown at
+ * the grace, the node.kubernetes.io taints that follow from the conditions (a NEW NoExecute taint
+ * only when admitted by the zone rates and the cap), pods Ready=False, and upstream's Events.
+ */
+export function upstreamPolicy(o: UpstreamPolicyOptions): MarkingPolicy {
+  const podMode: PodMarkingMode = o.markPodsNotReady === 'upstream' ? 'upstream' : 'level';
+  return {
+    mode: 'upstream',
+
+    status(node, view, wallNow): StatusWrite | undefined {
+      if (!view.timedOut) return undefined;
+      const d = unknownConditionsDecision(node, wallNow);
+      if (!d) return undefined;
+      return {
+        kind: 'lost',
+        patch: d.patch as unknown as Record<string, unknown>,
+        events: d.events,
+        readyBefore: d.readyBefore,
+        flippedFromTrue: d.flippedFromTrue,
+        after: nodeAfterStatusDecision(node, d),
+        said: { applied: 'Marked node Unknown', dryRun: 'Dry run: would mark node Unknown' },
+        transition: 'marked_unknown',
+        unknown: d,
+      };
+    },
+
+    zoneReady(node): ReadyStatus {
+      const s = readyStatus(node);
+      return s === 'True' || s === 'False' ? s : 'Unknown';
+    },
+
+    taints(node, wallNow, { admitted, master }): TaintWork {
+      const p = planTaints(node, wallNow);
+      const add = p.noExecute.kind === 'add';
+      const addsNoExecute = add && !master && admitted;
+      let taints = addsNoExecute ? p.finalTaints : p.immediateTaints;
+      if (master) {
+        // Master disruption: no NoExecute taint of ours stays on any node.
+        const base: Node = { ...node, spec: { ...node.spec, taints: taints ?? node.spec?.taints ?? [] } };
+        taints = withoutHealthNoExecute(base) ?? taints;
+      }
+      return { admission: add ? (admitted || master ? 'none' : 'request') : 'cancel', taints, addsNoExecute };
+    },
+
+    podsWanted(node, flipped, listedBefore) {
+      if (readyStatus(node) === 'True') return false;
+      return podMode === 'level' || flipped || listedBefore;
+    },
+
+    pods(node, pods, wallNow, { trigger }) {
+      return { marks: podsToMarkNotReady(node, pods, wallNow, { mode: podMode, trigger }), evictions: [] };
+    },
+
+    // The kubelet's own status update brings a renewed node's Ready back (a node event).
+    renewalMatters: () => false,
+
+    inRateLimitedStep: () => false,
+
+    nodeEvent(kind, name, uid) {
+      return kind === 'registered' ? registeredNodeEvent(name, uid) : removingNodeEvent(name, uid);
+    },
+  };
+}

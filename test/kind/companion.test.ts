@@ -1,0 +1,302 @@
+/**
+ * Companion mode in kind: a cluster whose kube-controller-manager runs AT ITS DEFAULTS (its own
+ * node-lifecycle-controller and taint-eviction-controller on, no hand-over: test/kind/
+ * kind-companion-config.yaml), first with the provider's controller alone, then with ours beside it
+ * from manifests/overlays/companion (+ components/companion-evictions, a 15s delay here). Each time a
+ * worker is stopped (`docker stop`) and the test's own watches time, from the node's last lease
+ * renewal: our taint, the provider's Ready=Unknown, a test pod's endpoint leaving its Service, and
+ * the pod's eviction, for a pod our evictions take (pod A) and one that opts out with a toleration
+ * of our NoExecute key (pod B, evicted by the provider only).
+ */
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { dump } from 'js-yaml';
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
+import { Companion } from '../../src/health/reasons.js';
+import { KubeClient } from '../../src/kube/client.js';
+import { resolveKubeconfig } from '../../src/kube/kubeconfig.js';
+import { EndpointsWatch } from '../support/endpoints.js';
+import { ClusterObserver } from '../support/observer.js';
+import { rawWatch } from '../support/raw-watch.js';
+import { KindCluster, pass, waitFor } from './cluster.js';
+import {
+  condition,
+  IMAGE,
+  NOT_READY,
+  type NodeObj,
+  REPO,
+  resolveKind,
+  secs,
+  UNREACHABLE,
+} from './support.js';
+
+const resolved = await resolveKind();
+if ('skip' in resolved) throw new Error(`the kind suite cannot run here: ${resolved.skip}`);
+
+/** Ours (manifests/overlays/companion) and the provider's (kube-controller-manager's default). */
+const GRACE_S = 20;
+const PROVIDER_GRACE_S = 50;
+const EVICT_AFTER_S = 15;
+/** The test pods' toleration of upstream's NoExecute taints (300s by default; shorter to keep CI short). */
+const TOLERATION_S = 10;
+const KEY = Companion.DefaultTaintKey;
+/** How far past a grace the marks may land, on the test's own watch, in kind on a shared 2-core machine. */
+const KIND_OVERHEAD_MS = 1500;
+
+describe('kind: companion mode beside kube-controller-manager at its defaults', () => {
+  // A cluster of its own, beside the suite's (kube-controller-manager differs): its own name and kubeconfig.
+  const clusterName = `${resolved.settings.cluster}-companion`;
+  const s = {
+    ...resolved.settings,
+    cluster: clusterName,
+    kubeconfig: path.join(
+      path.dirname(resolved.settings.kubeconfig),
+      `kind-${clusterName}-${process.pid}.kubeconfig`,
+    ),
+    configFile: path.join(REPO, 'test', 'kind', 'kind-companion-config.yaml'),
+  };
+  const cluster = new KindCluster(s);
+  const t = cluster.t;
+  const overlayDir = path.join(REPO, '.tmp', 'kind-companion-overlay');
+  let client: KubeClient;
+  let observer: ClusterObserver;
+  const stops: (() => void)[] = [];
+  let endpoints: EndpointsWatch;
+  /** Pod name (default namespace) -> when the test's watch first saw it with a deletionTimestamp. */
+  const deleting = new Map<string, number>();
+  const figures: Record<string, string> = {};
+
+  beforeAll(async () => {
+    await cluster.buildImage();
+    const created = performance.now();
+    await cluster.create();
+    pass(
+      `kind cluster ${s.cluster} (kube-controller-manager at its defaults) created in ${secs(performance.now() - created)}s`,
+    );
+    await cluster.loadImage(IMAGE);
+    const kube = resolveKubeconfig({ flag: s.kubeconfig, env: {}, homeDir: undefined });
+    client = await KubeClient.fromCredentials(await kube.credentials(), { userAgent: 'nlc-kind-observer' });
+    observer = await ClusterObserver.start(client);
+    stops.push(
+      await rawWatch<{ metadata: { name: string; deletionTimestamp?: string } }>(
+        client,
+        '/api/v1/namespaces/default/pods',
+        (e) => {
+          if (e.object.metadata.deletionTimestamp && !deleting.has(e.object.metadata.name))
+            deleting.set(e.object.metadata.name, e.at);
+        },
+      ),
+    );
+    endpoints = await EndpointsWatch.start(client);
+  }, 40 * 60_000);
+
+  afterAll(async () => {
+    console.log(`companion kind figures (s after the last renewal): ${JSON.stringify(figures)}`);
+    for (const stop of stops) stop();
+    endpoints?.close();
+    observer?.stop();
+    client?.close();
+    for (const w of cluster.workers) await t.docker(['start', w]).catch(() => undefined);
+    await cluster.delete();
+    rmSync(overlayDir, { recursive: true, force: true });
+  }, 5 * 60_000);
+
+  const node = (name: string) => t.getJson<NodeObj>(['node', name]);
+  const collectOnFailure = (name: string) => onTestFailed(async () => void (await cluster.diagnostics(name)));
+
+  /** Pod `name` on `worker`, Ready, behind Service `name`; `optOut` tolerates our NoExecute key. */
+  async function workload(name: string, worker: string, optOut: boolean): Promise<void> {
+    await t.kubectl(['-n', 'default', 'delete', 'pod', name, '--ignore-not-found', '--wait=true'], {
+      timeoutMs: 120_000,
+    });
+    const tolerations = [
+      { key: UNREACHABLE, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: TOLERATION_S },
+      { key: NOT_READY, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: TOLERATION_S },
+      ...(optOut ? [{ key: KEY, operator: 'Exists', effect: 'NoExecute' }] : []),
+    ];
+    await t.kubectl(['apply', '-f', '-'], {
+      input: JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'List',
+        items: [
+          {
+            apiVersion: 'v1',
+            kind: 'Pod',
+            metadata: { name, namespace: 'default', labels: { 'nlc-kind/app': name } },
+            spec: {
+              nodeName: worker,
+              terminationGracePeriodSeconds: 1,
+              tolerations,
+              containers: [
+                {
+                  name: 'idle',
+                  image: IMAGE,
+                  imagePullPolicy: 'Never',
+                  command: ['/nodejs/bin/node', '-e', 'setInterval(() => {}, 1 << 30)'],
+                  ports: [{ containerPort: 8080 }],
+                },
+              ],
+            },
+          },
+          {
+            apiVersion: 'v1',
+            kind: 'Service',
+            metadata: { name, namespace: 'default' },
+            spec: { selector: { 'nlc-kind/app': name }, ports: [{ port: 80, targetPort: 8080 }] },
+          },
+        ],
+      }),
+    });
+    // The old pod (if any) is gone: only the new one's deletion counts from here.
+    deleting.delete(name);
+    await waitFor(`${name} Ready behind its Service`, 120_000, async () => endpoints.readyNow(name) === 1);
+  }
+
+  /** Stops `worker`; returns the test's time of its last lease renewal. */
+  async function stopWorker(worker: string): Promise<number> {
+    await new Promise((r) => setTimeout(r, 12_000)); // a few renewals seen by every controller
+    await t.docker(['stop', worker], 120_000);
+    return observer.lastRenewalAt(worker)!;
+  }
+
+  async function startWorker(worker: string, clean: (n: NodeObj) => boolean): Promise<void> {
+    await t.docker(['start', worker]);
+    await waitFor(`${worker} Ready and clean again`, 240_000, async () => {
+      const n = await node(worker);
+      return condition(n, 'Ready')?.status === 'True' && clean(n);
+    });
+  }
+
+  const sinceLast = (at: number | undefined, last: number) => (at === undefined ? 'never' : secs(at - last));
+  const endpointGone = (svc: string, since: number) => endpoints.goneAt(svc, since);
+  const evictedAt = async (pod: string, since: number) =>
+    (
+      await waitFor(`${pod} evicted`, (PROVIDER_GRACE_S + TOLERATION_S + 90) * 1000, async () => {
+        const at = deleting.get(pod);
+        return at !== undefined && at >= since ? at : undefined;
+      })
+    ).value;
+
+  it('the provider alone: Unknown at its grace, the endpoint leaves then, the pod is evicted after its toleration', async () => {
+    collectOnFailure('companion-provider-alone');
+    const worker = cluster.workers[0]!;
+    await workload('alone', worker, false);
+    const last = await stopWorker(worker);
+    const unknown = await waitFor(`${worker} Ready=Unknown`, (PROVIDER_GRACE_S + 30) * 1000, async () =>
+      observer.readyAt(worker, 'Unknown', last),
+    );
+    await waitFor('its endpoint gone', 30_000, async () => endpointGone('alone', last));
+    const evicted = await evictedAt('alone', last);
+    figures.providerUnknown = sinceLast(unknown.value, last);
+    figures.providerEndpointGone = sinceLast(endpointGone('alone', last), last);
+    figures.providerEvicted = sinceLast(evicted, last);
+    pass(
+      `provider alone: Ready=Unknown ${figures.providerUnknown}s, endpoint gone ${figures.providerEndpointGone}s, pod evicted ${figures.providerEvicted}s after the last renewal (grace ${PROVIDER_GRACE_S}s, toleration ${TOLERATION_S}s)`,
+    );
+    expect(unknown.value - last).toBeGreaterThanOrEqual(PROVIDER_GRACE_S * 1000 - 100);
+    expect(unknown.value - last).toBeLessThanOrEqual((PROVIDER_GRACE_S + 5) * 1000 + KIND_OVERHEAD_MS);
+    await startWorker(worker, (n) => !(n.spec.taints ?? []).some((x) => x.key === UNREACHABLE));
+  });
+
+  it('ours beside it: our taint at our grace, the endpoint leaves then, our eviction after the delay; an opted-out pod waits for the provider; a restart cleans both', async () => {
+    collectOnFailure('companion-beside');
+    // manifests/overlays/companion with the evictions component, the kind image, workers only, a
+    // shorter eviction delay (the last --companion-evict-after wins).
+    mkdirSync(overlayDir, { recursive: true });
+    const rel = (p: string) => path.relative(overlayDir, p);
+    writeFileSync(
+      path.join(overlayDir, 'kustomization.yaml'),
+      dump({
+        apiVersion: 'kustomize.config.k8s.io/v1beta1',
+        kind: 'Kustomization',
+        resources: [rel(path.join(REPO, 'manifests', 'overlays', 'companion'))],
+        components: [rel(path.join(REPO, 'manifests', 'components', 'companion-evictions'))],
+        images: [{ name: 'node-lifecycle-controller', newTag: 'dev' }],
+        patches: [
+          {
+            target: { group: 'apps', version: 'v1', kind: 'Deployment', name: 'node-lifecycle-controller' },
+            patch: dump([
+              {
+                op: 'replace',
+                path: '/spec/template/spec/containers/0/imagePullPolicy',
+                value: 'IfNotPresent',
+              },
+              {
+                op: 'add',
+                path: '/spec/template/spec/containers/0/args/-',
+                value: `--companion-evict-after=${EVICT_AFTER_S}s`,
+              },
+              { op: 'add', path: '/spec/template/spec/containers/0/args/-', value: '--v=2' },
+              {
+                op: 'add',
+                path: '/spec/template/spec/affinity/nodeAffinity',
+                value: {
+                  requiredDuringSchedulingIgnoredDuringExecution: {
+                    nodeSelectorTerms: [
+                      {
+                        matchExpressions: [
+                          { key: 'node-role.kubernetes.io/control-plane', operator: 'DoesNotExist' },
+                        ],
+                      },
+                    ],
+                  },
+                },
+              },
+            ]),
+          },
+        ],
+      }),
+    );
+    await t.kubectl(['apply', '-k', overlayDir], { timeoutMs: 120_000 });
+    await cluster.rolloutStatus(240);
+    const { standby } = await cluster.steady(180_000);
+    const worker = standby.spec.nodeName!;
+    await workload('evicted-by-us', worker, false);
+    await workload('opted-out', worker, true);
+    const last = await stopWorker(worker);
+    const ours = await waitFor(`${worker} tainted ${KEY}`, (GRACE_S + 20) * 1000, async () =>
+      observer.taintsAt(worker, [`${KEY}:NoSchedule`], last),
+    );
+    const n = await node(worker);
+    expect(condition(n, Companion.ConditionType)).toMatchObject({
+      status: 'True',
+      reason: 'LeaseNotRenewed',
+    });
+    await waitFor(
+      'the endpoints gone',
+      30_000,
+      async () => endpointGone('evicted-by-us', last) && endpointGone('opted-out', last),
+    );
+    const ourEviction = await evictedAt('evicted-by-us', last);
+    const unknown = await waitFor(`${worker} Ready=Unknown`, (PROVIDER_GRACE_S + 30) * 1000, async () =>
+      observer.readyAt(worker, 'Unknown', last),
+    );
+    const providerEviction = await evictedAt('opted-out', last);
+    figures.oursTaint = sinceLast(ours.value, last);
+    figures.oursEndpointGone = sinceLast(endpointGone('evicted-by-us', last), last);
+    figures.oursEvicted = sinceLast(ourEviction, last);
+    figures.besideProviderUnknown = sinceLast(unknown.value, last);
+    figures.optedOutEvictedByProvider = sinceLast(providerEviction, last);
+    pass(
+      `beside the provider: our taint ${figures.oursTaint}s, endpoint gone ${figures.oursEndpointGone}s, our eviction ${figures.oursEvicted}s; provider Ready=Unknown ${figures.besideProviderUnknown}s, opted-out pod evicted ${figures.optedOutEvictedByProvider}s after the last renewal (our grace ${GRACE_S}s + ${EVICT_AFTER_S}s; provider ${PROVIDER_GRACE_S}s + ${TOLERATION_S}s)`,
+    );
+    expect(ours.value - last).toBeGreaterThanOrEqual(GRACE_S * 1000 - 100);
+    expect(ours.value - last).toBeLessThanOrEqual(GRACE_S * 1000 + KIND_OVERHEAD_MS);
+    // Pods Ready=False with our taint (--companion-mark-pods-not-ready, on by default): out of their
+    // Services at our grace, not the provider's.
+    for (const svc of ['evicted-by-us', 'opted-out']) {
+      expect(endpointGone(svc, last)! - last, svc).toBeLessThanOrEqual(GRACE_S * 1000 + KIND_OVERHEAD_MS);
+    }
+    expect(ourEviction! - last).toBeGreaterThanOrEqual((GRACE_S + EVICT_AFTER_S) * 1000 - 100);
+    expect(ourEviction! - last).toBeLessThanOrEqual((GRACE_S + EVICT_AFTER_S) * 1000 + KIND_OVERHEAD_MS);
+    expect(providerEviction! - last).toBeGreaterThanOrEqual((PROVIDER_GRACE_S + TOLERATION_S) * 1000 - 1000);
+    expect(unknown.value - last).toBeGreaterThanOrEqual(PROVIDER_GRACE_S * 1000 - 100);
+    await startWorker(
+      worker,
+      (x) =>
+        !(x.spec.taints ?? []).some((taint) => taint.key === UNREACHABLE || taint.key === KEY) &&
+        condition(x, Companion.ConditionType) === undefined,
+    );
+    await cluster.steady(180_000);
+  });
+});
