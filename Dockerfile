@@ -54,6 +54,12 @@ RUN NLC_BUILD_VERSION="$VERSION" NLC_BUILD_REVISION="$REVISION" npm run build \
  && cp -r dist/controller.mjs dist/chunks /out/dist/ \
  && cp package.json /out/
 
+# The SBOM of the npm packages in the bundle, as the build above wrote it (scripts/sbom.mjs), for
+# scripts/build-image.sh to export (`--target bundle-sbom -o type=local,dest=DIR`) and merge with the
+# runtime base's packages into the image's SBOM. A plain build does not build this stage.
+FROM scratch AS bundle-sbom
+COPY --from=build /src/dist/sbom.cdx.json /
+
 FROM ${RUNTIME_BASE}
 ARG VERSION
 ARG REVISION

@@ -380,6 +380,14 @@ describe('Dockerfile', () => {
     expect(runtime.filter((l) => /^RUN\b/.test(l))).toEqual([]);
   });
 
+  it('exports the SBOM its build stage wrote (stage bundle-sbom, for scripts/build-image.sh); the runtime stage stays last', () => {
+    expect(text).toMatch(
+      /^FROM scratch AS bundle-sbom\nCOPY --from=build \/src\/dist\/sbom\.cdx\.json \/\n/m,
+    );
+    expect(text.indexOf('AS bundle-sbom')).toBeLessThan(text.lastIndexOf('\nFROM '));
+    expect(readFileSync(join(REPO, 'scripts', 'build-image.sh'), 'utf8')).toMatch(/--target bundle-sbom\b/);
+  });
+
   it('takes a CA for npm only as a build secret, never into a layer', () => {
     expect(text).toMatch(/RUN --mount=type=secret,id=npm-ca\b/);
     expect(lines.filter((l) => /^(ARG|ENV|COPY)\b.*\b(ca|cert)/i.test(l))).toEqual([]);
