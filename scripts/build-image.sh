@@ -10,7 +10,8 @@
 # scripts/bundle.mjs). For each platform linux/ARCH:
 #   - the image NAME:VERSION-ARCH, built with `--platform linux/ARCH` on the runtime base
 #     <the Dockerfile's RUNTIME_BASE>-ARCH (distroless's per-platform tag: nonroot-amd64,
-#     nonroot-arm64; without a registry, the stand-ins of `test/kind/offline/provision.sh bases-arm64`).
+#     nonroot-arm64; without a registry, the stand-ins of `test/kind/offline/provision.sh bases-arm64`;
+#     NLC_RUNTIME_BASE_AMD64 / NLC_RUNTIME_BASE_ARM64 name others, e.g. pinned by digest).
 #     The Dockerfile's build stage runs on this machine's platform, so nothing is emulated here;
 #   - checked: the image's os/architecture, /nodejs/bin/node in it is an ELF for ARCH (and, for a
 #     stand-in base, the very binary its record names), the base's layers are the image's first;
@@ -95,7 +96,8 @@ artifacts=()
 for platform in "${platforms[@]}"; do
   arch="${platform#linux/}"
   tag="$image:$version-$arch"
-  base="$base_default-$arch"
+  base_var="NLC_RUNTIME_BASE_${arch^^}"
+  base="${!base_var:-$base_default-$arch}"
   log "$tag ($platform, runtime base $base)"
   timed "build $platform" build "$platform" "$base" -t "$tag"
   [ "$(inspect "$tag" '{{.Os}}/{{.Architecture}}')" = "$platform" ] || die "$tag is $(inspect "$tag" '{{.Os}}/{{.Architecture}}'), not $platform"

@@ -11,7 +11,8 @@
 //   node scripts/image-sbom.mjs --bundle=F --image=NAME:TAG --image-id=ID --platform=OS/ARCH \
 //     --base=NAME:TAG --base-id=ID [--record=F] --out=F
 import { readFileSync, writeFileSync } from 'node:fs';
-import { pathToFileURL } from 'node:url';
+import { runAsScript } from './run-as-script.mjs';
+import { cycloneDxDocument } from './sbom.mjs';
 
 const DEBIAN_RELEASES = { bullseye: '11', bookworm: '12', trixie: '13' };
 
@@ -115,33 +116,27 @@ export function imageSbom(o) {
     ];
   }
   const imageRef = `oci:${image.id}`;
-  return {
-    bomFormat: 'CycloneDX',
-    specVersion: '1.5',
-    version: 1,
-    metadata: {
-      lifecycles: [{ phase: 'build' }],
-      tools: { components: [{ type: 'application', name: 'scripts/image-sbom.mjs' }] },
-      component: {
-        type: 'container',
-        'bom-ref': imageRef,
-        name: image.name,
-        version: image.tag,
-        properties: [
-          { name: 'oci:platform', value: image.platform },
-          { name: 'oci:image-id', value: image.id },
-          { name: 'oci:base-image', value: base.name },
-          { name: 'oci:base-image-id', value: base.id },
-          ...(record?.standin ? [{ name: 'nlc:base-standin', value: record.standin }] : []),
-        ],
-      },
+  return cycloneDxDocument({
+    tool: 'scripts/image-sbom.mjs',
+    component: {
+      type: 'container',
+      'bom-ref': imageRef,
+      name: image.name,
+      version: image.tag,
+      properties: [
+        { name: 'oci:platform', value: image.platform },
+        { name: 'oci:image-id', value: image.id },
+        { name: 'oci:base-image', value: base.name },
+        { name: 'oci:base-image-id', value: base.id },
+        ...(record?.standin ? [{ name: 'nlc:base-standin', value: record.standin }] : []),
+      ],
     },
     components: [appComponent, ...bundle.components, ...baseComponents],
     dependencies: [
       { ref: imageRef, dependsOn: [appComponent['bom-ref'], ...baseComponents.map((c) => c['bom-ref'])] },
       ...bundle.dependencies,
     ],
-  };
+  });
 }
 
 function main(argv) {
@@ -175,11 +170,4 @@ function main(argv) {
   );
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  try {
-    main(process.argv.slice(2));
-  } catch (err) {
-    console.error(err instanceof Error ? err.message : err);
-    process.exit(1);
-  }
-}
+runAsScript(import.meta.url, main);
