@@ -28,7 +28,16 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-DOCKER="${DOCKER:-docker}"
+# The client: `docker`, unless it is a Docker CLI of 23 or later without the buildx plugin, which
+# refuses DOCKER_BUILDKIT=1 builds ("the buildx component is missing"); then the engine's own client
+# (Debian's /usr/bin/docker, as test/kind/offline/provision.sh uses). DOCKER names another.
+if [ -z "${DOCKER:-}" ]; then
+  DOCKER=docker
+  major="$(docker version --format '{{.Client.Version}}' 2>/dev/null | cut -d. -f1)"
+  if [ "${major:-0}" -ge 23 ] 2>/dev/null && ! docker buildx version >/dev/null 2>&1 && [ -x /usr/bin/docker ]; then
+    DOCKER=/usr/bin/docker
+  fi
+fi
 CACHE_ROOT="${NLC_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/node-lifecycle-controller}"
 RECORDS="$CACHE_ROOT/kind-offline/bases"
 
