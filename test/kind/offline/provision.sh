@@ -652,6 +652,7 @@ base_record() {
 }
 
 step_bases-arm64() {
+  docker info >/dev/null 2>&1 || die "the Docker engine does not answer: run the engine step first"
   have_image "$RUN_BASE" || die "no $RUN_BASE: run the bases step first"
   docker image inspect --format '{{index .Config.Labels "org.nlc.offline-standin"}}' "$RUN_BASE" | grep -q . \
     || die "$RUN_BASE is not this script's stand-in: pull $RUN_BASE_ARM64 and $RUN_BASE_AMD64 from the registry instead"
