@@ -19,12 +19,20 @@
 #
 # No `# syntax=` line on purpose: the builder's own Dockerfile frontend is used, nothing is pulled
 # to parse this file.
+#
+# Other platforms: `docker build --platform linux/arm64 .` (scripts/build-image.sh builds linux/amd64,
+# linux/arm64 or both). The build stage runs on the builder's own platform ($BUILDPLATFORM): the
+# bundle is JavaScript, the same for every platform, so nothing is emulated at build time; only the
+# runtime stage is the target platform's, and it runs no command. RUNTIME_BASE names that stage's
+# base: distroless publishes a multi-platform `nonroot` and per-platform `nonroot-amd64` and
+# `nonroot-arm64` tags; a release may pin a digest (RELEASE.md).
 
 ARG VERSION=0.2.0-dev
 ARG REVISION=unknown
 ARG SOURCE=
+ARG RUNTIME_BASE=gcr.io/distroless/nodejs24-debian12:nonroot
 
-FROM node:24-bookworm-slim AS build
+FROM --platform=$BUILDPLATFORM node:24-bookworm-slim AS build
 ARG VERSION
 ARG REVISION
 WORKDIR /src
@@ -46,7 +54,13 @@ RUN NLC_BUILD_VERSION="$VERSION" NLC_BUILD_REVISION="$REVISION" npm run build \
  && cp -r dist/controller.mjs dist/chunks /out/dist/ \
  && cp package.json /out/
 
-FROM gcr.io/distroless/nodejs24-debian12:nonroot
+# The SBOM of the npm packages in the bundle, as the build above wrote it (scripts/sbom.mjs), for
+# scripts/build-image.sh to export (`--target bundle-sbom -o type=local,dest=DIR`) and merge with the
+# runtime base's packages into the image's SBOM. A plain build does not build this stage.
+FROM scratch AS bundle-sbom
+COPY --from=build /src/dist/sbom.cdx.json /
+
+FROM ${RUNTIME_BASE}
 ARG VERSION
 ARG REVISION
 ARG SOURCE

@@ -2,8 +2,8 @@
 // written by scripts/bundle.mjs to dist/sbom.cdx.json at every build: exactly the packages esbuild
 // put into the bundle (from its metafile), with the versions, licences and integrity hashes of
 // package-lock.json. Deterministic (no timestamp, no serial number): the same tree gives the same
-// file. Not covered: the image's base (the distroless Node.js runtime and its Debian packages),
-// which only a scan of the built image can list (RELEASE.md).
+// file. The image's base (the distroless Node.js runtime and its Debian packages) is added to it per
+// image by scripts/image-sbom.mjs (scripts/build-image.sh).
 
 /** The lockfile key (`node_modules/<name>`, nested ones too) of a bundled input path, if any. */
 export function packageKeyOf(inputPath) {
@@ -51,24 +51,34 @@ export function cycloneDx(o) {
     };
   });
   const app = purlOf(o.name, o.version);
+  return cycloneDxDocument({
+    tool: 'scripts/sbom.mjs',
+    component: {
+      type: 'application',
+      'bom-ref': app,
+      name: o.name,
+      version: o.version,
+      purl: app,
+      ...(o.license ? { licenses: licensesOf(o.license) } : {}),
+      properties: [{ name: 'vcs:revision', value: o.revision }],
+    },
+    components,
+    dependencies: [{ ref: app, dependsOn: components.map((c) => c['bom-ref']) }],
+  });
+}
+
+/** A CycloneDX 1.5 document made at build time by `tool` (no timestamp, no serial number). */
+export function cycloneDxDocument({ tool, component, components, dependencies }) {
   return {
     bomFormat: 'CycloneDX',
     specVersion: '1.5',
     version: 1,
     metadata: {
       lifecycles: [{ phase: 'build' }],
-      tools: { components: [{ type: 'application', name: 'scripts/sbom.mjs' }] },
-      component: {
-        type: 'application',
-        'bom-ref': app,
-        name: o.name,
-        version: o.version,
-        purl: app,
-        ...(o.license ? { licenses: licensesOf(o.license) } : {}),
-        properties: [{ name: 'vcs:revision', value: o.revision }],
-      },
+      tools: { components: [{ type: 'application', name: tool }] },
+      component,
     },
     components,
-    dependencies: [{ ref: app, dependsOn: components.map((c) => c['bom-ref']) }],
+    dependencies,
   };
 }

@@ -81,6 +81,13 @@ export async function startController(
     name?: string;
     /** Run another install of the controller (default: this repo's dist/main.js with this Node). */
     install?: { node: string; main: string; cwd: string };
+    /**
+     * Run the controller through another command, e.g. `docker run ... IMAGE`: `file args...` then
+     * the controller's flags (nodeFlags and install do not apply).
+     */
+    command?: { file: string; args: string[] };
+    /** How long start-up may take until the ports are bound and /healthz answers (default 20 s). */
+    startTimeoutMs?: number;
     /** Node.js flags before the entry script (e.g. V8 heap sizing, profilers). */
     nodeFlags?: string[];
     /** Run as this user and group (the test process must be root). */
@@ -96,15 +103,18 @@ export async function startController(
   } = {},
 ): Promise<ControllerProcess> {
   const main = opts.install?.main ?? MAIN;
-  if (!existsSync(main)) throw new Error(`${main} is missing: run \`npm run build\` first`);
+  if (!opts.command && !existsSync(main)) throw new Error(`${main} is missing: run \`npm run build\` first`);
+  const [file, args] = opts.command
+    ? [opts.command.file, opts.command.args]
+    : [opts.install?.node ?? process.execPath, [...(opts.nodeFlags ?? []), main]];
+  const startTimeoutMs = opts.startTimeoutMs ?? 20_000;
   // Port 0: the process binds whatever port is free and logs it (below). A port picked here in
   // advance could be taken by another process before the child binds it (other test runs share
   // this machine; that was seen as EADDRINUSE).
   const child = spawn(
-    opts.install?.node ?? process.execPath,
+    file,
     [
-      ...(opts.nodeFlags ?? []),
-      main,
+      ...args,
       '--metrics-bind-address=127.0.0.1:0',
       `--metrics-secure=${opts.secureMetrics ? 'true' : 'false'}`,
       '--health-probe-bind-address=127.0.0.1:0',
@@ -150,7 +160,7 @@ export async function startController(
       const ports = [boundPort('Serving metrics'), boundPort('Serving health probes')];
       return ports.every((p) => p !== undefined) ? (ports as [number, number]) : undefined;
     },
-    { timeoutMs: 20_000, what: 'the ports the controller bound (its "Serving ..." logs)' },
+    { timeoutMs: startTimeoutMs, what: 'the ports the controller bound (its "Serving ..." logs)' },
   );
   const cp: ControllerProcess = {
     child,
@@ -199,7 +209,7 @@ export async function startController(
         throw new Error(`controller exited early: ${text.join('\n')} ${JSON.stringify(logs)}`);
       return (await fetch(`http://127.0.0.1:${probesPort}/healthz`).catch(() => undefined))?.status === 200;
     },
-    { timeoutMs: 20_000, what: 'controller /healthz' },
+    { timeoutMs: startTimeoutMs, what: 'controller /healthz' },
   );
   return cp;
 }

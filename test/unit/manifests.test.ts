@@ -362,10 +362,32 @@ describe('Dockerfile', () => {
 
   it('runs on a distroless Node.js 24 base; needs nothing pulled to parse the Dockerfile', () => {
     const from = lines.filter((l) => /^FROM\s/.test(l));
-    expect(from.at(-1)).toMatch(/^FROM gcr\.io\/distroless\/nodejs24-debian12:nonroot\s*$/);
-    expect(from[0]).toMatch(/^FROM node:24-/);
+    // The runtime base is a build argument (an arm64 build without a registry names a local
+    // stand-in, a release may pin a digest) whose default is distroless Node.js 24.
+    expect(from.at(-1)).toMatch(/^FROM \$\{RUNTIME_BASE\}\s*$/);
+    const defaults = lines.filter((l) => /^ARG RUNTIME_BASE\b/.test(l));
+    expect(defaults).toEqual(['ARG RUNTIME_BASE=gcr.io/distroless/nodejs24-debian12:nonroot']);
+    expect(text.indexOf(defaults[0]!)).toBeLessThan(text.indexOf('\nFROM '));
+    expect(from[0]).toMatch(/^FROM (--platform=\S+ )?node:24-/);
     // A `# syntax=` line makes BuildKit pull a frontend image: none, so offline builds work.
     expect(text).not.toMatch(/^#\s*syntax=/m);
+  });
+
+  it('builds for any platform without emulation: the build stage runs on the builder platform, the runtime stage runs nothing', () => {
+    // The bundle is JavaScript: built once natively, it is the same for linux/amd64 and linux/arm64,
+    // so `--platform linux/arm64` emulates nothing at build time (scripts/build-image.sh).
+    const from = lines.filter((l) => /^FROM\s/.test(l));
+    expect(from[0]).toMatch(/^FROM --platform=\$BUILDPLATFORM node:24-\S+ AS build$/);
+    const runtime = lines.slice(lines.indexOf(from.at(-1)!));
+    expect(runtime.filter((l) => /^RUN\b/.test(l))).toEqual([]);
+  });
+
+  it('exports the SBOM its build stage wrote (stage bundle-sbom, for scripts/build-image.sh); the runtime stage stays last', () => {
+    expect(text).toMatch(
+      /^FROM scratch AS bundle-sbom\nCOPY --from=build \/src\/dist\/sbom\.cdx\.json \/\n/m,
+    );
+    expect(text.indexOf('AS bundle-sbom')).toBeLessThan(text.lastIndexOf('\nFROM '));
+    expect(readFileSync(join(REPO, 'scripts', 'build-image.sh'), 'utf8')).toMatch(/--target bundle-sbom\b/);
   });
 
   it('takes a CA for npm only as a build secret, never into a layer', () => {

