@@ -6,13 +6,13 @@ import { KubeApiError, type KubeRequest } from '../kube/client.js';
 import { memoryLogger } from '../log/logger.js';
 import { Subject } from '../rx/index.js';
 import {
-  candidateNameProblem,
   candidatePaths,
   candidateVersions,
   checkCoordinatedElection,
   type LeaseCandidate,
   LeaseCandidatePublisher,
 } from './candidate.js';
+import { candidateNameProblem } from './config.js';
 import type { KubeRequester } from './lease-api.js';
 import { createLeaderElectionMetrics } from './metrics.js';
 import { microTime, microTimeAfter } from './record.js';

@@ -52,17 +52,6 @@ export const candidatePaths = {
     `/apis/coordination.k8s.io/v1beta1/namespaces/${encodeURIComponent(ns)}/leasecandidates/${encodeURIComponent(name)}`,
 };
 
-/** A LeaseCandidate name (IsConfigMapKey, as kube-apiserver validates it): the election identity. */
-const CANDIDATE_NAME = /^[-._a-zA-Z0-9]+$/;
-
-export function candidateNameProblem(identity: string): string | undefined {
-  if (identity.length <= 253 && CANDIDATE_NAME.test(identity)) return undefined;
-  return (
-    `the leader election identity ${JSON.stringify(identity)} cannot name a LeaseCandidate (coordinated ` +
-    'leader election): it must be at most 253 characters of letters, digits, "-", "_" and "."'
-  );
-}
-
 const SEMVER =
   /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$/;
 

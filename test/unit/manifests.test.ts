@@ -103,6 +103,7 @@ describe('manifest files', () => {
     expect(dirs).toEqual(
       [
         'manifests/base',
+        'manifests/components/coordinated-leader-election',
         'manifests/components/networkpolicy',
         'manifests/components/node-pools',
         'manifests/components/prometheusrule',
