@@ -606,10 +606,21 @@ export class LeaderElector {
       // A fresh cluster, or a lock deleted under a leader we never saw: see machine.ts absentSince.
       // The moment on our wall clock (which stamps the renewTime we would create it with).
       const createAt = new Date(this.clock.wall() + (next.lock.heldUntil - this.now()));
-      this.log.info('Lock not found; creating it after one lease duration unless a leader shows up', {
-        createIn: formatDuration(Math.round(next.lock.heldUntil - at)),
-        createAt: createAt.toISOString(),
-      });
+      if (this.cfg.coordinated) {
+        // Only the coordinator creates it; a holder we never saw may still write until then.
+        this.log.info(
+          'Lock not found; leading, if the coordinator names us, no earlier than one lease duration from now',
+          {
+            notBeforeIn: formatDuration(Math.round(next.lock.heldUntil - at)),
+            notBeforeAt: createAt.toISOString(),
+          },
+        );
+      } else {
+        this.log.info('Lock not found; creating it after one lease duration unless a leader shows up', {
+          createIn: formatDuration(Math.round(next.lock.heldUntil - at)),
+          createAt: createAt.toISOString(),
+        });
+      }
     }
     if (prev.phase === 'candidate' && next.phase === 'candidate' && next.lock.kind === 'present') {
       const r = next.lock.record;
