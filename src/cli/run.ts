@@ -15,7 +15,6 @@ import {
   PoolConfigLoader,
 } from '../disruption/index.js';
 import {
-  candidateUpdates,
   candidateVersions,
   checkCoordinatedElection,
   type LeaseCandidate,
@@ -25,7 +24,7 @@ import {
 import { LeaderElector } from '../election/elector.js';
 import { LeaderHealthzAdaptor } from '../election/healthz.js';
 import { IdentityLeases } from '../election/identity.js';
-import { lockUpdates, watchLock } from '../election/lock-watch.js';
+import { lockUpdates, namedUpdates, watchLock } from '../election/lock-watch.js';
 import { createLeaderElectionMetrics } from '../election/metrics.js';
 import { NodeHealthTracker } from '../health/index.js';
 import { createHttpConnectionMetrics } from '../http/connections.js';
@@ -270,7 +269,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
       name: le.identity,
       leaseName: le.name,
       ...versions,
-      updates$: candidateUpdates(candidateWatch, le.identity),
+      updates$: namedUpdates(candidateWatch, le.identity),
     });
   }
   if (le.enabled) {

@@ -1,13 +1,12 @@
 import { type Clock, timerDelay } from '../clock/clock.js';
 import { formatDuration } from '../disruption/duration.js';
 import { KubeApiError } from '../kube/client.js';
-import { parseSkippingManagedFields } from '../kube/json.js';
 import type { KubeObject } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
-import { filter, map, type Observable, type Subscription } from '../rx/index.js';
-import { Reflector, type ResourceWatchDeps } from '../watch/reflector.js';
-import { kubeTransport } from '../watch/transport.js';
+import type { Observable, Subscription } from '../rx/index.js';
+import type { Reflector, ResourceWatchDeps } from '../watch/reflector.js';
 import { isConflict, type KubeRequester } from './lease-api.js';
+import { watchNamed } from './lock-watch.js';
 import type { LeaderElectionMetrics } from './metrics.js';
 import { microTime, microTimeAfter } from './record.js';
 
@@ -92,28 +91,19 @@ export function candidateVersions(
 }
 
 /**
- * A watch of our own LeaseCandidate alone (fieldSelector metadata.name=<name>, resource label
- * "candidate" in the watch metrics), on the project's watch layer. Not started.
+ * A watch of our own LeaseCandidate alone (resource label "candidate" in the watch metrics). Not
+ * started. Its events feed the publisher through namedUpdates().
  */
 export function watchCandidate(
   deps: ResourceWatchDeps,
   namespace: string,
   name: string,
 ): Reflector<LeaseCandidate> {
-  const base = kubeTransport(
-    deps.client,
-    { path: candidatePaths.list(namespace), fieldSelector: `metadata.name=${name}` },
-    { parseList: parseSkippingManagedFields },
-  );
-  return new Reflector<LeaseCandidate>({
+  return watchNamed(deps, {
     resource: 'candidate',
-    transport: deps.wrapTransport ? deps.wrapTransport(base) : base,
-    scheduler: deps.clock.scheduler,
+    path: candidatePaths.list(namespace),
+    name,
     strip: stripCandidate,
-    parse: parseSkippingManagedFields,
-    logger: deps.logger,
-    metrics: deps.metrics,
-    rewind: deps.rewind,
   });
 }
 
@@ -132,21 +122,6 @@ function stripCandidate(raw: unknown): LeaseCandidate | undefined {
     },
     spec,
   };
-}
-
-/** The publisher's `updates$`: our candidate on every add or change, undefined when deleted. */
-export function candidateUpdates(
-  w: Reflector<LeaseCandidate>,
-  name: string,
-): Observable<LeaseCandidate | undefined> {
-  return w.events$.pipe(
-    filter(
-      (ev) =>
-        (ev.type === 'Apply' || ev.type === 'InitApply' || ev.type === 'Delete') &&
-        ev.object.metadata.name === name,
-    ),
-    map((ev) => (ev.type === 'Delete' ? undefined : (ev as { object: LeaseCandidate }).object)),
-  );
 }
 
 export interface LeaseCandidateOptions {

@@ -593,6 +593,25 @@ describe('LeaderElector', () => {
       expect(leaders()).toEqual(['a_1']);
     });
 
+    it('preempted while shutting down: release() still releases the lock the step-down had not released yet', async () => {
+      const a = replica('a_1', { coordinated: true, drained: () => new Promise<void>(() => {}) });
+      a.e.start();
+      // (Its first look found no lock: it leads no earlier than one lease duration later.)
+      await advance(15_100);
+      coordinate({ holderIdentity: 'a_1' });
+      await advance(50);
+      expect(leaders()).toEqual(['a_1']);
+      // The coordinator prefers another replica just as the shutdown starts: the step-down waits for
+      // writes to drain (never, here), the shutdown drained its own and releases.
+      coordinate({ ...lock()?.spec, preferredHolder: 'b_2' });
+      await advance(5);
+      expect(a.e.isLeader()).toBe(false);
+      const released = a.e.release();
+      await advance(20);
+      expect(await released).toBe('released');
+      expect(lock()?.spec).toMatchObject({ holderIdentity: '', leaseDurationSeconds: 1 });
+    });
+
     it('useOrdinaryElection() before start: an ordinary elector (the fall-back)', async () => {
       const a = replica('a_1', { coordinated: true });
       a.e.useOrdinaryElection();

@@ -228,10 +228,12 @@ export class LeaderElector {
    * Graceful shutdown, to be called only after all guarded work has stopped: stops campaigning,
    * closes the fence, and if we hold the lease writes it with no holder and leaseDurationSeconds 1
    * (client-go's ReleaseOnCancel) so another replica takes it at once. Gives up after `budgetMs`
-   * (default: the renew deadline).
+   * (default: the renew deadline). "We hold it": the lock as we last saw it names us, also when we
+   * no longer lead because a step-down is still waiting for its writes to drain (a preemption just
+   * before the shutdown): halting cuts that step-down's own release short.
    */
   async release(budgetMs: number = this.cfg.renewDeadlineMs): Promise<ReleaseResult> {
-    const held = this.s.phase === 'leader' ? this.s.lock : undefined;
+    const held = this.s.phase === 'leader' || this.s.phase === 'candidate' ? this.s.lock : undefined;
     this.halt('released', 'released');
     if (held?.kind !== 'present' || held.record.holderIdentity !== this.identity) return 'not-holder';
     return await this.writeRelease(held.lease, this.now() + budgetMs);

@@ -1,8 +1,14 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { candidatePaths, type LeaseCandidate } from '../../src/election/candidate.js';
 import { COMPONENT_NAME } from '../../src/election/config.js';
-import { paths } from '../../src/kube/client.js';
+import { KubeClient, paths } from '../../src/kube/client.js';
 import type { Lease } from '../../src/kube/types.js';
+import type { ControlPlaneOptions } from '../../src/localcluster/control-plane.js';
+import { ApiResolver, serverSideApply } from '../support/apply.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import {
   type ControllerProcess,
@@ -10,8 +16,10 @@ import {
   sampleValue,
   startController,
 } from '../support/controller-process.js';
+import { kustomizeOverlay } from '../support/kubectl.js';
 import { type AuditEvent, auditWrites } from '../support/observer.js';
 import { rawWatch } from '../support/raw-watch.js';
+import { requestServiceAccountToken, writeTokenKubeconfig } from '../support/rbac.js';
 import { sleep, waitUntil } from '../support/wait.js';
 
 /**
@@ -58,12 +66,19 @@ const procs = new Map<string, ControllerProcess>();
 
 async function replica(
   name: string,
-  o: { coordinated?: boolean; lock?: string; extra?: string[]; on?: TestCluster } = {},
+  o: {
+    coordinated?: boolean;
+    lock?: string;
+    extra?: string[];
+    on?: TestCluster;
+    kubeconfig?: string;
+    namespace?: string;
+  } = {},
 ): Promise<ControllerProcess> {
   const on = o.on ?? cluster;
   const cp = await startController(
     [
-      `--kubeconfig=${on.cp.kubeconfigPath}`,
+      `--kubeconfig=${o.kubeconfig ?? on.cp.kubeconfigPath}`,
       `--leader-elect-lease-duration=${LEASE_MS / 1000}s`,
       '--leader-elect-renew-deadline=3s',
       '--leader-elect-retry-period=500ms',
@@ -73,7 +88,7 @@ async function replica(
       ...(o.coordinated === false ? [] : ['--feature-gates=CoordinatedLeaderElection=true']),
       ...(o.extra ?? []),
     ],
-    { env: { POD_NAME: name, POD_NAMESPACE: NS }, name },
+    { env: { POD_NAME: name, POD_NAMESPACE: o.namespace ?? NS }, name },
   );
   procs.set(name, cp);
   return cp;
@@ -99,6 +114,19 @@ async function candidateEvent(
   timeoutMs: number,
 ): Promise<CandidateEvent> {
   return await waitUntil(() => candidateEvents.find(pred), { timeoutMs, intervalMs: 5, what });
+}
+
+/**
+ * How long after each ping (a candidate shown with pingTime after its renewTime) our watch showed
+ * that candidate's answer (renewTime after the ping); Infinity when none came.
+ */
+function pingAnswers(which: (e: CandidateEvent) => boolean): number[] {
+  return candidateEvents
+    .filter((e) => which(e) && e.ping !== '' && e.renew < e.ping)
+    .map((p) => {
+      const ans = candidateEvents.find((e) => e.at >= p.at && e.name === p.name && e.renew > p.ping);
+      return ans ? ans.at - p.at : Number.POSITIVE_INFINITY;
+    });
 }
 
 /** Successful writes of the lock `lock` by replica `name` (its user agent ends with `(name)`), from the audit log. */
@@ -298,11 +326,7 @@ describe('coordinated leader election: kube-apiserver v1.37.2 coordinator, lease
     const released = seq.findIndex((e) => e.holder === '');
     const firstB = seq.findIndex((e) => e.holder === 'b-0');
     // The coordinator's pings during this election, and how fast each was answered.
-    const pings = candidateEvents.filter((e) => e.at >= published.at && e.ping !== '' && e.renew < e.ping);
-    const answers = pings.map((p) => {
-      const ans = candidateEvents.find((e) => e.at >= p.at && e.name === p.name && e.renew > p.ping);
-      return ans ? ans.at - p.at : Number.POSITIVE_INFINITY;
-    });
+    const answers = pingAnswers((e) => e.at >= published.at);
     console.log(
       `preemption: b-0 published ${(published.at - t0).toFixed(0)} ms after its start; preferredHolder set ` +
         `${(preferred.at - published.at).toFixed(0)} ms after that; lock released ${(seq[released]!.at - preferred.at).toFixed(0)} ms ` +
@@ -432,11 +456,7 @@ describe('coordinated leader election: kube-apiserver v1.37.2 coordinator, lease
     expect(lockWrites('d-0', TP)).toEqual([]);
     // The coordinator pinged d-0 in the meantime (no holder: an election is due every 5 s); each
     // of its pings was answered within 2 s.
-    const pings = candidateEvents.filter((e) => e.name === 'd-0' && e.ping !== '' && e.renew < e.ping);
-    const answers = pings.map((p) => {
-      const ans = candidateEvents.find((e) => e.at >= p.at && e.name === 'd-0' && e.renew > p.ping);
-      return ans ? ans.at - p.at : Number.POSITIVE_INFINITY;
-    });
+    const answers = pingAnswers((e) => e.name === 'd-0');
     console.log(
       `third-party strategy: the coordinator's pings of d-0 answered in ${answers.map((x) => x.toFixed(1)).join(', ')} ms`,
     );
@@ -529,76 +549,155 @@ describe('coordinated leader election: kube-apiserver v1.37.2 coordinator, lease
   });
 });
 
-describe('fall-back: the gate asked for, the API server without it', () => {
-  it('without the LeaseCandidate API (404): one log line, then ordinary election (the lock created one lease duration after the first look)', async () => {
+describe('RBAC: manifests/base with the coordinated-leader-election component', () => {
+  it('base alone refuses LeaseCandidates; with the component the replica runs coordinated without one refused write', async () => {
     dumpOnFailure();
-    const plain = await startCluster({ audit: true });
+    const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+    const INSTALL_NS = 'nlc-system';
+    const rbacOnly = (components: string[]) =>
+      kustomizeOverlay({ resources: [path.join(ROOT, 'manifests', 'base')], components }).filter((o) =>
+        ['Namespace', 'ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding'].includes(
+          o.kind,
+        ),
+      );
+    const resolver = new ApiResolver(cluster.admin);
+    for (const o of rbacOnly([])) await serverSideApply(cluster.admin, resolver, o, 'nlc-coordinated-e2e');
+    const token = await requestServiceAccountToken(cluster.admin, INSTALL_NS, 'node-lifecycle-controller');
+    const tmp = mkdtempSync(path.join(os.tmpdir(), 'nlc-coord-rbac-'));
     try {
-      await plain.admin.request({
+      const kubeconfig = path.join(tmp, 'sa.kubeconfig');
+      writeTokenKubeconfig(cluster.cp, token, kubeconfig, 'node-lifecycle-controller');
+      const sa = await KubeClient.fromKubeConfig(
+        cluster.cp.kubeConfigForToken(token, 'node-lifecycle-controller'),
+        {
+          userAgent: 'nlc-coordinated-e2e-probe',
+        },
+      );
+      const tryCreate = () =>
+        sa.raw({
+          method: 'POST',
+          path: candidatePaths.list(INSTALL_NS),
+          body: {
+            apiVersion: 'coordination.k8s.io/v1beta1',
+            kind: 'LeaseCandidate',
+            metadata: { name: 'probe' },
+            spec: {
+              leaseName: 'x',
+              binaryVersion: '1.0.0',
+              emulationVersion: '1.0.0',
+              strategy: 'OldestEmulationVersion',
+            },
+          },
+        });
+      expect((await tryCreate()).status).toBe(403);
+      for (const o of rbacOnly([path.join(ROOT, 'manifests', 'components', 'coordinated-leader-election')])) {
+        await serverSideApply(cluster.admin, resolver, o, 'nlc-coordinated-e2e');
+      }
+      await waitUntil(async () => (await tryCreate()).status === 201, {
+        timeoutMs: 10_000,
+        what: 'the Role in force',
+      });
+      await cluster.admin.request({ method: 'DELETE', path: candidatePaths.one(INSTALL_NS, 'probe') });
+      sa.close();
+      const r = await replica('r-0', { kubeconfig, namespace: INSTALL_NS });
+      const started = await r.waitForLog(
+        'Coordinated leader election: publishing a LeaseCandidate; the coordinator names the leader',
+        20_000,
+      );
+      await waitUntil(async () => (await master(r)) === 1, {
+        timeoutMs: LEASE_MS + 10_000,
+        what: 'r-0 leading',
+      });
+      await r.kill('SIGTERM');
+      procs.delete('r-0');
+      const mine = auditWrites(cluster.cp.auditLogPath!, `${COMPONENT_NAME}/`).filter((e) =>
+        (e.userAgent ?? '').endsWith('(r-0)'),
+      );
+      const summary = mine.map(
+        (e) => `${e.verb} ${e.objectRef?.resource}/${e.objectRef?.name} ${e.responseStatus?.code}`,
+      );
+      console.log(`RBAC (base + component): r-0's writes: ${[...new Set(summary)].join('; ')}`);
+      // The coordinator's lease was readable (no note), and every write of candidate and lock passed.
+      expect(started.note).toBeUndefined();
+      expect(mine.filter((e) => e.responseStatus?.code === 403)).toEqual([]);
+      for (const [resource, verb] of [
+        ['leasecandidates', 'create'],
+        ['leasecandidates', 'delete'],
+        ['leases', 'update'],
+      ]) {
+        expect(
+          mine.some(
+            (e) =>
+              e.objectRef?.resource === resource && e.verb === verb && (e.responseStatus?.code ?? 0) < 300,
+          ),
+          `${verb} ${resource}`,
+        ).toBe(true);
+      }
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('fall-back: the gate asked for, the API server without it', () => {
+  /** A replica asking for coordinated election on another control plane: its fall-back, as measured. */
+  async function fallBackOn(opts: ControlPlaneOptions, name: string, decideWithinMs: number) {
+    const other = await startCluster({ audit: true, ...opts });
+    try {
+      await other.admin.request({
         method: 'POST',
         path: paths.namespaces(),
         body: { metadata: { name: NS } },
       });
       const t0 = performance.now();
-      const f = await replica('f-0', { on: plain });
-      const line = await f.waitForLog(
+      const r = await replica(name, { on: other });
+      const line = await r.waitForLog(
         'Coordinated leader election unavailable: using ordinary leader election',
-        10_000,
+        decideWithinMs,
       );
-      const fellBack = performance.now();
-      await waitUntil(async () => (await master(f)) === 1, {
+      const decided = performance.now() - t0;
+      await waitUntil(async () => (await master(r)) === 1, {
         timeoutMs: LEASE_MS + 5_000,
-        what: 'f-0 leading',
+        what: `${name} leading`,
       });
-      const led = performance.now();
-      console.log(
-        `fall-back (404): decided within ${(fellBack - t0).toFixed(0)} ms of the start, leading ${(led - t0).toFixed(0)} ms after it`,
-      );
-      expect(line.reason).toBe('the API server does not serve coordination.k8s.io/v1beta1 (404)');
-      expect(f.logs.filter((l) => String(l.msg).startsWith('Coordinated leader election'))).toHaveLength(1);
-      expect(sampleValue(await f.metrics(), 'nlc_leader_election_coordinated', { name: LOCK })).toBe(0);
-      expect(lockWrites('f-0', LOCK, plain).map((e) => e.verb)).toContain('create');
-      expect(led - t0).toBeLessThan(LEASE_MS + 5_000);
-      await f.kill('SIGTERM');
-      procs.delete('f-0');
+      const led = performance.now() - t0;
+      const coordinated = sampleValue(await r.metrics(), 'nlc_leader_election_coordinated', { name: LOCK });
+      const writes = lockWrites(name, LOCK, other).map((e) => e.verb);
+      await r.kill('SIGTERM');
+      procs.delete(name);
+      const lines = r.logs.filter((l) => String(l.msg).startsWith('Coordinated leader election'));
+      return { reason: line.reason, decided, led, coordinated, writes, lines };
     } finally {
-      await plain.stop();
+      await other.stop();
     }
+  }
+
+  it('without the LeaseCandidate API (404): one log line, then ordinary election (the lock created one lease duration after the first look)', async () => {
+    dumpOnFailure();
+    const f = await fallBackOn({}, 'f-0', 10_000);
+    console.log(
+      `fall-back (404): decided within ${f.decided.toFixed(0)} ms of the start, leading ${f.led.toFixed(0)} ms after it`,
+    );
+    expect(f.reason).toBe('the API server does not serve coordination.k8s.io/v1beta1 (404)');
+    expect(f.lines).toHaveLength(1);
+    expect(f.coordinated).toBe(0);
+    expect(f.writes).toContain('create');
+    expect(f.led).toBeLessThan(LEASE_MS + 5_000);
   });
 
   it('the API served without a coordinator (runtime-config, no gate): ordinary election after 30 s', async () => {
     dumpOnFailure();
-    const half = await startCluster({
-      audit: true,
-      apiserverArgs: ['--runtime-config=coordination.k8s.io/v1beta1=true'],
-    });
-    try {
-      await half.admin.request({
-        method: 'POST',
-        path: paths.namespaces(),
-        body: { metadata: { name: NS } },
-      });
-      const t0 = performance.now();
-      const g = await replica('g-0', { on: half });
-      const line = await g.waitForLog(
-        'Coordinated leader election unavailable: using ordinary leader election',
-        45_000,
-      );
-      const fellBack = performance.now();
-      await waitUntil(async () => (await master(g)) === 1, {
-        timeoutMs: LEASE_MS + 5_000,
-        what: 'g-0 leading',
-      });
-      console.log(`fall-back (no coordinator): decided ${(fellBack - t0).toFixed(0)} ms after the start`);
-      expect(line.reason).toMatch(
-        /^no coordinator: kube-system\/leader-election-controller was missing for 30s/,
-      );
-      expect(fellBack - t0).toBeGreaterThanOrEqual(30_000);
-      expect(fellBack - t0).toBeLessThan(35_000);
-      await g.kill('SIGTERM');
-      procs.delete('g-0');
-    } finally {
-      await half.stop();
-    }
+    const g = await fallBackOn(
+      { apiserverArgs: ['--runtime-config=coordination.k8s.io/v1beta1=true'] },
+      'g-0',
+      45_000,
+    );
+    console.log(`fall-back (no coordinator): decided ${g.decided.toFixed(0)} ms after the start`);
+    expect(g.reason).toMatch(/^no coordinator: kube-system\/leader-election-controller was missing for 30s/);
+    expect(g.lines).toHaveLength(1);
+    expect(g.coordinated).toBe(0);
+    expect(g.writes).toContain('create');
+    expect(g.decided).toBeGreaterThanOrEqual(30_000);
+    expect(g.decided).toBeLessThan(35_000);
   });
 });
