@@ -430,10 +430,10 @@ export async function runController(o: RunOptions): Promise<RunningController> {
           inFlight: () => writer.inFlight,
           release: elector
             ? async (ms) => {
-                const started = performance.now();
+                const started = clock.scheduler.now();
                 await candidateGone;
                 // Only after all guarded work has stopped: another replica leads at once.
-                const released = await elector.release(Math.max(1, ms - (performance.now() - started)));
+                const released = await elector.release(Math.max(1, ms - (clock.scheduler.now() - started)));
                 log.info('Leader lease release', { result: released });
                 elector.stop();
                 return released;

@@ -608,6 +608,29 @@ describe('RBAC: manifests/base with the coordinated-leader-election component', 
         timeoutMs: LEASE_MS + 10_000,
         what: 'r-0 leading',
       });
+      // A ping, answered: its watch (list, watch) and its renewal (update) are allowed too.
+      const mineNow = await cluster.admin.request<LeaseCandidate>({
+        method: 'GET',
+        path: candidatePaths.one(INSTALL_NS, 'r-0'),
+      });
+      const pingTime = `${new Date().toISOString().slice(0, 23)}789Z`;
+      await cluster.admin.request({
+        method: 'PUT',
+        path: candidatePaths.one(INSTALL_NS, 'r-0'),
+        body: { ...mineNow, spec: { ...mineNow.spec, pingTime } },
+      });
+      await waitUntil(
+        async () =>
+          String(
+            (
+              await cluster.admin.request<LeaseCandidate>({
+                method: 'GET',
+                path: candidatePaths.one(INSTALL_NS, 'r-0'),
+              })
+            ).spec?.renewTime,
+          ) > pingTime,
+        { timeoutMs: 2_000, intervalMs: 20, what: 'r-0 answering a ping' },
+      );
       await r.kill('SIGTERM');
       procs.delete('r-0');
       const mine = auditWrites(cluster.cp.auditLogPath!, `${COMPONENT_NAME}/`).filter((e) =>
@@ -622,6 +645,7 @@ describe('RBAC: manifests/base with the coordinated-leader-election component', 
       expect(mine.filter((e) => e.responseStatus?.code === 403)).toEqual([]);
       for (const [resource, verb] of [
         ['leasecandidates', 'create'],
+        ['leasecandidates', 'update'],
         ['leasecandidates', 'delete'],
         ['leases', 'update'],
       ]) {
