@@ -675,6 +675,15 @@ describe('fall-back: the gate asked for, the API server without it', () => {
       });
       const t0 = performance.now();
       const r = await replica(name, { on: other });
+      // Undecided, it does not campaign: /readyz fails its lock-access check (sampled 5 s in).
+      const undecided = await sleep(Math.max(0, 5_000 - (performance.now() - t0))).then(() =>
+        r.logs.some((l) => String(l.msg).startsWith('Coordinated leader election'))
+          ? undefined
+          : fetch(`http://127.0.0.1:${r.probesPort}/readyz?verbose`).then(async (res) => ({
+              status: res.status,
+              body: await res.text(),
+            })),
+      );
       const line = await r.waitForLog(
         'Coordinated leader election unavailable: using ordinary leader election',
         decideWithinMs,
@@ -685,12 +694,16 @@ describe('fall-back: the gate asked for, the API server without it', () => {
         what: `${name} leading`,
       });
       const led = performance.now() - t0;
+      const ready = await waitUntil(
+        async () => (await fetch(`http://127.0.0.1:${r.probesPort}/readyz`)).status === 200,
+        { timeoutMs: 5_000, what: `${name} ready` },
+      );
       const coordinated = sampleValue(await r.metrics(), 'nlc_leader_election_coordinated', { name: LOCK });
       const writes = lockWrites(name, LOCK, other).map((e) => e.verb);
       await r.kill('SIGTERM');
       procs.delete(name);
       const lines = r.logs.filter((l) => String(l.msg).startsWith('Coordinated leader election'));
-      return { reason: line.reason, decided, led, coordinated, writes, lines };
+      return { reason: line.reason, decided, led, coordinated, writes, lines, undecided, ready };
     } finally {
       await other.stop();
     }
@@ -721,6 +734,9 @@ describe('fall-back: the gate asked for, the API server without it', () => {
     expect(g.lines).toHaveLength(1);
     expect(g.coordinated).toBe(0);
     expect(g.writes).toContain('create');
+    expect(g.undecided?.status).toBe(503);
+    expect(g.undecided?.body).toMatch(/lock-access/);
+    expect(g.ready).toBe(true);
     expect(g.decided).toBeGreaterThanOrEqual(30_000);
     expect(g.decided).toBeLessThan(35_000);
   });
