@@ -11,7 +11,7 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { tryParseDuration } from '../src/disruption/duration.js';
+import { tryParseDuration } from '../src/clock/duration.js';
 import { SimulatedFleet } from '../src/fleet/fleet.js';
 import { startCluster } from '../test/support/cluster.js';
 import { imageNodeFlags, startController } from '../test/support/controller-process.js';

@@ -3,7 +3,7 @@
  * what they read of a process from /proc (Linux).
  */
 import { readFileSync } from 'node:fs';
-import { tryParseDuration } from '../src/disruption/duration.js';
+import { tryParseDuration } from '../src/clock/duration.js';
 
 /** Every value of `--name=VALUE` on the command line. */
 export function args(name: string): string[] {

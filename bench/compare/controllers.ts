@@ -12,7 +12,7 @@ import { createWriteStream, existsSync } from 'node:fs';
 import https from 'node:https';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { formatDuration } from '../../src/disruption/duration.js';
+import { formatDuration } from '../../src/clock/duration.js';
 import { ensureBinaries, K8S_VERSION } from '../../src/localcluster/binaries.js';
 import { claimPort, type PortClaim, releaseWhenExits } from '../../src/localcluster/ports.js';
 import { imageNodeFlags } from '../../test/support/controller-process.js';

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { type Clock, timerDelay } from '../clock/clock.js';
-import { formatDuration } from '../disruption/duration.js';
+import { formatDuration } from '../clock/duration.js';
 import { TokenBucket } from '../disruption/token-bucket.js';
 import {
   KubeApiError,

@@ -1,6 +1,7 @@
 import type { Registry } from 'prom-client';
 import { ApiWriter, createWriterMetrics } from '../apply/writer.js';
 import { systemClock } from '../clock/clock.js';
+import { formatDuration } from '../clock/duration.js';
 import type { Config } from '../config/config.js';
 import { FlagError } from '../config/flags.js';
 import { createControllerMetrics } from '../controller/metrics.js';
@@ -9,7 +10,6 @@ import { livenessChecks, readinessChecks } from '../controller/probes.js';
 import {
   createDisruptionMetrics,
   DisruptionController,
-  formatDuration,
   GraceResolver,
   PoolConfigError,
   PoolConfigLoader,

@@ -1,5 +1,5 @@
 import { timerDelay } from '../clock/clock.js';
-import { formatDuration } from '../disruption/duration.js';
+import { formatDuration } from '../clock/duration.js';
 import type { ReleaseResult } from '../election/elector.js';
 import type { Logger } from '../log/logger.js';
 import type { SchedulerLike } from '../rx/index.js';

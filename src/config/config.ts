@@ -1,4 +1,4 @@
-import { formatDuration } from '../disruption/duration.js';
+import { formatDuration } from '../clock/duration.js';
 import {
   candidateNameProblem,
   defaultIdentity,

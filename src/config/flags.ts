@@ -1,5 +1,5 @@
 import { isIPv6 } from 'node:net';
-import { DURATION_SYNTAX_HELP, formatDuration, tryParseDuration } from '../disruption/duration.js';
+import { DURATION_SYNTAX_HELP, formatDuration, tryParseDuration } from '../clock/duration.js';
 import { MAX_GRACE_MS } from '../disruption/pools/config.js';
 
 /**

@@ -1,10 +1,10 @@
 import type { ApiWriter, WriteOutcome } from '../apply/writer.js';
 import { type Clock, timerDelay } from '../clock/clock.js';
+import { formatDuration } from '../clock/duration.js';
 import { everyOnTicks, type Ticker } from '../clock/ticker.js';
 import {
   type DisruptionController,
   type DisruptionUpdate,
-  formatDuration,
   isExcludedFromDisruption,
   type ReadyStatus,
   zoneDisplay,

@@ -1,4 +1,4 @@
-import { formatDuration } from '../disruption/duration.js';
+import { formatDuration } from '../clock/duration.js';
 import type { ApiAccess } from '../election/elector.js';
 import type { Check } from '../http/server.js';
 import { watchBlindness } from '../watch/status.js';

@@ -46,11 +46,74 @@ describe('BlastRadiusCap', () => {
     expect(c.refund('a')).toBe(false);
   });
 
+  it('is on with either bound alone', () => {
+    expect(new BlastRadiusCap({ maxPercent: 10, windowMs: 1000 }).enabled).toBe(true);
+    expect(new BlastRadiusCap({ maxNodes: 2, windowMs: 1000 }).enabled).toBe(true);
+  });
+
+  it('ignores a bound set to 0', () => {
+    expect(new BlastRadiusCap({ maxNodes: 0, maxPercent: 10, windowMs: 1000 }).limit(30)).toBe(3);
+    expect(new BlastRadiusCap({ maxNodes: 5, maxPercent: 0, windowMs: 1000 }).limit(30)).toBe(5);
+  });
+
+  it('counts only the grants inside the window, however many have left it', () => {
+    const c = new BlastRadiusCap({ maxNodes: 1000, windowMs: 10 });
+    for (let t = 0; t < 200; t++) {
+      c.record(`n-${t}`, t);
+      expect(c.used(t)).toBe(Math.min(t + 1, 10));
+    }
+    expect(c.used(205)).toBe(4);
+    expect(c.used(1000)).toBe(0);
+  });
+
+  it('refunds the named grant, not the latest', () => {
+    const c = new BlastRadiusCap({ maxNodes: 1, windowMs: 60_000 });
+    c.record('a', 0);
+    c.record('b', 10_000);
+    expect(c.refund('a')).toBe(true);
+    expect(c.used(10_000)).toBe(1);
+    expect(c.nextFreeAt(10_000, 10)).toBe(70_000);
+  });
+
+  it('frees a slot only when enough grants left after the limit shrank', () => {
+    const c = new BlastRadiusCap({ maxPercent: 50, windowMs: 100 });
+    c.record('a', 0);
+    c.record('b', 10);
+    expect(c.limit(4)).toBe(2);
+    expect(c.nextFreeAt(20, 4)).toBe(100);
+    // the fleet shrank: the limit is 1, so both grants must leave
+    expect(c.nextFreeAt(20, 2)).toBe(110);
+  });
+
   it('validates settings naming the field', () => {
     expect(validateCapSettings({ maxNodes: -1 })[0]).toMatch(/^cap\.maxNodes: -1/);
     expect(validateCapSettings({ maxPercent: 150, windowMs: 1 })[0]).toMatch(/^cap\.maxPercent: 150/);
     expect(validateCapSettings({ maxNodes: 3 })[0]).toMatch(/^cap\.windowMs: undefined: must be > 0/);
     expect(validateCapSettings({ maxNodes: 3, windowMs: 1000 })).toEqual([]);
     expect(() => new BlastRadiusCap({ maxNodes: 1.5, windowMs: 1 })).toThrow(RangeError);
+  });
+
+  it.each([
+    [{ maxPercent: -1, windowMs: 1 }, 'cap.maxPercent: -1: must be a number in [0, 100] (0 disables)'],
+    [
+      { maxPercent: Number.NaN, windowMs: 1 },
+      'cap.maxPercent: NaN: must be a number in [0, 100] (0 disables)',
+    ],
+    [{ maxPercent: 10 }, 'cap.windowMs: undefined: must be > 0 when maxNodes or maxPercent is set'],
+    [{ maxNodes: 1, windowMs: 0 }, 'cap.windowMs: 0: must be > 0 when maxNodes or maxPercent is set'],
+    [{ maxNodes: 1, windowMs: -5 }, 'cap.windowMs: -5: must be > 0 when maxNodes or maxPercent is set'],
+    [
+      { maxNodes: 1, windowMs: Number.POSITIVE_INFINITY },
+      'cap.windowMs: Infinity: must be > 0 when maxNodes or maxPercent is set',
+    ],
+  ])('rejects %o', (settings, message) => {
+    expect(validateCapSettings(settings)).toEqual([message]);
+  });
+
+  it('accepts 100 percent and names every problem', () => {
+    expect(validateCapSettings({ maxPercent: 100, windowMs: 1 })).toEqual([]);
+    expect(() => new BlastRadiusCap({ maxNodes: -1, maxPercent: 101, windowMs: 1 })).toThrow(
+      'cap.maxNodes: -1: must be an integer >= 0 (0 disables); cap.maxPercent: 101: must be a number in [0, 100] (0 disables)',
+    );
   });
 });

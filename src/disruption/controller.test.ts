@@ -1,7 +1,13 @@
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { memoryLogger } from '../log/logger.js';
-import { DisruptionController, type NodeObservation, type ReadyStatus } from './controller.js';
+import {
+  DEFAULT_DISRUPTION_OPTIONS,
+  DisruptionController,
+  type NodeObservation,
+  type ReadyStatus,
+  validateDisruptionOptions,
+} from './controller.js';
 import { createDisruptionMetrics } from './metrics.js';
 
 const A = 'r1:\u0000:a';
@@ -289,6 +295,18 @@ describe('queue bookkeeping', () => {
     expect(dc.queued()).toEqual([{ name: 'a-0', zone: B, requestedAt: 0, reason: 'rate-limit' }]);
   });
 
+  it('orders a moved request after the requests already waiting', () => {
+    const dc = new DisruptionController();
+    dc.update([...nodes(A, 3, 'Unknown'), ...nodes(B, 3, 'Unknown'), ...nodes(C, 3, 'True')], 0);
+    dc.requestNoExecute('a-0', A, 0);
+    dc.requestNoExecute('b-0', B, 0);
+    dc.observe({ name: 'a-0', zone: C, ready: 'Unknown', excluded: false });
+    expect(dc.admit(0).admitted.map((a) => [a.name, a.zone])).toEqual([
+      ['b-0', B],
+      ['a-0', C],
+    ]);
+  });
+
   it('rejects invalid options naming the field', () => {
     expect(() => new DisruptionController({ nodeEvictionRate: -1 })).toThrow(/nodeEvictionRate: -1/);
     expect(() => new DisruptionController({ unhealthyZoneThreshold: 2 })).toThrow(
@@ -433,6 +451,43 @@ describe('master disruption', () => {
     ]);
   });
 
+  it('holds a zone that appears during master disruption, and its limiter starts drained on exit', () => {
+    const dc = new DisruptionController();
+    const a = nodes(A, 3, 'True');
+    dc.update([...a, ...nodes(B, 3, 'Unknown')], 0);
+    setReady(dc, a, 'Unknown');
+    expect(dc.evaluate(1000).masterDisruption).toBe('entered');
+    // a new zone, fully down too: still master disruption, its limiter stopped like the others
+    dc.observe({ name: 'c-0', zone: C, ready: 'Unknown', excluded: false });
+    expect(dc.evaluate(2000).masterDisruptionActive).toBe(true);
+    expect(dc.zoneState(C)).toBe('FullDisruption');
+    expect(dc.rateOf(C)).toBe(0);
+    dc.requestNoExecute('c-0', C, 2000);
+    expect(drain(dc, 2000, 500_000)).toEqual([]);
+    setReady(dc, a, 'True');
+    expect(dc.evaluate(500_000).masterDisruption).toBe('exited');
+    // swapped from a stopped limiter: one interval before the first taint, as every other zone
+    expect(drain(dc, 500_000, 600_000)).toEqual([{ name: 'c-0', at: 510_000 }]);
+  });
+
+  it('keeps a zone that lost its counted nodes stopped during master disruption', () => {
+    const dc = new DisruptionController();
+    const a = nodes(A, 3, 'Unknown');
+    const b = nodes(B, 3, 'Unknown');
+    const x = { name: 'x-0', zone: B, ready: 'Unknown' as const, excluded: true };
+    expect(dc.update([...a, ...b, x], 0).masterDisruption).toBe('entered');
+    dc.requestNoExecute('x-0', B, 0);
+    // zone B's counted nodes are deleted: only its excluded node is left, still held
+    for (const n of b) dc.forget(n.name);
+    expect(dc.evaluate(1000).masterDisruptionActive).toBe(true);
+    expect(dc.rateOf(B)).toBe(0);
+    expect(drain(dc, 1000, 500_000)).toEqual([]);
+    setReady(dc, a.slice(0, 1), 'True');
+    expect(dc.evaluate(500_000).masterDisruption).toBe('exited');
+    expect(dc.rateOf(B)).toBe(0.1);
+    expect(drain(dc, 500_000, 600_000)).toEqual([{ name: 'x-0', at: 510_000 }]);
+  });
+
   it('needs at least one zone', () => {
     const dc = new DisruptionController();
     expect(dc.update([], 0).masterDisruption).toBeNull();
@@ -508,5 +563,448 @@ describe('metrics', () => {
       labels: { reason: 'master-disruption' },
       value: 1,
     });
+  });
+});
+
+describe('options', () => {
+  const valid = { ...DEFAULT_DISRUPTION_OPTIONS };
+
+  it('accepts the boundary values', () => {
+    for (const o of [
+      { nodeEvictionRate: 0, secondaryNodeEvictionRate: 0 },
+      { largeClusterSizeThreshold: 0 },
+      { unhealthyZoneThreshold: 0 },
+      { unhealthyZoneThreshold: 1 },
+      { burst: 1 },
+      { inFlightTimeoutMs: 1 },
+    ]) {
+      expect(validateDisruptionOptions({ ...valid, ...o })).toEqual([]);
+    }
+  });
+
+  it.each([
+    [
+      { secondaryNodeEvictionRate: -0.5 },
+      'secondaryNodeEvictionRate: -0.5: must be a number >= 0 (per second)',
+    ],
+    [{ nodeEvictionRate: Number.NaN }, 'nodeEvictionRate: NaN: must be a number >= 0 (per second)'],
+    [{ largeClusterSizeThreshold: -1 }, 'largeClusterSizeThreshold: -1: must be an integer >= 0'],
+    [{ largeClusterSizeThreshold: 2.5 }, 'largeClusterSizeThreshold: 2.5: must be an integer >= 0'],
+    [{ unhealthyZoneThreshold: -0.1 }, 'unhealthyZoneThreshold: -0.1: must be a number in [0, 1]'],
+    [{ unhealthyZoneThreshold: Number.NaN }, 'unhealthyZoneThreshold: NaN: must be a number in [0, 1]'],
+    [{ burst: 0 }, 'burst: 0: must be an integer >= 1'],
+    [{ burst: 1.5 }, 'burst: 1.5: must be an integer >= 1'],
+    [{ inFlightTimeoutMs: 0 }, 'inFlightTimeoutMs: 0: must be > 0'],
+    [{ inFlightTimeoutMs: Number.POSITIVE_INFINITY }, 'inFlightTimeoutMs: Infinity: must be > 0'],
+    [{ cap: { maxNodes: 3 } }, 'cap.windowMs: undefined: must be > 0 when maxNodes or maxPercent is set'],
+  ])('rejects %o', (o, message) => {
+    expect(validateDisruptionOptions({ ...valid, ...o })).toEqual([message]);
+  });
+
+  it('burst and inFlightTimeoutMs may be left out; an undefined option takes the default', () => {
+    const { burst: _b, inFlightTimeoutMs: _t, ...required } = valid;
+    expect(validateDisruptionOptions(required)).toEqual([]);
+    const dc = new DisruptionController({ nodeEvictionRate: undefined, unhealthyZoneThreshold: undefined });
+    expect(dc.rateOf(A)).toBe(0.1);
+  });
+
+  it('names every bad field in the constructor error', () => {
+    expect(() => new DisruptionController({ nodeEvictionRate: -1, burst: 0 })).toThrow(
+      'invalid disruption options: nodeEvictionRate: -1: must be a number >= 0 (per second); burst: 0: must be an integer >= 1',
+    );
+  });
+});
+
+describe('bookkeeping edges', () => {
+  it('takes an unobserved node in the zone it is requested for, and moves it when asked again', () => {
+    const dc = new DisruptionController();
+    dc.update([...nodes(A, 2, 'True'), ...nodes(B, 2, 'True')], 0);
+    expect(dc.requestNoExecute('new-0', A, 0, 'k1')).toBe('queued');
+    expect(dc.requestNoExecute('new-0', C, 1)).toBe('already-queued');
+    expect(dc.queued()).toEqual([{ name: 'new-0', zone: C, requestedAt: 0, reason: 'rate-limit' }]);
+    // an evaluate does not drop the zone that holds the request, though no node is known there
+    dc.evaluate(2);
+    // the key of the first request is kept when a later request gives none
+    const [adm] = dc.admit(3).admitted;
+    expect(adm).toEqual({ name: 'new-0', zone: C, key: 'k1', requestedAt: 0, waitedMs: 3 });
+  });
+
+  it('uses the observed zone over the requested one', () => {
+    const dc = new DisruptionController();
+    dc.update([...nodes(A, 2, 'Unknown'), ...nodes(B, 2, 'True')], 0);
+    dc.requestNoExecute('a-0', B, 0);
+    expect(dc.queued().map((q) => q.zone)).toEqual([A]);
+  });
+
+  it('reports how long an admitted node waited', () => {
+    const dc = new DisruptionController();
+    dc.update([...nodes(A, 3, 'Unknown'), ...nodes(B, 3, 'True')], 0);
+    dc.requestNoExecute('a-0', A, 1000);
+    dc.requestNoExecute('a-1', A, 2000);
+    expect(dc.admit(2500).admitted.map((a) => [a.name, a.requestedAt, a.waitedMs])).toEqual([
+      ['a-0', 1000, 1500],
+    ]);
+    expect(dc.admit(12_500).admitted.map((a) => [a.name, a.waitedMs])).toEqual([['a-1', 10_500]]);
+  });
+
+  it('times out an unsettled admission counted from when it was admitted', () => {
+    const log = memoryLogger();
+    const dc = new DisruptionController({ inFlightTimeoutMs: 5000 }, { logger: log });
+    dc.update([...nodes(A, 3, 'Unknown'), ...nodes(B, 3, 'True')], 0);
+    dc.requestNoExecute('a-0', A, 1000);
+    expect(dc.admit(1000).admitted.map((a) => a.name)).toEqual(['a-0']);
+    expect(dc.requestNoExecute('a-0', A, 5999)).toBe('in-flight');
+    expect(dc.requestNoExecute('a-0', A, 6000)).toBe('queued');
+    expect(log.lines).toContainEqual(
+      expect.objectContaining({
+        msg: 'NoExecute admission was never settled; accepting a new request',
+        node: 'a-0',
+      }),
+    );
+  });
+
+  it('accepts a new request once an admission is settled', () => {
+    const dc = new DisruptionController();
+    dc.update([...nodes(A, 3, 'Unknown'), ...nodes(B, 3, 'True')], 0);
+    dc.requestNoExecute('a-0', A, 0);
+    dc.admit(0);
+    expect(dc.settle('a-0', 'applied', 1)).toBe(true);
+    // e.g. its taint was removed in master disruption: it asks again
+    expect(dc.requestNoExecute('a-0', A, 2)).toBe('queued');
+  });
+
+  it('a dropped admission gives its cap slot back and is not queued again', () => {
+    const registry = new Registry();
+    const metrics = createDisruptionMetrics(registry);
+    const dc = new DisruptionController(
+      { nodeEvictionRate: 1000, cap: { maxNodes: 1, windowMs: 60_000 } },
+      { metrics },
+    );
+    dc.update([...nodes(A, 3, 'Unknown'), ...nodes(B, 3, 'True')], 0);
+    dc.requestNoExecute('a-0', A, 0);
+    dc.requestNoExecute('a-1', A, 0);
+    expect(dc.admit(0).admitted.map((a) => a.name)).toEqual(['a-0']);
+    expect(dc.settle('a-0', 'dropped', 1)).toBe(true);
+    expect(dc.capUsed(1)).toBe(0);
+    expect(dc.queued().map((q) => q.name)).toEqual(['a-1']);
+    expect(dc.admit(2).admitted.map((a) => a.name)).toEqual(['a-1']);
+  });
+
+  it('a failed write of a node that became ready, or was never observed, is handled', () => {
+    const dc = new DisruptionController({ nodeEvictionRate: 1000 });
+    dc.update([...nodes(A, 3, 'Unknown'), ...nodes(B, 3, 'True')], 0);
+    dc.requestNoExecute('a-0', A, 0);
+    dc.requestNoExecute('ghost', B, 0);
+    expect(dc.admit(0).admitted.map((a) => a.name)).toEqual(['a-0', 'ghost']);
+    dc.observe({ name: 'a-0', zone: A, ready: 'True', excluded: false });
+    dc.settle('a-0', 'failed', 1);
+    dc.settle('ghost', 'failed', 1);
+    // the ready node needs no taint any more; the unobserved one waits in the zone it was admitted in
+    expect(dc.queued()).toEqual([{ name: 'ghost', zone: B, requestedAt: 1, reason: 'rate-limit' }]);
+  });
+
+  it('a failed write is ordered after requests made before it failed', () => {
+    const dc = new DisruptionController({ nodeEvictionRate: 1 });
+    dc.update([...nodes(A, 3, 'Unknown'), ...nodes(B, 3, 'Unknown'), ...nodes(C, 3, 'True')], 0);
+    dc.requestNoExecute('a-0', A, 0);
+    dc.requestNoExecute('b-0', B, 0);
+    expect(dc.admit(0).admitted.map((a) => a.name)).toEqual(['a-0', 'b-0']);
+    dc.requestNoExecute('b-1', B, 0);
+    dc.settle('a-0', 'failed', 0);
+    expect(dc.admit(1000).admitted.map((a) => a.name)).toEqual(['b-1', 'a-0']);
+  });
+
+  it('counts what the cap holds, and forgets it when the node leaves the queue', () => {
+    const dc = new DisruptionController({ nodeEvictionRate: 1000, cap: { maxNodes: 1, windowMs: 60_000 } });
+    dc.update([...nodes(A, 4, 'Unknown'), ...nodes(B, 3, 'True')], 0);
+    for (const n of ['a-0', 'a-1', 'a-2']) dc.requestNoExecute(n, A, 0);
+    dc.admit(0);
+    dc.admit(1);
+    dc.admit(2);
+    expect(dc.heldBack()).toEqual({ 'rate-limit': 0, cap: 2, 'master-disruption': 0 });
+    expect(dc.queued().map((q) => q.reason)).toEqual(['cap', 'cap']);
+    dc.observe({ name: 'a-1', zone: A, ready: 'True', excluded: false });
+    expect(dc.heldBack()).toEqual({ 'rate-limit': 0, cap: 1, 'master-disruption': 0 });
+    // a request held only by the rate leaves without touching the cap count
+    dc.requestNoExecute('a-3', A, 3);
+    expect(dc.heldBack()).toEqual({ 'rate-limit': 1, cap: 1, 'master-disruption': 0 });
+    expect(dc.cancel('a-3')).toBe(true);
+    expect(dc.heldBack()).toEqual({ 'rate-limit': 0, cap: 1, 'master-disruption': 0 });
+    // a failed write comes back held by the rate, not by the cap
+    dc.settle('a-0', 'failed', 4);
+    expect(dc.heldBack()).toEqual({ 'rate-limit': 1, cap: 1, 'master-disruption': 0 });
+    // the slot it gave back goes to the oldest request; the rate alone would let a-0 through now
+    expect(dc.admit(5).admitted.map((a) => a.name)).toEqual(['a-2']);
+    expect(dc.heldBack()).toEqual({ 'rate-limit': 0, cap: 1, 'master-disruption': 0 });
+  });
+
+  it('queued() says when master disruption holds the requests', () => {
+    const dc = new DisruptionController();
+    dc.update(nodes(A, 2, 'Unknown'), 0);
+    dc.requestNoExecute('a-0', A, 0);
+    expect(dc.queued()).toEqual([{ name: 'a-0', zone: A, requestedAt: 0, reason: 'master-disruption' }]);
+  });
+
+  it('wakes up for a zone that has a token while another zone is held at rate 0', () => {
+    for (const cap of [undefined, { maxNodes: 5, windowMs: 60_000 }]) {
+      const dc = new DisruptionController(cap ? { cap } : {});
+      const a = nodes(A, 10, 'True');
+      dc.update([...a, ...nodes(B, 10, 'Unknown')], 0);
+      setReady(dc, a.slice(0, 7), 'Unknown');
+      dc.evaluate(0);
+      expect(dc.rateOf(A)).toBe(0); // small zone, PartialDisruption
+      dc.requestNoExecute('a-0', A, 0);
+      dc.requestNoExecute('b-0', B, 0);
+      dc.requestNoExecute('b-1', B, 0);
+      expect(dc.admit(0).admitted.map((x) => x.name)).toEqual(['b-0']);
+      expect(dc.nextWakeup(0)).toBe(10_000);
+    }
+  });
+
+  it('rateOf a zone it has never seen is the primary rate, or 0 in master disruption', () => {
+    const dc = new DisruptionController();
+    expect(dc.rateOf(C)).toBe(0.1);
+    dc.update(nodes(A, 2, 'Unknown'), 0);
+    expect(dc.rateOf(C)).toBe(0);
+  });
+
+  it('lists only zones evaluated with counted nodes', () => {
+    const dc = new DisruptionController();
+    dc.observe({ name: 'a-0', zone: A, ready: 'True', excluded: false });
+    expect(dc.zoneStatuses()).toEqual([]);
+    dc.evaluate(0);
+    expect(dc.zoneStatuses().map((z) => z.zone)).toEqual([A]);
+  });
+
+  it('forgets excluded nodes and nodes it never saw', () => {
+    const dc = new DisruptionController({ cap: { maxPercent: 50, windowMs: 60_000 } });
+    const x = { name: 'x-0', zone: A, ready: 'Unknown' as const, excluded: true };
+    dc.update([...nodes(A, 3, 'True'), x, ...nodes(B, 2, 'True')], 0);
+    expect(dc.zoneStatuses().find((z) => z.zone === A)?.excluded).toBe(1);
+    expect(dc.capLimit()).toBe(3);
+    dc.forget('x-0');
+    dc.forget('never-seen');
+    dc.forget('b-0');
+    const a = dc.evaluate(1).zones.find((z) => z.zone === A);
+    expect(a).toMatchObject({ size: 3, notReady: 0, excluded: 0 });
+    expect(dc.capLimit()).toBe(2); // 50% of the 4 nodes left
+  });
+
+  it('a re-created node is not in flight', () => {
+    const dc = new DisruptionController();
+    dc.update([...nodes(A, 3, 'Unknown'), ...nodes(B, 3, 'True')], 0);
+    dc.requestNoExecute('a-0', A, 0);
+    dc.admit(0);
+    dc.forget('a-0');
+    dc.observe({ name: 'a-0', zone: A, ready: 'Unknown', excluded: false });
+    expect(dc.requestNoExecute('a-0', A, 1)).toBe('queued');
+  });
+
+  it('a zone that lost its counted nodes goes back to the primary rate for its excluded nodes', () => {
+    const log = memoryLogger();
+    const dc = new DisruptionController({}, { logger: log });
+    const a = nodes(A, 10, 'True');
+    const x = { name: 'x-0', zone: A, ready: 'Unknown' as const, excluded: true };
+    dc.update([...a, x, ...nodes(B, 3, 'True')], 0);
+    setReady(dc, a.slice(0, 8), 'Unknown');
+    dc.evaluate(0);
+    expect(dc.rateOf(A)).toBe(0);
+    dc.requestNoExecute('x-0', A, 0);
+    for (const n of a) dc.forget(n.name);
+    const u = dc.evaluate(1000);
+    expect(u.zones.map((z) => z.zone)).toEqual([B]);
+    expect(log.lines).toContainEqual(
+      expect.objectContaining({ msg: 'Zone has no counted nodes any more', zone: 'r1/a' }),
+    );
+    expect(dc.zoneState(A)).toBe('Initial');
+    expect(dc.rateOf(A)).toBe(0.1);
+    // swapped from the stopped limiter: one interval later
+    expect(drain(dc, 1000, 100_000)).toEqual([{ name: 'x-0', at: 11_000 }]);
+  });
+
+  it('keeps the rate of a zone of only excluded nodes across evaluations', () => {
+    const dc = new DisruptionController();
+    const ex = nodes(C, 2, 'Unknown', 'x').map((n) => ({ ...n, excluded: true }));
+    dc.update([...nodes(A, 3, 'True'), ...ex], 0);
+    dc.requestNoExecute('x-0', C, 0);
+    expect(drain(dc, 0, 1)).toEqual([{ name: 'x-0', at: 0 }]);
+    dc.evaluate(1);
+    dc.requestNoExecute('x-1', C, 1);
+    expect(drain(dc, 1, 100_000)).toEqual([{ name: 'x-1', at: 10_000 }]);
+  });
+
+  it('a zone that vanished and comes back starts with a full limiter (upstream addPodEvictorForNewZone)', () => {
+    const dc = new DisruptionController();
+    dc.update([...nodes(A, 3, 'True'), ...nodes(B, 2, 'Unknown')], 0);
+    dc.requestNoExecute('b-0', B, 0);
+    expect(drain(dc, 0, 1)).toEqual([{ name: 'b-0', at: 0 }]);
+    dc.update(nodes(A, 3, 'True'), 1);
+    dc.observe({ name: 'b-9', zone: B, ready: 'Unknown', excluded: false });
+    dc.evaluate(2);
+    dc.requestNoExecute('b-9', B, 2);
+    expect(drain(dc, 2, 100_000)).toEqual([{ name: 'b-9', at: 2 }]);
+  });
+
+  it('a new zone that ends master disruption is listed at once', () => {
+    const log = memoryLogger();
+    const dc = new DisruptionController({}, { logger: log });
+    dc.update([...nodes(A, 2, 'Unknown'), ...nodes(B, 2, 'Unknown')], 0);
+    expect(log.lines).toContainEqual(
+      expect.objectContaining({
+        msg: 'Controller detected that all Nodes are not-Ready. Entering master disruption mode',
+        zones: 2,
+      }),
+    );
+    dc.observe({ name: 'c-0', zone: C, ready: 'True', excluded: false });
+    const u = dc.evaluate(1);
+    expect(u.masterDisruption).toBe('exited');
+    expect(u.zones.map((z) => [z.zone, z.state])).toEqual([
+      [A, 'FullDisruption'],
+      [B, 'FullDisruption'],
+      [C, 'Normal'],
+    ]);
+    expect(log.lines).toContainEqual(
+      expect.objectContaining({
+        msg: 'Controller detected that some Nodes are Ready. Exiting master disruption mode',
+        zones: 3,
+      }),
+    );
+  });
+
+  it('logs admissions and cap holds with constant messages', () => {
+    const log = memoryLogger();
+    const dc = new DisruptionController(
+      { nodeEvictionRate: 1000, cap: { maxNodes: 1, windowMs: 60_000 } },
+      { logger: log },
+    );
+    dc.update([...nodes(A, 3, 'Unknown'), ...nodes(B, 3, 'True')], 0);
+    dc.requestNoExecute('a-0', A, 500);
+    dc.requestNoExecute('a-1', A, 500);
+    dc.admit(2000);
+    dc.admit(2001);
+    dc.observe({ name: 'a-1', zone: A, ready: 'True', excluded: false });
+    expect(log.lines).toContainEqual(
+      expect.objectContaining({ msg: 'Admitted NoExecute taint', node: 'a-0', zone: 'r1/a', waited: '1.5s' }),
+    );
+    expect(log.lines).toContainEqual(
+      expect.objectContaining({
+        msg: 'NoExecute taint held back by blast-radius cap',
+        node: 'a-1',
+        zone: 'r1/a',
+        limit: 1,
+        window: '1m0s',
+      }),
+    );
+    expect(log.lines).toContainEqual(
+      expect.objectContaining({ msg: 'Node is ready again: dropped its NoExecute request', node: 'a-1' }),
+    );
+  });
+});
+
+describe('metrics edges', () => {
+  const get = async (registry: Registry, name: string) =>
+    (await registry.getSingleMetric(name)!.get()).values;
+
+  it('keeps the held-back and cap-used gauges current after every call that changes them', async () => {
+    const registry = new Registry();
+    const metrics = createDisruptionMetrics(registry);
+    const dc = new DisruptionController(
+      { nodeEvictionRate: 1, cap: { maxNodes: 2, windowMs: 60_000 } },
+      { metrics },
+    );
+    const held = async () =>
+      Object.fromEntries(
+        (await get(registry, 'nlc_noexecute_held_back')).map((v) => [v.labels.reason, v.value]),
+      );
+    const capUsed = async () => (await get(registry, 'nlc_noexecute_cap_used'))[0]?.value;
+    expect(await held()).toEqual({ 'rate-limit': 0, cap: 0, 'master-disruption': 0 });
+    dc.update([...nodes(A, 4, 'Unknown'), ...nodes(B, 4, 'True')], 0);
+    for (const n of ['a-0', 'a-1', 'a-2', 'a-3']) dc.requestNoExecute(n, A, 0);
+    expect(await held()).toMatchObject({ 'rate-limit': 4 });
+    dc.admit(0);
+    expect(await capUsed()).toBe(1);
+    expect(await held()).toMatchObject({ 'rate-limit': 3 });
+    dc.observe({ name: 'a-1', zone: A, ready: 'True', excluded: false });
+    expect(await held()).toMatchObject({ 'rate-limit': 2 });
+    dc.forget('a-2');
+    expect(await held()).toMatchObject({ 'rate-limit': 1 });
+    dc.cancel('a-3');
+    expect(await held()).toMatchObject({ 'rate-limit': 0 });
+    dc.settle('a-0', 'failed', 10);
+    expect(await held()).toMatchObject({ 'rate-limit': 1 });
+    expect(await capUsed()).toBe(0);
+    dc.admit(1000);
+    expect(await capUsed()).toBe(1);
+    dc.settle('a-0', 'applied', 1000);
+    dc.evaluate(61_000);
+    expect(await capUsed()).toBe(0);
+    // a controller created again with the same metrics (a new leadership term) starts from 0
+    dc.requestNoExecute('a-0', A, 61_000);
+    expect(await held()).toMatchObject({ 'rate-limit': 1 });
+    new DisruptionController({}, { metrics });
+    expect(await held()).toEqual({ 'rate-limit': 0, cap: 0, 'master-disruption': 0 });
+  });
+
+  it('moves the held-back gauge to master-disruption when evaluate() enters it', async () => {
+    const registry = new Registry();
+    const dc = new DisruptionController({}, { metrics: createDisruptionMetrics(registry) });
+    const a = nodes(A, 3, 'True');
+    dc.update([...a, ...nodes(B, 2, 'Unknown')], 0);
+    dc.requestNoExecute('b-0', B, 0);
+    dc.requestNoExecute('b-1', B, 0);
+    setReady(dc, a, 'Unknown');
+    dc.evaluate(1);
+    expect(dc.masterDisruptionActive).toBe(true);
+    const held = await get(registry, 'nlc_noexecute_held_back');
+    expect(held).toContainEqual({ labels: { reason: 'master-disruption' }, value: 2 });
+    expect(held).toContainEqual({ labels: { reason: 'rate-limit' }, value: 0 });
+  });
+
+  it('counts master-disruption entries and exits by direction', async () => {
+    const registry = new Registry();
+    const dc = new DisruptionController({}, { metrics: createDisruptionMetrics(registry) });
+    const a = nodes(A, 2, 'Unknown');
+    dc.update(a, 0);
+    setReady(dc, a, 'True');
+    dc.evaluate(1);
+    expect(await get(registry, 'nlc_master_disruption_transitions_total')).toEqual(
+      expect.arrayContaining([
+        { labels: { direction: 'enter' }, value: 1 },
+        { labels: { direction: 'exit' }, value: 1 },
+      ]),
+    );
+  });
+
+  it('sets one nlc_zone_state series per state', async () => {
+    const registry = new Registry();
+    const dc = new DisruptionController({}, { metrics: createDisruptionMetrics(registry) });
+    dc.update([...nodes(A, 2, 'Unknown'), ...nodes(B, 2, 'True')], 0);
+    const states = (await get(registry, 'nlc_zone_state')).filter((v) => v.labels.zone === A);
+    expect(states.map((v) => [v.labels.state, v.value]).sort()).toEqual([
+      ['FullDisruption', 1],
+      ['Initial', 0],
+      ['Normal', 0],
+      ['PartialDisruption', 0],
+    ]);
+  });
+
+  it('a zone left with only excluded nodes reads as upstream shows a vanished zone', async () => {
+    const registry = new Registry();
+    const dc = new DisruptionController({}, { metrics: createDisruptionMetrics(registry) });
+    const x = { name: 'x-0', zone: B, ready: 'True' as const, excluded: true };
+    dc.update([...nodes(A, 2, 'True'), ...nodes(B, 2, 'Unknown'), x], 0);
+    dc.update([...nodes(A, 2, 'True'), x], 1);
+    expect((await get(registry, 'node_collector_zone_size')).find((v) => v.labels.zone === B)?.value).toBe(0);
+    expect((await get(registry, 'node_collector_zone_health')).find((v) => v.labels.zone === B)?.value).toBe(
+      100,
+    );
+    expect(
+      (await get(registry, 'node_collector_unhealthy_nodes_in_zone')).find((v) => v.labels.zone === B)?.value,
+    ).toBe(0);
+    expect((await get(registry, 'nlc_zone_state')).filter((v) => v.labels.zone === B)).toEqual([]);
+    dc.evaluate(2);
+    expect((await get(registry, 'node_collector_zone_health')).find((v) => v.labels.zone === B)?.value).toBe(
+      100,
+    );
   });
 });

@@ -1,6 +1,6 @@
+import { formatDuration } from '../clock/duration.js';
 import { type Logger, silentLogger } from '../log/logger.js';
 import { BlastRadiusCap, type CapSettings, validateCapSettings } from './cap.js';
-import { formatDuration } from './duration.js';
 import { type DisruptionMetrics, HELD_BACK_REASONS, type HeldBackReason } from './metrics.js';
 import { TokenBucket } from './token-bucket.js';
 import {

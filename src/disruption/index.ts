@@ -18,14 +18,6 @@ export {
   type ZoneTransition,
 } from './controller.js';
 export {
-  DURATION_SYNTAX_HELP,
-  DurationParseError,
-  type DurationResult,
-  formatDuration,
-  parseDuration,
-  tryParseDuration,
-} from './duration.js';
-export {
   createDisruptionMetrics,
   type DisruptionMetrics,
   HELD_BACK_REASONS,

@@ -29,6 +29,19 @@ describe('TokenBucket', () => {
     expect(b.nextTokenAt(0)).toBeUndefined();
   });
 
+  it('admits nothing at rate 0 whatever the burst', () => {
+    const b = TokenBucket.full(0, 3);
+    expect(b.available(0)).toBe(false);
+    expect(b.tryTake(1e12)).toBe(false);
+  });
+
+  it('admits nothing at a rate so small that its interval overflows', () => {
+    const b = TokenBucket.full(Number.MIN_VALUE);
+    expect(b.never).toBe(true);
+    expect(b.tryTake(0)).toBe(false);
+    expect(b.nextTokenAt(0)).toBeUndefined();
+  });
+
   it('swap keeps the bucket when the rate is the same', () => {
     const b = TokenBucket.full(0.1);
     b.tryTake(0);

@@ -1,5 +1,5 @@
 import { type Clock, timerDelay } from '../clock/clock.js';
-import { formatDuration } from '../disruption/duration.js';
+import { formatDuration } from '../clock/duration.js';
 import { KubeApiError } from '../kube/client.js';
 import type { KubeObject } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { formatDuration } from '../disruption/duration.js';
+import { formatDuration } from '../clock/duration.js';
 
 /** client-go's JitterFactor: candidates wait retryPeriod x [1, 1 + 1.2) between polls. */
 export const JITTER_FACTOR = 1.2;

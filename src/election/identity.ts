@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { type Clock, timerDelay } from '../clock/clock.js';
-import { formatDuration } from '../disruption/duration.js';
+import { formatDuration } from '../clock/duration.js';
 import { KubeApiError } from '../kube/client.js';
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';

@@ -39,7 +39,7 @@
  * lock (no holder) is renewed at once.
  */
 
-import { formatDuration } from '../disruption/duration.js';
+import { formatDuration } from '../clock/duration.js';
 import type { Lease, LeaseSpec } from '../kube/types.js';
 import { JITTER_FACTOR } from './config.js';
 import { type LeaderRecord, microTime, recordKey, recordOf, specOf } from './record.js';

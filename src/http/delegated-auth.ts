@@ -1,7 +1,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { Counter, Histogram, type Registry } from 'prom-client';
 import type { Clock } from '../clock/clock.js';
-import { formatDuration } from '../disruption/duration.js';
+import { formatDuration } from '../clock/duration.js';
 import type { KubeClient } from '../kube/client.js';
 import type { Logger } from '../log/logger.js';
 

@@ -4,7 +4,7 @@ import type stream from 'node:stream';
 import tls from 'node:tls';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { timerDelay } from '../clock/clock.js';
-import { formatDuration } from '../disruption/duration.js';
+import { formatDuration } from '../clock/duration.js';
 import { type ClientAuth, type Credentials, credentialsFromKubeConfig } from './credentials.js';
 import { connectTunnel } from './proxy.js';
 import type { RequestRateLimiter } from './rate-limit.js';

@@ -2,7 +2,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { domainToASCII } from 'node:url';
 import { timerDelay } from '../clock/clock.js';
-import { formatDuration } from '../disruption/duration.js';
+import { formatDuration } from '../clock/duration.js';
 import { authorityOf, boundSetUp } from './setup-timeout.js';
 
 /**

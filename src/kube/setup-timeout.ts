@@ -3,7 +3,7 @@ import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 import type stream from 'node:stream';
-import { formatDuration } from '../disruption/duration.js';
+import { formatDuration } from '../clock/duration.js';
 
 /**
  * How long a new connection may take to set up, apart from the deadline of the request riding on

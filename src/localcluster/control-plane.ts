@@ -13,7 +13,7 @@ import {
 import os from 'node:os';
 import path from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
-import { formatDuration } from '../disruption/duration.js';
+import { formatDuration } from '../clock/duration.js';
 import { KubeClient, type KubeClientOptions } from '../kube/client.js';
 import { type ControlPlaneBinaries, ensureBinaries, K8S_VERSION } from './binaries.js';
 import { claimPort, type PortClaim } from './ports.js';

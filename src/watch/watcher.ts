@@ -1,5 +1,5 @@
 import { timerDelay } from '../clock/clock.js';
-import { formatDuration } from '../disruption/duration.js';
+import { formatDuration } from '../clock/duration.js';
 import { KubeApiError, type KubeStatus, KubeTransportError } from '../kube/client.js';
 import type { KubeObject, List } from '../kube/types.js';
 import { type Logger, silentLogger } from '../log/logger.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { ApiWriter, createWriterMetrics } from '../../src/apply/writer.js';
 import { systemClock } from '../../src/clock/clock.js';
-import { parseDuration } from '../../src/disruption/duration.js';
+import { parseDuration } from '../../src/clock/duration.js';
 import { SimulatedFleet } from '../../src/fleet/fleet.js';
 import { PatchType, paths } from '../../src/kube/client.js';
 import type { Node, Pod } from '../../src/kube/types.js';

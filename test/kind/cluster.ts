@@ -18,6 +18,7 @@ import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { dump as dumpYaml, load as loadYaml } from 'js-yaml';
+import { projectHelm } from '../support/helm.js';
 import {
   DEPLOYMENT,
   type DeploymentObj,
@@ -145,6 +146,37 @@ export class KindCluster {
     await this.t.kubectl(['apply', '-k', path.join(REPO, 'manifests', 'overlays', 'kind')], {
       timeoutMs: 120_000,
     });
+  }
+
+  /** Removes what install() applied, and waits until it is gone (the namespace included). */
+  async uninstall(): Promise<void> {
+    await this.t.kubectl(['delete', '-k', path.join(REPO, 'manifests', 'overlays', 'kind'), '--wait=true'], {
+      timeoutMs: 180_000,
+    });
+  }
+
+  /** The same install with the project's Helm and the chart's kind values (its ci/kind-values.yaml). */
+  async installChart(): Promise<void> {
+    const chart = path.join(REPO, 'charts', 'node-lifecycle-controller');
+    await this.t.sh(
+      projectHelm(),
+      [
+        'install',
+        DEPLOYMENT,
+        chart,
+        '--kubeconfig',
+        this.s.kubeconfig,
+        '--namespace',
+        NS,
+        '--create-namespace',
+        '-f',
+        path.join(chart, 'ci', 'kind-values.yaml'),
+        '--wait',
+        '--timeout',
+        '180s',
+      ],
+      { timeoutMs: 240_000 },
+    );
   }
 
   async rolloutStatus(timeoutS: number): Promise<void> {

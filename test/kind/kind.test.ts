@@ -505,4 +505,53 @@ describe('kind cluster, controller from its image and manifests', () => {
       `${target} started: Ready=True and untainted ${secs(back.ms)}s after docker start; both replicas back`,
     );
   });
+
+  it('installed with the Helm chart instead of kustomize: a stopped worker is marked and recovers', async () => {
+    collectOnFailure('helm-chart');
+    const removing = performance.now();
+    await cluster.uninstall();
+    const removed = performance.now() - removing;
+    expect(await cluster.controllerPods()).toEqual([]);
+    const installing = performance.now();
+    await cluster.installChart();
+    const { leader, standby } = await cluster.steady(240_000);
+    pass(
+      `kustomize install removed in ${secs(removed)}s; chart installed (ci/kind-values.yaml) and steady ${secs(performance.now() - installing)}s later: leader ${leader.pod} on ${leader.node}`,
+    );
+    const dep = await t.getJson<{ metadata: { labels?: Record<string, string> } }>([
+      '-n',
+      NS,
+      `deploy/${DEPLOYMENT}`,
+    ]);
+    expect(dep.metadata.labels?.['app.kubernetes.io/managed-by']).toBe('Helm');
+    // The node-loss check of the kustomize install, judged the same way on the test's own watches.
+    const victim = standby.spec.nodeName!;
+    expect(victim).not.toBe(leader.node);
+    await new Promise((r) => setTimeout(r, 12_000)); // the leader sees a few renewals of every node
+    await t.docker(['stop', victim], 120_000);
+    await waitFor(`${victim} Unknown with both unreachable taints`, (GRACE_S + 45) * 1000, async () => {
+      const n = await node(victim);
+      return condition(n, 'Ready')?.status === 'Unknown' &&
+        hasTaint(n, UNREACHABLE, 'NoSchedule') &&
+        hasTaint(n, UNREACHABLE, 'NoExecute')
+        ? n
+        : undefined;
+    });
+    const lastRenewal = observer.lastRenewalAt(victim)!;
+    const unknownAt = observer.readyAt(victim, 'Unknown', lastRenewal)!;
+    pass(
+      `${victim} stopped under the chart's install: Unknown ${Math.round(unknownAt - lastRenewal - GRACE_S * 1000)} ms past grace after its last renewal, on the test's own watch`,
+    );
+    expect(unknownAt - lastRenewal).toBeGreaterThanOrEqual(GRACE_S * 1000 - 100);
+    expect(unknownAt - lastRenewal).toBeLessThanOrEqual(GRACE_S * 1000 + KIND_OVERHEAD_MS);
+    await t.docker(['start', victim]);
+    const back = await waitFor(`${victim} Ready=True with no health taints`, 180_000, async () => {
+      const x = await node(victim);
+      return condition(x, 'Ready')?.status === 'True' && healthTaints(x).length === 0;
+    });
+    await cluster.steady(240_000);
+    pass(
+      `${victim} started: Ready=True and untainted ${secs(back.ms)}s after docker start; both replicas back`,
+    );
+  });
 });

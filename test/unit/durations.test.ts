@@ -1,17 +1,17 @@
 import { readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { formatDuration } from '../../src/disruption/duration.js';
+import { formatDuration } from '../../src/clock/duration.js';
 import { REPO, walkFiles } from './manifests.support.js';
 
 /**
  * Durations in logs, errors and flag messages read as Go durations (`50s`, `1m30s`, `800ms`), the
- * way the flags take them, all produced by one formatter (src/disruption/duration.ts). These checks
+ * way the flags take them, all produced by one formatter (src/clock/duration.ts). These checks
  * scan the sources so that a new `${ms}ms` or a `retryInMs: 800` log key does not creep back in.
  */
 
 const SRC = join(REPO, 'src');
-const FORMATTER = join(SRC, 'disruption', 'duration.ts');
+const FORMATTER = join(SRC, 'clock', 'duration.ts');
 const sources = walkFiles(SRC, (p) => p.endsWith('.ts') && !p.endsWith('.test.ts') && p !== FORMATTER).map(
   (p) => ({ file: relative(REPO, p), text: readFileSync(p, 'utf8') }),
 );

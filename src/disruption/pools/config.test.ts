@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { type PoolConfig, parsePoolConfig, resolveGrace, validatePoolConfig } from './config.js';
+import {
+  type PoolConfig,
+  PoolConfigError,
+  parsePoolConfig,
+  resolveGrace,
+  validatePoolConfig,
+} from './config.js';
 import { type LabelSelector, matchesSelector } from './selector.js';
 
 const defaults = { monitorGraceMs: 50_000, startupGraceMs: 60_000 };
@@ -178,6 +184,104 @@ describe('validatePoolConfig', () => {
     ).toBe(true);
   });
 
+  const NAME_RULE = 'accepted: 1-63 characters of [A-Za-z0-9-_.], starting and ending with an alphanumeric';
+  const inA = (selector: unknown) => ({ pools: [{ name: 'a', selector, nodeMonitorGracePeriod: '1m' }] });
+  it.each([
+    [
+      inA({ matchLabels: ['a'] }),
+      ['selector.matchLabels: ["a"]: must be an object of label key -> value strings'],
+    ],
+    [inA({ matchLabels: { k: 1 } }), ['selector.matchLabels.k: 1: label value must be a string']],
+    [
+      inA({ matchLabels: { k: 'v'.repeat(100) } }),
+      [
+        `selector.matchLabels.k: "${'v'.repeat(76)}...: invalid label value: must be empty or at most 63 ` +
+          'characters of [A-Za-z0-9-_.], starting and ending with an alphanumeric',
+      ],
+    ],
+    [
+      inA({ matchExpressions: {} }),
+      ['selector.matchExpressions: {}: must be a list of {key, operator, values?}'],
+    ],
+    [
+      inA({ matchExpressions: ['x'] }),
+      ['selector.matchExpressions[0]: "x": must be an object {key, operator, values?}'],
+    ],
+    [
+      inA({ matchExpressions: [{ key: 'k', operator: 'Exists', value: 'x' }] }),
+      ['selector.matchExpressions[0].value: "x": unknown field; accepted fields: key, operator, values'],
+    ],
+    [
+      inA({ matchExpressions: [{ operator: 'Exists' }] }),
+      ['selector.matchExpressions[0].key: <missing>: must be a label key string'],
+    ],
+    [
+      inA({ matchExpressions: [{ key: 'bad key!', operator: 'Exists' }] }),
+      [
+        'selector.matchExpressions[0].key: "bad key!": invalid label key: name must be at most 63 characters ' +
+          'of [A-Za-z0-9-_.], starting and ending with an alphanumeric',
+      ],
+    ],
+    [
+      inA({ matchExpressions: [{ key: 'k', operator: 1 }] }),
+      ['selector.matchExpressions[0].operator: 1: accepted: In, NotIn, Exists, DoesNotExist'],
+    ],
+    [
+      inA({ matchExpressions: [{ key: 'k', operator: 'NotIn', values: [] }] }),
+      ['selector.matchExpressions[0].values: []: operator NotIn needs a non-empty list of label values'],
+    ],
+    [
+      inA({ matchExpressions: [{ key: 'k', operator: 'In', values: [1, 'ok', 'bad value!'] }] }),
+      [
+        'selector.matchExpressions[0].values[0]: 1: invalid label value: must be a string',
+        'selector.matchExpressions[0].values[2]: "bad value!": invalid label value: must be empty or at most 63 ' +
+          'characters of [A-Za-z0-9-_.], starting and ending with an alphanumeric',
+      ],
+    ],
+    [{ pools: [{ name: '-a', selector: {}, nodeMonitorGracePeriod: '1m' }] }, [`name: "-a": ${NAME_RULE}`]],
+    [{ pools: [{ name: 'a-', selector: {}, nodeMonitorGracePeriod: '1m' }] }, [`name: "a-": ${NAME_RULE}`]],
+    [
+      { pools: [{ name: 'n'.repeat(64), selector: {}, nodeMonitorGracePeriod: '1m' }] },
+      [`name: "${'n'.repeat(64)}": ${NAME_RULE}`],
+    ],
+  ])('rejects a malformed pool with exactly these errors %#', (doc, errors) => {
+    const name = (doc as { pools: Array<{ name: string }> }).pools[0]!.name;
+    expect(errorsOf(doc)).toEqual(errors.map((e) => `pools[0] ${JSON.stringify(name)}: ${e}`));
+  });
+
+  it('names a pool that is not an object by its index only', () => {
+    expect(errorsOf({ pools: ['x'] })).toEqual([
+      'pools[0]: "x": must be an object {name, selector, nodeMonitorGracePeriod?, nodeStartupGracePeriod?}',
+    ]);
+  });
+
+  it('accepts a 63-character name, and Exists or DoesNotExist with an empty value list', () => {
+    expect(
+      valid({ pools: [{ name: 'n'.repeat(63), selector: {}, nodeMonitorGracePeriod: '1m' }] }).pools,
+    ).toHaveLength(1);
+    const [pool] = valid(
+      inA({ matchExpressions: [{ key: 'k', operator: 'DoesNotExist', values: [] }] }),
+    ).pools;
+    expect(pool?.selector).toEqual({ matchExpressions: [{ key: 'k', operator: 'DoesNotExist' }] });
+  });
+
+  it('warns at exactly 45s and for a startup grace below the monitor grace, not at equal ones', () => {
+    const warnings = (pool: object) => {
+      const r = validatePoolConfig({ pools: [{ name: 'a', selector: {}, ...pool }] });
+      return r.warnings.map((w) => w.text);
+    };
+    expect(warnings({ nodeMonitorGracePeriod: '45s', nodeStartupGracePeriod: '45s' })).toEqual([
+      'pools[0] "a": nodeMonitorGracePeriod: "45s": at or below 45s: client-go\'s HTTP/2 health check needs ' +
+        '30s + 15s to notice a dead connection, so nodes may flap NotReady (upstream default is 50s)',
+    ]);
+    expect(warnings({ nodeMonitorGracePeriod: '46s', nodeStartupGracePeriod: '10s' })).toEqual([
+      'pools[0] "a": nodeStartupGracePeriod: "10s": shorter than nodeMonitorGracePeriod: new nodes get less ' +
+        'time than running ones',
+    ]);
+    expect(warnings({ nodeStartupGracePeriod: '10s' })).toEqual([]);
+    expect(warnings({ nodeMonitorGracePeriod: '46s' })).toEqual([]);
+  });
+
   it('rejects duplicate names, naming both entries', () => {
     const errors = errorsOf({
       pools: [
@@ -263,7 +367,33 @@ describe('validatePoolConfig', () => {
   });
 });
 
+describe('PoolConfigError', () => {
+  it('names the source and every problem', () => {
+    const r = validatePoolConfig({ pools: ['x', 'y'] });
+    const err = new PoolConfigError('pools.json', r.ok ? [] : r.errors);
+    expect(err.name).toBe('PoolConfigError');
+    expect(err.message).toBe(
+      'invalid pool config pools.json: pools[0]: "x": must be an object {name, selector, ' +
+        'nodeMonitorGracePeriod?, nodeStartupGracePeriod?}; pools[1]: "y": must be an object {name, selector, ' +
+        'nodeMonitorGracePeriod?, nodeStartupGracePeriod?}',
+    );
+  });
+});
+
 describe('parsePoolConfig', () => {
+  it.each(['pools:\n  - name: a', '  ---\n', '# comment\n'])('hints that %j looks like YAML', (text) => {
+    const r = parsePoolConfig(text);
+    expect(r.ok ? '' : r.errors[0]?.text).toMatch(
+      /^not valid JSON: .* \(this looks like YAML: only JSON is supported\)$/s,
+    );
+  });
+
+  it('gives no YAML hint for other text', () => {
+    const r = parsePoolConfig('nope #');
+    expect(r.ok ? '' : r.errors[0]?.text).toMatch(/^not valid JSON: /);
+    expect(r.ok ? '' : r.errors[0]?.text).not.toMatch(/YAML/);
+  });
+
   it('parses JSON text', () => {
     const r = parsePoolConfig('{"pools":[{"name":"a","selector":{},"nodeMonitorGracePeriod":"1m"}]}');
     expect(r.ok && r.config.pools[0]?.monitorGraceMs).toBe(60_000);

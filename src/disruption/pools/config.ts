@@ -1,4 +1,4 @@
-import { DURATION_SYNTAX_HELP, formatDuration, tryParseDuration } from '../duration.js';
+import { DURATION_SYNTAX_HELP, formatDuration, tryParseDuration } from '../../clock/duration.js';
 import {
   isMatchAll,
   type LabelSelector,

@@ -70,6 +70,42 @@ describe('GraceResolver', () => {
     expect(values).toEqual([{ labels: { pool: 'default' }, value: 2 }]);
   });
 
+  it('exports a series per configured pool from the start, and forgets untracked nodes', async () => {
+    const registry = new Registry();
+    const r = new GraceResolver({ defaults, config: v2, metrics: createDisruptionMetrics(registry) });
+    const values = (await registry.getSingleMetric('nlc_pool_nodes')!.get()).values;
+    expect(values).toEqual([
+      { labels: { pool: 'default' }, value: 0 },
+      { labels: { pool: 'gpu' }, value: 0 },
+      { labels: { pool: 'edge' }, value: 0 },
+    ]);
+    expect(r.current).toBe(v2);
+    expect(r.graceOf('never-tracked')).toBeUndefined();
+    r.untrack('never-tracked');
+    r.track('g', { pool: 'gpu' });
+    r.untrack('g');
+    expect(r.graceOf('g')).toBeUndefined();
+    expect(r.counts()).toEqual({ gpu: 0 });
+    expect(r.setConfig(v1)).toEqual([]);
+  });
+
+  it('reports a node whose pool changed with the same grace, or whose startup grace alone changed', () => {
+    const same = config({
+      pools: [{ name: 'fast', selector: { matchLabels: { pool: 'gpu' } }, nodeMonitorGracePeriod: '5m' }],
+    });
+    const r = new GraceResolver({ defaults, config: v1 });
+    r.track('g', { pool: 'gpu' });
+    expect(r.setConfig(same).map((c) => [c.name, c.before.pool, c.after.pool])).toEqual([
+      ['g', 'gpu', 'fast'],
+    ]);
+    r.track('d', {});
+    const changes = r.setDefaults({ monitorGraceMs: 50_000, startupGraceMs: 90_000 });
+    expect(changes.map((c) => [c.name, c.before.startupGraceMs, c.after.startupGraceMs])).toEqual([
+      ['g', 60_000, 90_000],
+      ['d', 60_000, 90_000],
+    ]);
+  });
+
   it('applies new defaults', () => {
     const r = new GraceResolver({ defaults });
     r.track('a', {});

@@ -5,7 +5,7 @@
  * that can stand in for a watch.
  */
 
-import { formatDuration } from '../../disruption/duration.js';
+import { formatDuration } from '../../clock/duration.js';
 import { KubeApiError, type KubeRequest, KubeTransportError } from '../../kube/client.js';
 import type { Lease, List } from '../../kube/types.js';
 import { Observable, Subject } from '../../rx/index.js';

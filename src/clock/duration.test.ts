@@ -28,6 +28,8 @@ describe('parseDuration (Go time.ParseDuration)', () => {
     ['1ms500us', 1.5],
     ['3m0.5s', 180_500],
     ['00010s', 10_000],
+    ['1h.5m', 3_630_000],
+    ['1.05s', 1050],
   ])('%s -> %d ms', (input, ms) => {
     expect(parseDuration(input)).toBeCloseTo(ms, 9);
     expect(tryParseDuration(input)).toEqual({ ok: true, ms: expect.closeTo(ms, 9) });
@@ -62,7 +64,19 @@ describe('parseDuration (Go time.ParseDuration)', () => {
   });
 
   it('rejects non-strings without throwing from tryParseDuration', () => {
-    expect(tryParseDuration(5 as unknown as string).ok).toBe(false);
+    expect(tryParseDuration(5 as unknown as string)).toEqual({ ok: false, error: 'invalid duration 5' });
+  });
+
+  it('throws a DurationParseError that keeps the input', () => {
+    const err = (() => {
+      try {
+        parseDuration('5x');
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(err).toBeInstanceOf(DurationParseError);
+    expect(err).toMatchObject({ name: 'DurationParseError', input: '5x' });
   });
 });
 
@@ -78,6 +92,14 @@ describe('formatDuration (Go Duration.String)', () => {
     [3_723_500, '1h2m3.5s'],
     [-120_000, '-2m0s'],
     [50_000, '50s'],
+    [1050, '1.05s'],
+    [0.001, '1\u00b5s'],
+    [1, '1ms'],
+    [1000, '1s'],
+    [1.000001, '1.000001ms'],
+    [Number.NaN, 'NaN'],
+    [Number.POSITIVE_INFINITY, 'Infinity'],
+    [Number.NEGATIVE_INFINITY, '-Infinity'],
   ])('%d ms -> %s', (ms, text) => {
     expect(formatDuration(ms)).toBe(text);
   });
