@@ -624,6 +624,17 @@ export class LeaderElector {
         });
       }
     }
+    if (prev.lock.kind === 'unknown' && next.lock.kind === 'present' && next.lock.heldUntil !== undefined) {
+      // Coordinated: our first look shows the coordinator's hand-over to us from a holder we never
+      // saw (machine.ts handedOver).
+      this.log.info(
+        'Lock names us at our first look (the coordinator handed it over); leading no earlier than one lease duration from now',
+        {
+          notBeforeIn: formatDuration(Math.round(next.lock.heldUntil - at)),
+          notBeforeAt: new Date(this.clock.wall() + (next.lock.heldUntil - this.now())).toISOString(),
+        },
+      );
+    }
     if (prev.phase === 'candidate' && next.phase === 'candidate' && next.lock.kind === 'present') {
       const r = next.lock.record;
       if (r.holderIdentity !== '' && r.holderIdentity !== this.identity && next.lock !== prev.lock) {

@@ -376,6 +376,11 @@ describe('coordinated leader election (the coordinator names the holder)', () =>
       ...extra,
     });
   }
+  /** Seen released at 0, then named us by the coordinator: free at once. */
+  function elected(): ElectionState {
+    const released = observe(co, initialState(0), named('', { leaseDurationSeconds: 1 }), 0, 'get');
+    return observe(co, released, named('me_1'), 0, 'watch');
+  }
   /** Applies a successful write of what planWrite returned. */
   function renew(s: ElectionState, now: number): ElectionState {
     const plan = planWrite(co, s, now, WALL + now);
@@ -462,9 +467,28 @@ describe('coordinated leader election (the coordinator names the holder)', () =>
     expect(planWrite(co, d, 3_000, WALL)).toEqual({ kind: 'held', holder: 'other_2', until: 16_000 });
   });
 
+  it('a lock that already names us at our first look: renewed at once only if a renewal of ours wrote it (acquireTime)', () => {
+    // The coordinator hands a lock over with no acquireTime, from a holder we never saw: it may
+    // still write for one lease duration from our first look, as for a lock missing then.
+    let s = observe(co, initialState(0), named('me_1'), 2_000, 'get');
+    expect(planWrite(co, s, 2_000, WALL)).toEqual({ kind: 'held', holder: '', until: 17_000 });
+    expect(decide(co, s, 16_999)).not.toMatchObject({ why: 'free' });
+    s = attemptFinished(co, attemptStarted(s, 2_000), 2_010, 0);
+    expect(decide(co, s, 17_000)).toEqual({ kind: 'attempt', read: true, why: 'free' });
+    // A read of the same record keeps the wait's end; then it renews.
+    s = observe(co, s, named('me_1'), 17_001, 'get');
+    expect(planWrite(co, s, 17_001, WALL)).toMatchObject({ kind: 'update', takeover: true });
+    // The same first look through the watch.
+    const w = observe(co, initialState(0), named('me_1'), 2_000, 'watch');
+    expect(planWrite(co, w, 2_000, WALL)).toEqual({ kind: 'held', holder: '', until: 17_000 });
+    // With an acquireTime our own renewal wrote it (this identity before a restart): at once.
+    const own = observe(co, initialState(0), named('me_1', { acquireTime: microTime(WALL) }), 2_000, 'get');
+    expect(decide(co, own, 2_000)).toEqual({ kind: 'attempt', read: true, why: 'free' });
+    expect(planWrite(co, own, 2_000, WALL)).toMatchObject({ kind: 'update' });
+  });
+
   it("a preferredHolder naming another replica preempts the leader: no renewal; one naming us doesn't", () => {
-    let s = observe(co, initialState(0), named('me_1'), 0, 'get');
-    s = renew(s, 0);
+    let s = renew(elected(), 0);
     expect(preemptedBy(co, s)).toBeUndefined();
     s = observe(co, s, named('me_1', { preferredHolder: 'me_1' }), 500, 'watch');
     expect(preemptedBy(co, s)).toBeUndefined();
@@ -494,8 +518,7 @@ describe('coordinated leader election (the coordinator names the holder)', () =>
   });
 
   it('a lock deleted under the leader is not created again: fence closed until the coordinator names us again', () => {
-    let s = observe(co, initialState(0), named('me_1'), 0, 'get');
-    s = renew(s, 0);
+    let s = renew(elected(), 0);
     s = observe(co, s, undefined, 1_000, 'watch');
     expect(s).toMatchObject({ phase: 'leader', suspect: true });
     expect(canWrite(co, s, 1_000)).toBe(false);

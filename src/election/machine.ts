@@ -36,7 +36,9 @@
  * elector steps down). Where it is stricter than client-go: a lock handed to us while the previous
  * holder's lease may still run by OUR observation (the coordinator judges expiry by comparing
  * renewTime with its own clock) is renewed only once that lease would have expired; a released
- * lock (no holder) is renewed at once.
+ * lock (no holder) is renewed at once. As in ordinary mode, a holder we never saw gets one lease
+ * duration from our first look: a lock missing then, or one that already names us by the
+ * coordinator's hand (no acquireTime), is renewed no earlier than that.
  */
 
 import { formatDuration } from '../clock/duration.js';
@@ -269,7 +271,13 @@ function handedOver(
   if (!cfg.coordinated || record.holderIdentity !== cfg.identity) return {};
   let until: number | undefined;
   let by = '';
-  if (prev.kind === 'absent') {
+  if (prev.kind === 'unknown') {
+    // Our first look already names us. With an acquireTime, a renewal of ours wrote it (this
+    // identity before a restart: nobody else holds it, as in ordinary mode). Without, the
+    // coordinator handed it to us (it clears acquireTime) from a holder we never saw, which may
+    // still write: the same one lease duration from this look as a lock missing at our first look.
+    if (record.acquireTime === undefined) until = now + cfg.leaseDurationMs;
+  } else if (prev.kind === 'absent') {
     until = prev.heldUntil;
     by = prev.heldBy ?? '';
   } else if (prev.kind === 'present') {
