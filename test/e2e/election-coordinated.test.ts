@@ -547,6 +547,58 @@ describe('coordinated leader election: kube-apiserver v1.37.2 coordinator, lease
     await k.kill('SIGTERM');
     procs.delete('k-0');
   });
+  it('a lock the coordinator handed to a replica before its first look: renewed no earlier than one lease duration after that look', async () => {
+    dumpOnFailure();
+    const HL = 'handed-lock';
+    // A candidate h-0 published before the replica h-0 runs (the test answers its pings meanwhile):
+    // the coordinator creates the lock naming h-0, with no acquireTime.
+    answeredByTest.add('h-0');
+    await cluster.admin.request({
+      method: 'POST',
+      path: candidatePaths.list(NS),
+      body: {
+        apiVersion: 'coordination.k8s.io/v1beta1',
+        kind: 'LeaseCandidate',
+        metadata: { name: 'h-0' },
+        spec: {
+          leaseName: HL,
+          binaryVersion: '0.2.0',
+          emulationVersion: '0.2.0',
+          strategy: 'OldestEmulationVersion',
+          renewTime: microNow(),
+        },
+      },
+    });
+    await lockEvent('handed-lock naming h-0', (e) => e.lock === HL && e.holder === 'h-0', 0, 10_000);
+    const handed = await cluster.admin.request<Lease>({ method: 'GET', path: paths.lease(NS, HL) });
+    expect(handed.spec?.acquireTime ?? undefined).toBeUndefined();
+    answeredByTest.delete('h-0');
+    const t0 = performance.now();
+    const h = await replica('h-0', { lock: HL });
+    const renewed = await lockEvent(
+      'h-0 renewing handed-lock',
+      (e) => e.lock === HL && renewedBy('h-0')(e),
+      0,
+      20_000,
+    );
+    await waitUntil(async () => (await master(h, HL)) === 1, { timeoutMs: 2_000, what: 'h-0 master 1' });
+    const line = h.logs.find((l) => String(l.msg).startsWith('Lock names us at our first look'));
+    const firstWrite = Math.min(...lockWrites('h-0', HL).map(ts));
+    console.log(
+      `handed before the first look: h-0 renewed ${(renewed.at - t0).toFixed(0)} ms after its start; its first lock ` +
+        `write ${(firstWrite - Date.parse(String(line?.notBeforeAt))).toFixed(0)} ms after the end of its wait`,
+    );
+    // One lease duration from its first look, by its own clock; the API server's audit agrees.
+    expect(line).toMatchObject({ notBeforeIn: `${LEASE_MS / 1000}s` });
+    expect(Date.parse(renewed.renewTime)).toBeGreaterThanOrEqual(Date.parse(String(line?.notBeforeAt)));
+    expect(firstWrite).toBeGreaterThanOrEqual(Date.parse(String(line?.notBeforeAt)));
+    expect(history(HL).every((e) => e.holder === 'h-0')).toBe(true);
+    // Process start, the decision at start (about 2 s with a coordinator), the 4 s wait: within 9 s.
+    expect(renewed.at - t0).toBeLessThan(COORDINATOR_WINDOW_MS + LEASE_MS);
+    await h.kill('SIGTERM');
+    procs.delete('h-0');
+    await cluster.admin.request({ method: 'DELETE', path: paths.lease(NS, HL) });
+  });
 });
 
 describe('RBAC: manifests/base with the coordinated-leader-election component', () => {
