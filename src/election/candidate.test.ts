@@ -38,6 +38,8 @@ class FakeCandidates {
   readonly calls: string[] = [];
   /** What a watch of our candidate shows, 1 ms after each change. */
   readonly updates$ = new Subject<LeaseCandidate | undefined>();
+  /** ms from a write's commit to its response (the watch shows the change after 1 ms). */
+  responseLagMs = 0;
   private rv = 10;
   private uid = 0;
 
@@ -81,11 +83,14 @@ class FakeCandidates {
           case 'POST':
             if (this.items.has(body.metadata.name)) throw conflict();
             return this.store(body, true) as T;
-          case 'PUT':
+          case 'PUT': {
             if (!current) throw notFound();
             if (body.metadata.resourceVersion !== current.metadata.resourceVersion) throw conflict();
             if (body.spec?.leaseName !== current.spec?.leaseName) throw new Error('leaseName is immutable');
-            return this.store(body) as T;
+            const stored = this.store(body);
+            if (this.responseLagMs > 0) await new Promise((r) => setTimeout(r, this.responseLagMs));
+            return stored as T;
+          }
           case 'DELETE':
             if (!current) throw notFound();
             if (body.preconditions?.uid !== current.metadata.uid) throw conflict();
@@ -168,6 +173,34 @@ describe('LeaseCandidatePublisher', () => {
     await advance(20);
     expect(server.calls).toEqual([`PUT ${ME}`, `PUT ${ME}`]);
     expect(await pings()).toBe(2);
+    p.stop();
+  });
+
+  it('a ping is answered once also when the watch shows the answer before its response arrives', async () => {
+    const server = new FakeCandidates();
+    // kube-apiserver may send the watch event of our write before the write's response.
+    server.responseLagMs = 5;
+    const { p, pings } = publisher(server);
+    p.start();
+    await advance(20);
+    server.calls.length = 0;
+    server.ping(ME, Date.now());
+    await advance(10_000);
+    expect(server.calls).toEqual([`PUT ${ME}`]);
+    expect(await pings()).toBe(1);
+    // A new ping between the commit of an answer and its response: answered too, right after it.
+    server.calls.length = 0;
+    server.ping(ME, Date.now() + 1);
+    await advance(5);
+    server.ping(ME, Date.now() + 2);
+    await advance(10_000);
+    // (The answer's response, older than the new ping the watch showed, makes the next write a
+    // conflict: read, then answer.)
+    expect(await pings()).toBe(3);
+    expect(server.items.get(ME)!.spec!.renewTime! > server.items.get(ME)!.spec!.pingTime!).toBe(true);
+    const calls = server.calls.length;
+    await advance(60_000);
+    expect(server.calls).toHaveLength(calls);
     p.stop();
   });
 

@@ -298,7 +298,10 @@ export class LeaseCandidatePublisher {
   /** Creates or renews our candidate now; serialized (a request during one runs right after it). */
   async sync(why: string): Promise<boolean> {
     if (this.syncing) {
-      this.dirty = true;
+      // A ping seen meanwhile is answered after this write if this one did not answer it (the
+      // check below). Not marked dirty: the watch may show this very write, with the ping it
+      // answers, before its response arrives, and a second write would answer that ping again.
+      if (why !== 'ping') this.dirty = true;
       return false;
     }
     this.syncing = true;
