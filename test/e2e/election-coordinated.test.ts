@@ -786,7 +786,7 @@ describe('fall-back: the gate asked for, the API server without it', () => {
     expect(g.lines).toHaveLength(1);
     expect(g.coordinated).toBe(0);
     expect(g.writes).toContain('create');
-    expect(g.undecided?.status).toBe(503);
+    expect(g.undecided?.status).toBe(500); // a failing check, as every probe of this server (src/http/server.ts)
     expect(g.undecided?.body).toMatch(/lock-access/);
     expect(g.ready).toBe(true);
     expect(g.decided).toBeGreaterThanOrEqual(30_000);
