@@ -14,10 +14,17 @@ import {
   PoolConfigError,
   PoolConfigLoader,
 } from '../disruption/index.js';
+import {
+  candidateVersions,
+  checkCoordinatedElection,
+  type LeaseCandidate,
+  LeaseCandidatePublisher,
+  watchCandidate,
+} from '../election/candidate.js';
 import { LeaderElector } from '../election/elector.js';
 import { LeaderHealthzAdaptor } from '../election/healthz.js';
 import { IdentityLeases } from '../election/identity.js';
-import { lockUpdates, watchLock } from '../election/lock-watch.js';
+import { lockUpdates, namedUpdates, watchLock } from '../election/lock-watch.js';
 import { createLeaderElectionMetrics } from '../election/metrics.js';
 import { NodeHealthTracker } from '../health/index.js';
 import { createHttpConnectionMetrics } from '../http/connections.js';
@@ -147,6 +154,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
           companionMarkPodsNotReady: config.companion.markPodsNotReady,
         }
       : {}),
+    coordinatedLeaderElection: config.leaderElection.enabled && config.leaderElection.coordinated,
     nodeMonitorGracePeriod: formatDuration(config.health.monitorGraceMs),
     watchSilenceThreshold: formatDuration(config.health.watchSilenceThresholdMs),
     watchReadInterval: formatDuration(config.health.watchReadIntervalMs),
@@ -246,7 +254,33 @@ export async function runController(o: RunOptions): Promise<RunningController> {
   let lock: Reflector<Lease> | undefined;
   let elector: LeaderElector | undefined;
   let identity: IdentityLeases | undefined;
+  let candidate: LeaseCandidatePublisher | undefined;
+  let candidateWatch: Reflector<LeaseCandidate> | undefined;
   const healthz = new LeaderHealthzAdaptor(20_000);
+  if (le.enabled && le.coordinated) {
+    let versions: ReturnType<typeof candidateVersions>;
+    try {
+      versions = candidateVersions(o.build.version, le.emulatedVersion || undefined);
+    } catch (err) {
+      throw new FlagError(`--feature-gates=CoordinatedLeaderElection=true: ${(err as Error).message}`);
+    }
+    candidateWatch = watchCandidate(
+      { client: electionClient, clock, logger: log, metrics: watchMetrics },
+      le.namespace,
+      le.identity,
+    );
+    candidate = new LeaseCandidatePublisher({
+      client: electionClient,
+      clock,
+      logger: log,
+      metrics: electionMetrics,
+      namespace: le.namespace,
+      name: le.identity,
+      leaseName: le.name,
+      ...versions,
+      updates$: namedUpdates(candidateWatch, le.identity),
+    });
+  }
   if (le.enabled) {
     lock = watchLock(
       { client: electionClient, clock, logger: log, metrics: watchMetrics },
@@ -260,6 +294,9 @@ export async function runController(o: RunOptions): Promise<RunningController> {
       logger: log,
       metrics: electionMetrics,
       lockUpdates$: lockUpdates(lock, le.name),
+      coordinated: candidate !== undefined,
+      // Preempted by the coordinator: the lock is released once no write of ours is on the wire.
+      drained: () => writer.idle(),
     });
     healthz.setLeaderElection(elector);
     identity = new IdentityLeases({
@@ -324,7 +361,10 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     // it (once its writes on the wire are over) so that one that can see leads.
     election: elector
       ? {
-          setEligible: (eligible) => elector.setEligible(eligible),
+          setEligible: (eligible) => {
+            elector.setEligible(eligible);
+            candidate?.setEligible(eligible);
+          },
           stepDown: (reason) => {
             void elector
               .stepDown(reason, () => writer.idle())
@@ -377,6 +417,9 @@ export async function runController(o: RunOptions): Promise<RunningController> {
   leases.start();
 
   let shuttingDown: Promise<void> | undefined;
+  /** The candidate's deletion, started as the shutdown starts (before the lock is released). */
+  let candidateGone: Promise<void> | undefined;
+  const coordinationCheck = new AbortController();
   const shutdown = (reason: string): Promise<void> => {
     shuttingDown ??= (async () => {
       const started = performance.now();
@@ -390,14 +433,20 @@ export async function runController(o: RunOptions): Promise<RunningController> {
             nodes.stop();
             leases.stop();
             readPacer?.close();
+            coordinationCheck.abort();
+            // Withdrawn first, so that the coordinator does not name this replica again when the
+            // lock is released.
+            candidateGone = candidate?.shutdown(Math.floor(budget.tailMs / 2));
           },
           // Writes only (the fence refuses new ones since stopActing); reads are aborted.
           drain: () => drainWrites(controller, writer),
           inFlight: () => writer.inFlight,
           release: elector
             ? async (ms) => {
+                const started = clock.scheduler.now();
+                await candidateGone;
                 // Only after all guarded work has stopped: another replica leads at once.
-                const released = await elector.release(ms);
+                const released = await elector.release(Math.max(1, ms - (clock.scheduler.now() - started)));
                 log.info('Leader lease release', { result: released });
                 elector.stop();
                 return released;
@@ -411,6 +460,8 @@ export async function runController(o: RunOptions): Promise<RunningController> {
             elector?.stop();
             lock?.stop();
             identity?.stop();
+            candidate?.stop();
+            candidateWatch?.stop();
             poolSub?.unsubscribe();
             pools?.close();
             nodeDeletes.unsubscribe();
@@ -445,9 +496,44 @@ export async function runController(o: RunOptions): Promise<RunningController> {
       log.error('Leadership lost: exiting', { reason: lost.reason });
       o.exit(1);
     });
-    lock.start();
-    elector.start();
-    identity.start();
+    const campaign = () => {
+      lock.start();
+      elector.start();
+      identity.start();
+    };
+    const publisher = candidate;
+    if (publisher && candidateWatch) {
+      const w = candidateWatch;
+      // Coordinated leader election, if the API server has the LeaseCandidate API and a
+      // coordinator; else ordinary leader election, said in one line.
+      void checkCoordinatedElection({
+        client: electionClient,
+        clock,
+        logger: log,
+        signal: coordinationCheck.signal,
+      }).then((support) => {
+        if (shuttingDown) return;
+        if (support.ok) {
+          log.info(
+            'Coordinated leader election: publishing a LeaseCandidate; the coordinator names the leader',
+            {
+              ...(support.note ? { note: support.note } : {}),
+            },
+          );
+          w.start();
+          publisher.start();
+        } else {
+          log.warn('Coordinated leader election unavailable: using ordinary leader election', {
+            reason: support.reason,
+          });
+          candidate = candidateWatch = undefined;
+          elector.useOrdinaryElection();
+        }
+        campaign();
+      });
+    } else {
+      campaign();
+    }
   } else {
     log.warn('Leader election disabled: this process acts alone; never run two like this');
     controller.setLeading(true);

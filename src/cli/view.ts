@@ -43,7 +43,16 @@ function showTaint(t: Taint, companionKey: string): string | undefined {
 export class FleetView {
   private readonly lastChange = new Map<string, { renew: string; at: number }>();
   replicas: ReplicaRow[] = [];
-  lock: { namespace: string; holder: string; renewedAgo: number | undefined } | undefined;
+  lock:
+    | {
+        namespace: string;
+        holder: string;
+        renewedAgo: number | undefined;
+        /** Coordinated leader election: the lock's spec.strategy and spec.preferredHolder ('' unset). */
+        strategy?: string;
+        preferredHolder?: string;
+      }
+    | undefined;
   private lockSeen: { renew: string; at: number } | undefined;
 
   constructor(
@@ -132,6 +141,8 @@ export class FleetView {
         namespace: ns,
         holder: lock.spec?.holderIdentity ?? '',
         renewedAgo: (now - this.lockSeen.at) / 1000,
+        strategy: lock.spec?.strategy ?? '',
+        preferredHolder: lock.spec?.preferredHolder ?? '',
       };
     } catch {
       this.lock = { namespace: ns, holder: '', renewedAgo: undefined };
@@ -145,11 +156,18 @@ export class FleetView {
     const counts = new Map<string, number>();
     for (const r of rows) counts.set(r.ready, (counts.get(r.ready) ?? 0) + 1);
     const summary = [...counts.entries()].map(([k, v]) => `${v} ${k === 'True' ? 'Ready' : k}`).join(', ');
-    const leader = this.lock?.holder
-      ? `${this.lock.holder} (lock ${this.lock.namespace}, renewal seen ${this.lock.renewedAgo?.toFixed(1) ?? '?'}s ago)`
-      : this.replicas.length
-        ? 'none'
-        : 'no controller replicas found';
+    const lock = this.lock;
+    // Coordinated leader election: the coordinator's strategy, and whom it prefers (a preemption).
+    const coordinated = lock?.strategy
+      ? `, strategy ${lock.strategy}${lock.preferredHolder ? `, preferred holder ${lock.preferredHolder}` : ''}`
+      : '';
+    const leader = lock?.holder
+      ? `${lock.holder} (lock ${lock.namespace}, renewal seen ${lock.renewedAgo?.toFixed(1) ?? '?'}s ago${coordinated})`
+      : lock?.strategy
+        ? `none (lock ${lock.namespace}${coordinated})`
+        : this.replicas.length
+          ? 'none'
+          : 'no controller replicas found';
     const lines = [
       opts.title,
       `nodes: ${rows.length}${summary ? ` (${summary})` : ''}   leader: ${leader}`,

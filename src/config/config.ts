@@ -1,5 +1,6 @@
 import { formatDuration } from '../clock/duration.js';
 import {
+  candidateNameProblem,
   defaultIdentity,
   type LeaderElectionConfig,
   LeaderElectionConfigError,
@@ -45,6 +46,10 @@ export interface Config {
     identityLeaseGcAgeMs: number;
     /** Names this replica's identity lease: the pod name in a cluster, else the host name. */
     hostname: string;
+    /** --feature-gates=CoordinatedLeaderElection=true: a LeaseCandidate; the coordinator names the leader. */
+    coordinated: boolean;
+    /** --emulated-version (MAJOR.MINOR), checked against the build's version at start; '' for the binary's. */
+    emulatedVersion: string;
   };
   metricsAddress: BindAddress | undefined;
   /** HTTPS + TokenReview/SubjectAccessReview for /metrics, or plain HTTP (secure false). */
@@ -118,6 +123,13 @@ export function buildConfig(args: ParsedArgs, env: ConfigEnv, hostname: string):
     );
   }
   const blindStepDownMs = blindStepDown(args, unschedulableMonitor);
+  const gates = featureGates(str('feature-gates'));
+  const coordinated = gates.CoordinatedLeaderElection === true;
+  if (coordinated && bool('leader-elect')) {
+    const problem = candidateNameProblem(identity);
+    if (problem)
+      throw new FlagError(`--feature-gates=CoordinatedLeaderElection=true: ${problem} (set POD_NAME)`);
+  }
   const metricsAddress = address(str('metrics-bind-address'));
   const probeAddress = address(str('health-probe-bind-address'));
   if (
@@ -167,6 +179,8 @@ export function buildConfig(args: ParsedArgs, env: ConfigEnv, hostname: string):
       blindStepDownMs,
       identityLeaseGcAgeMs: num('identity-lease-gc-age'),
       hostname: env.POD_NAME || hostname,
+      coordinated,
+      emulatedVersion: str('emulated-version'),
     },
     metricsAddress,
     metricsSecurity: {
@@ -251,6 +265,39 @@ function companionFlags(args: ParsedArgs): Config['companion'] {
     evictAfterMs: v['companion-evict-after'] as number,
     markPodsNotReady: v['companion-mark-pods-not-ready'] as boolean,
   };
+}
+
+/** The feature gates this controller has, with their defaults (kube-controller-manager's names). */
+export const FEATURE_GATES = { CoordinatedLeaderElection: false } as const;
+type FeatureGate = keyof typeof FEATURE_GATES;
+
+/**
+ * --feature-gates as kube-controller-manager reads it: comma-separated Gate=true|false, an optional
+ * 'kube:' component prefix; an unknown gate or a value that is not a boolean is an error.
+ */
+export function featureGates(raw: string): Record<FeatureGate, boolean> {
+  const out: Record<FeatureGate, boolean> = { ...FEATURE_GATES };
+  const known = Object.keys(FEATURE_GATES).join(', ');
+  for (const part of raw.split(',')) {
+    const item = part.trim();
+    if (item === '') continue;
+    const eq = item.indexOf('=');
+    const key = (eq < 0 ? item : item.slice(0, eq)).trim().replace(/^kube:/, '');
+    const value = eq < 0 ? '' : item.slice(eq + 1).trim();
+    if (!Object.hasOwn(FEATURE_GATES, key)) {
+      throw new FlagError(
+        `invalid value ${JSON.stringify(raw)} for flag --feature-gates: unrecognized feature gate: ${key} (known: ${known})`,
+      );
+    }
+    const v = value.toLowerCase();
+    if (!['true', 'false', '1', '0', 't', 'f'].includes(v)) {
+      throw new FlagError(
+        `invalid value ${JSON.stringify(raw)} for flag --feature-gates: ${key} must be true or false (got ${JSON.stringify(value)})`,
+      );
+    }
+    out[key as FeatureGate] = ['true', '1', 't'].includes(v);
+  }
+  return out;
 }
 
 /** --watch-read-interval: 0 (read as events arrive) or 10ms-500ms, in whole ms. */

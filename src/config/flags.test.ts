@@ -309,6 +309,29 @@ describe('flags', () => {
     expect(a.namespace).toBe('kube-system');
   });
 
+  it("--feature-gates=CoordinatedLeaderElection=true (kube-controller-manager's flag) turns coordinated leader election on", () => {
+    expect(load([]).leaderElection).toMatchObject({ coordinated: false, emulatedVersion: '' });
+    expect(load(['--feature-gates=CoordinatedLeaderElection=true']).leaderElection.coordinated).toBe(true);
+    expect(load(['--feature-gates', 'kube:CoordinatedLeaderElection=true']).leaderElection.coordinated).toBe(
+      true,
+    );
+    expect(load(['--feature-gates=CoordinatedLeaderElection=false']).leaderElection.coordinated).toBe(false);
+    expect(
+      load(['--feature-gates=CoordinatedLeaderElection=true', '--emulated-version=0.1']).leaderElection,
+    ).toMatchObject({ coordinated: true, emulatedVersion: '0.1' });
+    expect(() => load(['--feature-gates=NoSuchGate=true'])).toThrow(
+      'invalid value "NoSuchGate=true" for flag --feature-gates: unrecognized feature gate: NoSuchGate (known: CoordinatedLeaderElection)',
+    );
+    expect(() => load(['--feature-gates=CoordinatedLeaderElection=yes'])).toThrow(
+      /--feature-gates: CoordinatedLeaderElection must be true or false \(got "yes"\)/,
+    );
+    expect(() => load(['--feature-gates=CoordinatedLeaderElection'])).toThrow(FlagError);
+    // The identity names the LeaseCandidate.
+    expect(() =>
+      loadConfig(['--feature-gates=CoordinatedLeaderElection=true'], { POD_NAME: 'a b' }, 'host-a'),
+    ).toThrow(/cannot name a LeaseCandidate/);
+  });
+
   it('lists every flag with its default in --help', () => {
     const text = helpText('usage');
     for (const f of FLAGS) {

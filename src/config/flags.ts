@@ -258,6 +258,20 @@ export const FLAGS: readonly FlagSpec[] = [
   },
   {
     group: 'Leader election',
+    name: 'feature-gates',
+    kind: 'string',
+    default: '',
+    help: "Comma-separated key=value pairs of feature gates, as kube-controller-manager takes them (a 'kube:' prefix is accepted). Options are: CoordinatedLeaderElection=true|false (BETA - default=false): coordinated leader election (KEP-4355): each replica publishes a LeaseCandidate and kube-apiserver's coordinator names the leader (the oldest emulation version during an upgrade); needs kube-apiserver with the same gate and --runtime-config=coordination.k8s.io/v1beta1=true, else ordinary leader election is used (docs/deploy.md).",
+  },
+  {
+    group: 'Leader election',
+    name: 'emulated-version',
+    kind: 'string',
+    default: '',
+    help: "With coordinated leader election: the version (MAJOR.MINOR, at most the binary's) this replica states as its emulation version, which the coordinator compares (kube-controller-manager's flag). Default: the binary's MAJOR.MINOR.",
+  },
+  {
+    group: 'Leader election',
     name: 'identity-lease-gc-age',
     kind: DUR,
     default: '1h',

@@ -138,6 +138,17 @@ export function resolveLeaderElectionConfig(input: LeaderElectionConfigInput): L
   };
 }
 
+/** A LeaseCandidate name (IsConfigMapKey, as kube-apiserver validates it): the election identity. */
+const CANDIDATE_NAME = /^[-._a-zA-Z0-9]+$/;
+
+export function candidateNameProblem(identity: string): string | undefined {
+  if (identity.length <= 253 && CANDIDATE_NAME.test(identity)) return undefined;
+  return (
+    `the leader election identity ${JSON.stringify(identity)} cannot name a LeaseCandidate (coordinated ` +
+    'leader election): it must be at most 253 characters of letters, digits, "-", "_" and "."'
+  );
+}
+
 /**
  * POD_NAME-style identity: `<hostname>_<random>`, unique per process start even when a pod keeps
  * its name (StatefulSet) or two processes share a host. The caller passes the host or pod name.

@@ -45,6 +45,8 @@ function replica(
     skewMs?: number;
     random?: number;
     timing?: { ld: number; rd: number; rp: number };
+    coordinated?: boolean;
+    drained?: () => Promise<void>;
   } = {},
 ): Replica {
   const registry = new Registry();
@@ -68,6 +70,8 @@ function replica(
     metrics,
     lockUpdates$: o.watch === false ? undefined : server.watch(NS, LOCK, 1),
     random: () => o.random ?? 0.5,
+    coordinated: o.coordinated,
+    drained: o.drained,
   });
   const events: ElectionEvent[] = [];
   const lost: LostLeadership[] = [];
@@ -506,6 +510,118 @@ describe('LeaderElector', () => {
     expect(lock()?.spec).toMatchObject({ holderIdentity: 'a_1', leaseTransitions: 0 });
     expect(await metric(a, 'leader_election_slowpath_total')).toBe(1);
     expect(await metric(a, 'nlc_leader_election_renew_errors_total')).toBe(0);
+  });
+
+  describe('coordinated leader election', () => {
+    /** What kube-apiserver's coordinator writes: the holder it elects, 5 s, its strategy. */
+    const coordinate = (spec: Lease['spec']) =>
+      server.put(NS, {
+        metadata: { name: LOCK, resourceVersion: lock()?.metadata.resourceVersion },
+        spec: {
+          leaseDurationSeconds: 5,
+          renewTime: microTime(Date.now()),
+          strategy: 'OldestEmulationVersion',
+          ...spec,
+        },
+      });
+    const lockInfo = async (r: Replica) =>
+      ((await r.registry.getSingleMetric('nlc_leader_election_lock_info')?.get())?.values ?? []).map(
+        (v) => v.labels,
+      );
+
+    it('never creates the lock; leads only once the coordinator names it; preempted, it closes the fence at once, releases after its writes drained and stays a candidate', async () => {
+      let drain: () => void = () => {};
+      const a = replica('a_1', { coordinated: true, drained: () => new Promise<void>((r) => (drain = r)) });
+      const b = replica('b_2', { coordinated: true });
+      a.e.start();
+      b.e.start();
+      expect(await metric(a, 'nlc_leader_election_coordinated')).toBe(1);
+      // Nobody creates the missing lock, however long it stays missing.
+      await advance(10 * 15_000);
+      expect(lock()).toBeUndefined();
+      expect(server.calls.filter((c) => c.method !== 'GET')).toEqual([]);
+      // The coordinator creates it naming a: a renews it (keeping the strategy) and leads; b does not.
+      const named = Date.now();
+      coordinate({ holderIdentity: 'a_1' });
+      await advance(50);
+      expect(leaders()).toEqual(['a_1']);
+      expect(a.started()! - named).toBeLessThan(20);
+      expect(lock()?.spec).toMatchObject({
+        holderIdentity: 'a_1',
+        leaseDurationSeconds: 15,
+        strategy: 'OldestEmulationVersion',
+      });
+      await advance(6_000);
+      expect(leaders()).toEqual(['a_1']);
+      expect(server.calls.filter((c) => c.who === 'b_2' && c.method !== 'GET')).toEqual([]);
+      // An older version joins: the coordinator prefers it. a stops writing at once...
+      const preferred = Date.now();
+      coordinate({ ...lock()?.spec, preferredHolder: 'b_2' });
+      await advance(5);
+      expect(a.e.canWrite()).toBe(false);
+      expect(a.e.isLeader()).toBe(false);
+      expect(await lockInfo(a)).toEqual([
+        { name: LOCK, strategy: 'OldestEmulationVersion', preferred_holder: 'b_2' },
+      ]);
+      // ...and releases the lock only once its writes on the wire are over.
+      await advance(3_000);
+      expect(lock()?.spec?.holderIdentity).toBe('a_1');
+      drain();
+      await advance(20);
+      expect(lock()?.spec).toMatchObject({
+        holderIdentity: '',
+        leaseDurationSeconds: 1,
+        strategy: 'OldestEmulationVersion',
+      });
+      expect(a.events.filter((e) => e.type === 'stopped-leading')).toMatchObject([
+        { reason: 'stepped-down', detail: 'preempted: the coordinator prefers b_2', at: preferred + 1 },
+      ]);
+      expect(a.lost).toEqual([]);
+      // The coordinator names b, which leads; a does not take the lock back.
+      coordinate({ holderIdentity: 'b_2' });
+      await advance(50);
+      expect(leaders()).toEqual(['b_2']);
+      await advance(20_000);
+      expect(leaders()).toEqual(['b_2']);
+      expect(b.started()! - a.events.find((e) => e.type === 'stopped-leading')!.at).toBeGreaterThan(3_000);
+      // a is still a candidate the coordinator may name again.
+      const released = b.e.release();
+      await advance(20);
+      expect(await released).toBe('released');
+      coordinate({ holderIdentity: 'a_1' });
+      await advance(50);
+      expect(leaders()).toEqual(['a_1']);
+    });
+
+    it('preempted while shutting down: release() still releases the lock the step-down had not released yet', async () => {
+      const a = replica('a_1', { coordinated: true, drained: () => new Promise<void>(() => {}) });
+      a.e.start();
+      // (Its first look found no lock: it leads no earlier than one lease duration later.)
+      await advance(15_100);
+      coordinate({ holderIdentity: 'a_1' });
+      await advance(50);
+      expect(leaders()).toEqual(['a_1']);
+      // The coordinator prefers another replica just as the shutdown starts: the step-down waits for
+      // writes to drain (never, here), the shutdown drained its own and releases.
+      coordinate({ ...lock()?.spec, preferredHolder: 'b_2' });
+      await advance(5);
+      expect(a.e.isLeader()).toBe(false);
+      const released = a.e.release();
+      await advance(20);
+      expect(await released).toBe('released');
+      expect(lock()?.spec).toMatchObject({ holderIdentity: '', leaseDurationSeconds: 1 });
+    });
+
+    it('useOrdinaryElection() before start: an ordinary elector (the fall-back)', async () => {
+      const a = replica('a_1', { coordinated: true });
+      a.e.useOrdinaryElection();
+      expect(a.e.coordinated).toBe(false);
+      expect(await metric(a, 'nlc_leader_election_coordinated')).toBe(0);
+      a.e.start();
+      await advance(FIRST_LEADER_MS);
+      expect(leaders()).toEqual(['a_1']);
+      expect(() => a.e.useOrdinaryElection()).toThrow(/after start/);
+    });
   });
 
   describe('sight and access', () => {

@@ -20,6 +20,7 @@ import {
   observe,
   observedHolder,
   planWrite,
+  preemptedBy,
   recordLeaseMs,
   releaseSpec,
   setEligible,
@@ -87,6 +88,17 @@ export interface LeaderElectorOptions {
   callbacks?: LeaderCallbacks;
   /** Uniform [0,1) for poll jitter; injectable for tests. */
   random?: () => number;
+  /**
+   * Coordinated leader election (KEP-4355): the coordinator in kube-apiserver names the holder; we
+   * never create or take the lock, renew it while it names us, and step down when its
+   * preferredHolder names another replica. See useOrdinaryElection() for the fall-back.
+   */
+  coordinated?: boolean;
+  /**
+   * Resolves when no guarded write is on the wire: awaited before the lock is released when the
+   * coordinator preempts us (the controller passes the writer's idle()).
+   */
+  drained?: () => Promise<void>;
 }
 
 export class NotLeaderError extends Error {
@@ -114,7 +126,7 @@ export class LeaderElector {
   /** Emits once if leadership is lost (not on release()/stop()). Replays to late subscribers. */
   readonly lost$: Observable<LostLeadership>;
 
-  private readonly cfg: MachineConfig;
+  private cfg: MachineConfig;
   private readonly api: LeaseApi;
   private readonly clock: Clock;
   private readonly log: Logger;
@@ -136,6 +148,8 @@ export class LeaderElector {
   private lastHolderSeen: string | undefined;
   private access: { okAt?: number; authenticatedAt?: number; lastError?: string } = {};
   private readonly since: number;
+  /** The lock's strategy and preferredHolder as last exported (nlc_leader_election_lock_info). */
+  private lockInfo: { strategy: string; preferred_holder: string } | undefined;
 
   constructor(opts: LeaderElectorOptions) {
     const c = opts.config;
@@ -149,6 +163,7 @@ export class LeaderElector {
       renewDeadlineMs: c.renewDeadlineMs,
       retryPeriodMs: c.retryPeriodMs,
       fenceSafetyMarginMs: c.fenceSafetyMarginMs,
+      coordinated: opts.coordinated === true,
     };
     this.api = new LeaseApi(opts.client, c.namespace);
     this.clock = opts.clock;
@@ -168,9 +183,25 @@ export class LeaderElector {
     this.leader$ = this.leader.asObservable();
     this.lost$ = this.lost.asObservable();
     this.metrics.masterStatus.set({ name: c.name }, 0);
+    this.metrics.coordinated.set({ name: c.name }, this.cfg.coordinated ? 1 : 0);
     for (const counter of [this.metrics.slowpath, this.metrics.transitions, this.metrics.renewErrors]) {
       counter.inc({ name: c.name }, 0);
     }
+  }
+
+  /** Whether this elector runs coordinated leader election (after any fall-back). */
+  get coordinated(): boolean {
+    return this.cfg.coordinated === true;
+  }
+
+  /**
+   * Before start() only: run ordinary leader election although coordinated was asked for (the API
+   * server has no LeaseCandidate API or no coordinator).
+   */
+  useOrdinaryElection(): void {
+    if (this.running || this.s.phase !== 'candidate') throw new Error('useOrdinaryElection() after start()');
+    this.cfg = { ...this.cfg, coordinated: false };
+    this.metrics.coordinated.set({ name: this.name }, 0);
   }
 
   /** Starts campaigning. Idempotent; cannot restart after stop()/release()/loss. */
@@ -197,10 +228,12 @@ export class LeaderElector {
    * Graceful shutdown, to be called only after all guarded work has stopped: stops campaigning,
    * closes the fence, and if we hold the lease writes it with no holder and leaseDurationSeconds 1
    * (client-go's ReleaseOnCancel) so another replica takes it at once. Gives up after `budgetMs`
-   * (default: the renew deadline).
+   * (default: the renew deadline). "We hold it": the lock as we last saw it names us, also when we
+   * no longer lead because a step-down is still waiting for its writes to drain (a preemption just
+   * before the shutdown): halting cuts that step-down's own release short.
    */
   async release(budgetMs: number = this.cfg.renewDeadlineMs): Promise<ReleaseResult> {
-    const held = this.s.phase === 'leader' ? this.s.lock : undefined;
+    const held = this.s.phase === 'leader' || this.s.phase === 'candidate' ? this.s.lock : undefined;
     this.halt('released', 'released');
     if (held?.kind !== 'present' || held.record.holderIdentity !== this.identity) return 'not-holder';
     return await this.writeRelease(held.lease, this.now() + budgetMs);
@@ -225,15 +258,19 @@ export class LeaderElector {
    * the wire; they end by the fence deadline at the latest) the lease is released like release()
    * does, so another replica takes it at once.
    */
-  async stepDown(reason: string, drained: () => Promise<void> = async () => {}): Promise<ReleaseResult> {
+  async stepDown(
+    reason: string,
+    drained: () => Promise<void> = async () => {},
+    keepEligible = false,
+  ): Promise<ReleaseResult> {
     if (this.s.phase !== 'leader' || !this.running) return 'not-holder';
     const held = this.s.lock;
     // A renewal on the wire would make us holder again on the server; its answer is ignored
-    // (writeSucceeded keeps a candidate that is not eligible a candidate) and the release below
-    // works from a fresh copy on conflict.
+    // (writeSucceeded keeps a candidate that is not eligible a candidate; in coordinated mode a
+    // preempted lock is never renewed) and the release below works from a fresh copy on conflict.
     this.inflight?.abort();
     this.log.warn('Stepping down', { reason });
-    this.apply(stepDown(this.cfg, this.s, this.now()), 'stepped-down', reason);
+    this.apply(stepDown(this.cfg, this.s, this.now(), keepEligible), 'stepped-down', reason);
     this.tick();
     await drained();
     if (!this.running || this.s.phase === 'leader') return 'not-holder';
@@ -258,7 +295,7 @@ export class LeaderElector {
           continue;
         }
         const written = await this.api.update(
-          { ...base, spec: releaseSpec(recordOf(base), this.clock.wall()) },
+          { ...base, spec: releaseSpec(recordOf(base), this.clock.wall(), this.cfg.coordinated) },
           { timeoutMs },
         );
         this.log.info('Released leader lease');
@@ -460,12 +497,22 @@ export class LeaderElector {
           readFirst = true;
           continue;
         }
-        if (plan.kind === 'held' || plan.kind === 'ineligible') {
+        if (
+          plan.kind === 'held' ||
+          plan.kind === 'ineligible' ||
+          plan.kind === 'await-coordinator' ||
+          plan.kind === 'preempted'
+        ) {
           if (plan.kind === 'held') {
             this.log.debug(4, 'Lease is held and has not yet expired', {
               holder: plan.holder === '' ? '<not seen>' : plan.holder,
               lock: this.s.lock.kind === 'absent' ? 'missing' : 'present',
               expiresIn: formatDuration(Math.round(plan.until - this.now())),
+            });
+          } else if (plan.kind === 'await-coordinator') {
+            this.log.debug(4, 'Waiting for the coordinator to name us holder', {
+              holder: plan.holder === '' ? '<none>' : plan.holder,
+              lock: this.s.lock.kind === 'absent' ? 'missing' : 'present',
             });
           }
           this.apply(attemptFinished(this.cfg, this.s, this.now(), this.random()));
@@ -561,10 +608,32 @@ export class LeaderElector {
       // A fresh cluster, or a lock deleted under a leader we never saw: see machine.ts absentSince.
       // The moment on our wall clock (which stamps the renewTime we would create it with).
       const createAt = new Date(this.clock.wall() + (next.lock.heldUntil - this.now()));
-      this.log.info('Lock not found; creating it after one lease duration unless a leader shows up', {
-        createIn: formatDuration(Math.round(next.lock.heldUntil - at)),
-        createAt: createAt.toISOString(),
-      });
+      if (this.cfg.coordinated) {
+        // Only the coordinator creates it; a holder we never saw may still write until then.
+        this.log.info(
+          'Lock not found; leading, if the coordinator names us, no earlier than one lease duration from now',
+          {
+            notBeforeIn: formatDuration(Math.round(next.lock.heldUntil - at)),
+            notBeforeAt: createAt.toISOString(),
+          },
+        );
+      } else {
+        this.log.info('Lock not found; creating it after one lease duration unless a leader shows up', {
+          createIn: formatDuration(Math.round(next.lock.heldUntil - at)),
+          createAt: createAt.toISOString(),
+        });
+      }
+    }
+    if (prev.lock.kind === 'unknown' && next.lock.kind === 'present' && next.lock.heldUntil !== undefined) {
+      // Coordinated: our first look shows the coordinator's hand-over to us from a holder we never
+      // saw (machine.ts handedOver).
+      this.log.info(
+        'Lock names us at our first look (the coordinator handed it over); leading no earlier than one lease duration from now',
+        {
+          notBeforeIn: formatDuration(Math.round(next.lock.heldUntil - at)),
+          notBeforeAt: new Date(this.clock.wall() + (next.lock.heldUntil - this.now())).toISOString(),
+        },
+      );
     }
     if (prev.phase === 'candidate' && next.phase === 'candidate' && next.lock.kind === 'present') {
       const r = next.lock.record;
@@ -575,6 +644,33 @@ export class LeaderElector {
         });
       }
     }
+    if (next.lock !== prev.lock) this.exportLockInfo();
+    const by = this.running ? preemptedBy(this.cfg, this.s) : undefined;
+    if (by !== undefined) {
+      // The coordinator prefers another replica (an older version during an upgrade): the fence
+      // closes now, and the lock is released once our writes on the wire are over, so that the
+      // coordinator names the preferred replica at once. We stay a candidate.
+      void this.stepDown(`preempted: the coordinator prefers ${by}`, this.opts.drained, true).then((result) =>
+        this.log.info('Leader lease release after preemption', { result }),
+      );
+    }
+  }
+
+  /** The lock's strategy and preferred holder as this replica last saw them (also for the status view). */
+  lockStrategy(): { strategy: string; preferredHolder: string } | undefined {
+    const lock = this.s.lock;
+    if (lock.kind !== 'present') return undefined;
+    return { strategy: lock.record.strategy ?? '', preferredHolder: lock.record.preferredHolder ?? '' };
+  }
+
+  private exportLockInfo(): void {
+    const seen = this.lockStrategy();
+    const labels = seen ? { strategy: seen.strategy, preferred_holder: seen.preferredHolder } : undefined;
+    const prev = this.lockInfo;
+    if (prev?.strategy === labels?.strategy && prev?.preferred_holder === labels?.preferred_holder) return;
+    if (prev) this.metrics.lockInfo.remove({ name: this.name, ...prev });
+    if (labels) this.metrics.lockInfo.set({ name: this.name, ...labels }, 1);
+    this.lockInfo = labels;
   }
 
   private setLeader(holder: string): void {

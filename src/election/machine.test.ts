@@ -12,6 +12,7 @@ import {
   type MachineConfig,
   observe,
   planWrite,
+  preemptedBy,
   releaseSpec,
   setEligible,
   stepDown,
@@ -358,6 +359,194 @@ describe('leader', () => {
       leaseTransitions: 3,
       acquireTime: microTime(WALL + 5),
       renewTime: microTime(WALL + 5),
+    });
+  });
+});
+
+describe('coordinated leader election (the coordinator names the holder)', () => {
+  const co: MachineConfig = { ...cfg, coordinated: true };
+  const STRATEGY = 'OldestEmulationVersion';
+  /** The lock as kube-apiserver's coordinator writes it: 5 s, no acquireTime, its strategy. */
+  function named(holder: string, extra: Partial<NonNullable<Lease['spec']>> = {}): Lease {
+    return lease({
+      holderIdentity: holder,
+      leaseDurationSeconds: 5,
+      renewTime: microTime(WALL),
+      strategy: STRATEGY,
+      ...extra,
+    });
+  }
+  /** Seen released at 0, then named us by the coordinator: free at once. */
+  function elected(): ElectionState {
+    const released = observe(co, initialState(0), named('', { leaseDurationSeconds: 1 }), 0, 'get');
+    return observe(co, released, named('me_1'), 0, 'watch');
+  }
+  /** Applies a successful write of what planWrite returned. */
+  function renew(s: ElectionState, now: number): ElectionState {
+    const plan = planWrite(co, s, now, WALL + now);
+    if (plan.kind !== 'update') throw new Error(`expected an update, got ${plan.kind}`);
+    const stored = { ...plan.body, metadata: { ...plan.body.metadata, resourceVersion: String(++rv) } };
+    return writeSucceeded(co, attemptStarted(s, now), stored, now, now + 5);
+  }
+
+  it('a candidate never creates a missing lock, however long it stays missing', () => {
+    let s = observe(co, initialState(0), undefined, 0, 'get');
+    for (const now of [0, 15_000, 16_000, 10 * HOUR]) {
+      expect(planWrite(co, s, now, WALL + now)).toEqual({ kind: 'await-coordinator', holder: '' });
+      expect(decide(co, s, now)).not.toMatchObject({ why: 'free' });
+      s = attemptFinished(co, attemptStarted(s, now), now, 0);
+    }
+    // The same state in ordinary mode creates it one lease duration after the first look.
+    expect(planWrite(cfg, observe(cfg, initialState(0), undefined, 0, 'get'), 15_000, WALL).kind).toBe(
+      'create',
+    );
+  });
+
+  it('a candidate never takes a lock held by another, not even expired or released', () => {
+    let s = observe(co, initialState(0), held('other_2', WALL), 0, 'get');
+    expect(planWrite(co, s, 60_000, WALL)).toEqual({ kind: 'await-coordinator', holder: 'other_2' });
+    expect(decide(co, s, 60_000)).toMatchObject({ kind: 'attempt', read: true, why: 'poll' });
+    s = observe(
+      co,
+      s,
+      lease({ holderIdentity: '', leaseDurationSeconds: 1, strategy: STRATEGY }),
+      61_000,
+      'watch',
+    );
+    expect(planWrite(co, s, 61_000, WALL)).toEqual({ kind: 'await-coordinator', holder: '' });
+    expect(decide(co, s, 61_000)).not.toMatchObject({ why: 'free' });
+    // Ordinary mode takes both.
+    expect(
+      planWrite(cfg, observe(cfg, initialState(0), held('other_2', WALL), 0, 'get'), 60_000, WALL).kind,
+    ).toBe('update');
+  });
+
+  it('a lock the coordinator names us in after a release is renewed at once (read first), keeping its strategy', () => {
+    let s = observe(co, initialState(0), named('other_2'), 0, 'get');
+    s = observe(co, s, named('', { leaseDurationSeconds: 1 }), 1_000, 'watch'); // released
+    s = observe(co, s, named('me_1'), 1_050, 'watch');
+    expect(decide(co, s, 1_050)).toEqual({ kind: 'attempt', read: true, why: 'free' });
+    const plan = planWrite(co, s, 1_060, WALL + 1_060);
+    expect(plan).toMatchObject({ kind: 'update', takeover: true });
+    expect(plan.kind === 'update' && plan.body.spec).toEqual({
+      holderIdentity: 'me_1',
+      leaseDurationSeconds: 15,
+      acquireTime: microTime(WALL + 1_060),
+      renewTime: microTime(WALL + 1_060),
+      leaseTransitions: 0,
+      strategy: STRATEGY,
+    });
+    s = renew(s, 1_060);
+    expect(s.phase).toBe('leader');
+    expect(canWrite(co, s, 1_070)).toBe(true);
+    // Renewals keep acquireTime, the count and the strategy.
+    const next = planWrite(co, s, 3_060, WALL + 3_060);
+    expect(next.kind === 'update' && next.body.spec).toMatchObject({
+      acquireTime: microTime(WALL + 1_060),
+      renewTime: microTime(WALL + 3_060),
+      strategy: STRATEGY,
+    });
+  });
+
+  it('a lock handed to us while the holder before us may still write (by our observation) waits for that lease', () => {
+    // We saw other_2 renew at 1 s (15 s lease); at 3 s the coordinator (its clock ahead) names us.
+    let s = observe(co, initialState(0), held('other_2', WALL), 1_000, 'watch');
+    s = observe(co, s, named('me_1'), 3_000, 'watch');
+    expect(planWrite(co, s, 3_000, WALL)).toEqual({ kind: 'held', holder: 'other_2', until: 16_000 });
+    expect(decide(co, s, 3_000)).toMatchObject({ kind: 'attempt', why: 'poll' });
+    s = attemptFinished(co, attemptStarted(s, 3_000), 3_010, 0);
+    expect(decide(co, s, 15_999)).not.toMatchObject({ why: 'free' });
+    expect(decide(co, s, 16_000)).toEqual({ kind: 'attempt', read: true, why: 'free' });
+    // A read that shows the same record keeps the wait's end; then it renews.
+    s = observe(co, s, named('me_1'), 16_001, 'get');
+    expect(planWrite(co, s, 16_001, WALL).kind).toBe('update');
+    // Through a deletion too: seen at 1 s, deleted at 2 s, created by the coordinator naming us at 3 s.
+    let d = observe(co, initialState(0), held('other_2', WALL), 1_000, 'watch');
+    d = observe(co, d, undefined, 2_000, 'watch');
+    d = observe(co, d, named('me_1'), 3_000, 'watch');
+    expect(planWrite(co, d, 3_000, WALL)).toEqual({ kind: 'held', holder: 'other_2', until: 16_000 });
+  });
+
+  it('a lock that already names us at our first look: renewed at once only if a renewal of ours wrote it (acquireTime)', () => {
+    // The coordinator hands a lock over with no acquireTime, from a holder we never saw: it may
+    // still write for one lease duration from our first look, as for a lock missing then.
+    let s = observe(co, initialState(0), named('me_1'), 2_000, 'get');
+    expect(planWrite(co, s, 2_000, WALL)).toEqual({ kind: 'held', holder: '', until: 17_000 });
+    expect(decide(co, s, 16_999)).not.toMatchObject({ why: 'free' });
+    s = attemptFinished(co, attemptStarted(s, 2_000), 2_010, 0);
+    expect(decide(co, s, 17_000)).toEqual({ kind: 'attempt', read: true, why: 'free' });
+    // A read of the same record keeps the wait's end; then it renews.
+    s = observe(co, s, named('me_1'), 17_001, 'get');
+    expect(planWrite(co, s, 17_001, WALL)).toMatchObject({ kind: 'update', takeover: true });
+    // The same first look through the watch.
+    const w = observe(co, initialState(0), named('me_1'), 2_000, 'watch');
+    expect(planWrite(co, w, 2_000, WALL)).toEqual({ kind: 'held', holder: '', until: 17_000 });
+    // With an acquireTime our own renewal wrote it (this identity before a restart): at once.
+    const own = observe(co, initialState(0), named('me_1', { acquireTime: microTime(WALL) }), 2_000, 'get');
+    expect(decide(co, own, 2_000)).toEqual({ kind: 'attempt', read: true, why: 'free' });
+    expect(planWrite(co, own, 2_000, WALL)).toMatchObject({ kind: 'update' });
+  });
+
+  it("a preferredHolder naming another replica preempts the leader: no renewal; one naming us doesn't", () => {
+    let s = renew(elected(), 0);
+    expect(preemptedBy(co, s)).toBeUndefined();
+    s = observe(co, s, named('me_1', { preferredHolder: 'me_1' }), 500, 'watch');
+    expect(preemptedBy(co, s)).toBeUndefined();
+    expect(planWrite(co, s, 2_000, WALL).kind).toBe('update');
+    s = observe(co, s, named('me_1', { preferredHolder: 'older_0' }), 1_000, 'watch');
+    expect(preemptedBy(co, s)).toBe('older_0');
+    expect(planWrite(co, s, 2_000, WALL)).toEqual({ kind: 'preempted', by: 'older_0' });
+    // Ordinary mode does not act on it (as client-go).
+    const o = observe(
+      cfg,
+      win(missingForALease(), 0),
+      named('me_1', { preferredHolder: 'older_0' }),
+      1,
+      'get',
+    );
+    expect(preemptedBy(cfg, o)).toBeUndefined();
+    // A renewal goes on the wire; then it steps down (staying eligible) and does not take the lock
+    // back while the coordinator prefers another...
+    s = stepDown(co, attemptStarted(s, 1_000), 1_000, true);
+    expect(s).toMatchObject({ phase: 'candidate', eligible: true });
+    expect(canWrite(co, s, 1_001)).toBe(false);
+    expect(decide(co, s, 1_001)).not.toMatchObject({ why: 'free' });
+    expect(planWrite(co, s, 1_001, WALL)).toEqual({ kind: 'preempted', by: 'older_0' });
+    // ...and a renewal that was on the wire when it stepped down does not make it leader again.
+    const late = writeSucceeded(co, s, named('me_1', { renewTime: microTime(WALL + 1_000) }), 1_000, 1_002);
+    expect(late.phase).toBe('candidate');
+  });
+
+  it('a lock deleted under the leader is not created again: fence closed until the coordinator names us again', () => {
+    let s = renew(elected(), 0);
+    s = observe(co, s, undefined, 1_000, 'watch');
+    expect(s).toMatchObject({ phase: 'leader', suspect: true });
+    expect(canWrite(co, s, 1_000)).toBe(false);
+    s = observe(co, s, undefined, 1_010, 'get');
+    expect(s).toMatchObject({ phase: 'leader', suspect: true });
+    expect(planWrite(co, s, 1_010, WALL)).toEqual({ kind: 'await-coordinator', holder: '' });
+    // The coordinator creates it naming us: a read settles it, we renew and lead on.
+    s = observe(co, s, named('me_1'), 1_200, 'get');
+    expect(s.suspect).toBe(false);
+    s = renew(s, 1_200);
+    expect(canWrite(co, s, 1_300)).toBe(true);
+    // Named another: lost.
+    const other = observe(co, observe(co, s, undefined, 2_000, 'watch'), named('other_2'), 2_100, 'get');
+    expect(other.phase).toBe('lost');
+    // Nobody names us again: lost at the renew deadline.
+    const gone = observe(co, s, undefined, 2_000, 'get');
+    expect(decide(co, gone, 1_200 + 10_000)).toMatchObject({ kind: 'lose' });
+  });
+
+  it('release keeps the strategy (the coordinator names the next holder at once)', () => {
+    const r = recordOf(named('me_1', { preferredHolder: 'older_0', leaseTransitions: 2 }));
+    expect(releaseSpec(r, WALL, true)).toEqual({
+      holderIdentity: '',
+      leaseDurationSeconds: 1,
+      leaseTransitions: 2,
+      acquireTime: microTime(WALL),
+      renewTime: microTime(WALL),
+      strategy: STRATEGY,
     });
   });
 });

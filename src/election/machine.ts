@@ -28,6 +28,17 @@
  * - A replica that cannot see (its watches are not healthy) is not eligible: it keeps reading the
  *   lock but does not acquire it. A leader told to step down (blind for too long) becomes such a
  *   candidate: its fence closes at once, and it releases the lock (elector.ts).
+ *
+ * Coordinated leader election (`coordinated`, KEP-4355; client-go's Coordinated mode): the
+ * coordinator in kube-apiserver names the holder, so a candidate never creates the lock and never
+ * takes it from anyone: it only renews a lock that names it, keeping the coordinator's `strategy`.
+ * A leader whose lock names another replica as `preferredHolder` is preempted (preemptedBy: the
+ * elector steps down). Where it is stricter than client-go: a lock handed to us while the previous
+ * holder's lease may still run by OUR observation (the coordinator judges expiry by comparing
+ * renewTime with its own clock) is renewed only once that lease would have expired; a released
+ * lock (no holder) is renewed at once. As in ordinary mode, a holder we never saw gets one lease
+ * duration from our first look: a lock missing then, or one that already names us by the
+ * coordinator's hand (no acquireTime), is renewed no earlier than that.
  */
 
 import { formatDuration } from '../clock/duration.js';
@@ -41,6 +52,8 @@ export interface MachineConfig {
   renewDeadlineMs: number;
   retryPeriodMs: number;
   fenceSafetyMarginMs: number;
+  /** Coordinated leader election: never create or take the lock; renew it only when it names us. */
+  coordinated?: boolean;
 }
 
 /** What we know about the lock Lease. `since` is our monotonic time of the last observed change. */
@@ -65,6 +78,13 @@ export type LockView =
       readonly record: LeaderRecord;
       readonly key: string;
       readonly since: number;
+      /**
+       * Coordinated mode, a lock that names us: another holder we saw may still write until then
+       * (its lease, from our observation, had not run out when the lock was handed to us).
+       */
+      readonly heldUntil?: number;
+      /** The holder whose lease runs until heldUntil ('' when we never saw it). */
+      readonly heldBy?: string;
     };
 
 /** candidate -> leader -> lost (terminal); any -> stopped (terminal: stop() or release()). */
@@ -78,7 +98,13 @@ export interface ElectionState {
   /** When the next poll (candidate) or renewal (leader) is due. */
   readonly nextAttemptAt: number;
   /** Start and lock-seq of the last attempt: a change after it warrants an immediate new attempt. */
-  readonly lastAttempt: { readonly at: number; readonly seq: number } | undefined;
+  readonly lastAttempt:
+    | {
+        readonly at: number;
+        readonly seq: number /** Started while leading (a renewal). */;
+        readonly asLeader: boolean;
+      }
+    | undefined;
   /** Leader: when the last successful acquire/renew request was SENT (monotonic). */
   readonly renewedAt: number | undefined;
   /** Leader: the watch contradicted our leadership; fence closed until a GET settles it. */
@@ -109,6 +135,10 @@ export type WritePlan =
   | { readonly kind: 'held'; readonly holder: string; readonly until: number }
   /** We are a candidate that may not acquire now (see ElectionState.eligible). */
   | { readonly kind: 'ineligible' }
+  /** Coordinated: the lock is missing or names another holder; the coordinator decides. */
+  | { readonly kind: 'await-coordinator'; readonly holder: string }
+  /** Coordinated: the lock names us, but the coordinator prefers `by`: do not renew it. */
+  | { readonly kind: 'preempted'; readonly by: string }
   | { readonly kind: 'create'; readonly spec: LeaseSpec }
   | { readonly kind: 'update'; readonly body: Lease; readonly takeover: boolean };
 
@@ -170,7 +200,7 @@ export function observe(
     lock =
       s.lock.kind === 'present' && s.lock.key === key
         ? { ...s.lock, lease }
-        : { kind: 'present', lease, record, key, since: now };
+        : { kind: 'present', lease, record, key, since: now, ...handedOver(cfg, s.lock, record, now) };
   }
   if (
     lock.kind !== s.lock.kind ||
@@ -187,7 +217,9 @@ export function observe(
     // The lock was deleted. Nobody else may take it before our lease would have expired (see
     // freeAt), so while our fence would still be open we create it again at once and keep
     // leading; the fence stays closed until that create succeeds. Someone faster wins by the
-    // normal rules (our create fails, a read shows their record).
+    // normal rules (our create fails, a read shows their record). Coordinated mode: planWrite
+    // never creates it; the fence stays closed until the coordinator names us again (a read
+    // settles it), names another (lost), or the renew deadline passes (lost).
     return { ...next, suspect: true, nextAttemptAt: now };
   }
   const reason =
@@ -224,9 +256,53 @@ function absentSince(cfg: MachineConfig, prev: LockView, now: number): LockView 
     : { kind: 'absent', since: now };
 }
 
-/** The monotonic moment the lock became (or becomes) free for us; undefined while unknown. */
+/**
+ * Coordinated mode: the lock now names us. If the holder before us (or before the lock went
+ * missing) may still write by our observation, we wait for that: the coordinator hands the lock
+ * over when ITS clock says the lease expired, and another replica's renewTime is written with
+ * THAT replica's clock.
+ */
+function handedOver(
+  cfg: MachineConfig,
+  prev: LockView,
+  record: LeaderRecord,
+  now: number,
+): { heldUntil?: number; heldBy?: string } {
+  if (!cfg.coordinated || record.holderIdentity !== cfg.identity) return {};
+  let until: number | undefined;
+  let by = '';
+  if (prev.kind === 'unknown') {
+    // Our first look already names us. With an acquireTime, a renewal of ours wrote it (this
+    // identity before a restart: nobody else holds it, as in ordinary mode). Without, the
+    // coordinator handed it to us (it clears acquireTime) from a holder we never saw, which may
+    // still write: the same one lease duration from this look as a lock missing at our first look.
+    if (record.acquireTime === undefined) until = now + cfg.leaseDurationMs;
+  } else if (prev.kind === 'absent') {
+    until = prev.heldUntil;
+    by = prev.heldBy ?? '';
+  } else if (prev.kind === 'present') {
+    const h = prev.record.holderIdentity;
+    if (h === cfg.identity) {
+      until = prev.heldUntil;
+      by = prev.heldBy ?? '';
+    } else if (h !== '') {
+      until = prev.since + recordLeaseMs(cfg, prev.record);
+      by = h;
+    }
+  }
+  return until !== undefined && until > now ? { heldUntil: until, heldBy: by } : {};
+}
+
+/**
+ * The monotonic moment the lock became (or becomes) free for us; undefined while unknown. In
+ * coordinated mode only a lock that names us is ever free (Infinity otherwise).
+ */
 export function freeAt(cfg: MachineConfig, lock: LockView): number | undefined {
   if (lock.kind === 'unknown') return undefined;
+  if (cfg.coordinated) {
+    if (lock.kind === 'absent' || lock.record.holderIdentity !== cfg.identity) return Infinity;
+    return Math.max(lock.since, lock.heldUntil ?? lock.since);
+  }
   if (lock.kind === 'absent') return Math.max(lock.since, lock.heldUntil ?? lock.since);
   const h = lock.record.holderIdentity;
   if (h === '' || h === cfg.identity) return lock.since;
@@ -250,13 +326,14 @@ export function decide(cfg: MachineConfig, s: ElectionState, now: number): Decis
   const at = freeAt(cfg, s.lock);
   if (at === undefined) return { kind: 'attempt', read: true, why: 'initial' };
   const tried = s.lastAttempt !== undefined && s.lastAttempt.seq === s.seq && s.lastAttempt.at >= at;
-  if (now >= at && !tried) return { kind: 'attempt', read: false, why: 'free' };
+  // Coordinated: read first, so that a preferredHolder our copy may not show yet is seen.
+  if (now >= at && !tried) return { kind: 'attempt', read: cfg.coordinated === true, why: 'free' };
   if (now >= s.nextAttemptAt) return { kind: 'attempt', read: true, why: 'poll' };
   return { kind: 'wait', until: at > now ? Math.min(s.nextAttemptAt, at) : s.nextAttemptAt };
 }
 
 export function attemptStarted(s: ElectionState, now: number): ElectionState {
-  return { ...s, lastAttempt: { at: now, seq: s.seq } };
+  return { ...s, lastAttempt: { at: now, seq: s.seq, asLeader: s.phase === 'leader' } };
 }
 
 /** What to write now, from what we know of the lock. `wallMs` only feeds the timestamps written. */
@@ -266,6 +343,7 @@ export function planWrite(cfg: MachineConfig, s: ElectionState, now: number, wal
   if (s.phase !== 'leader' && !s.eligible) return { kind: 'ineligible' };
   const stamp = microTime(wallMs);
   const durationSeconds = writtenLeaseDurationSeconds(cfg);
+  if (cfg.coordinated) return planCoordinated(cfg, s, lock, now, stamp, durationSeconds);
   if (lock.kind === 'absent') {
     // A candidate's poll that finds the lock still missing does not create it while a holder may
     // still write (a leader's own deleted lock has no heldUntil: it creates it again, see observe).
@@ -302,6 +380,60 @@ export function planWrite(cfg: MachineConfig, s: ElectionState, now: number, wal
   return { kind: 'update', body: { ...lock.lease, spec }, takeover: !ours };
 }
 
+/**
+ * Coordinated mode: never create, never take. A lock that names us is renewed (a candidate first
+ * waits for the lease of the holder before us, see handedOver), keeping the coordinator's strategy;
+ * not when the coordinator prefers another holder.
+ */
+function planCoordinated(
+  cfg: MachineConfig,
+  s: ElectionState,
+  lock: Exclude<LockView, { kind: 'unknown' }>,
+  now: number,
+  stamp: string,
+  durationSeconds: number,
+): WritePlan {
+  if (lock.kind === 'absent') return { kind: 'await-coordinator', holder: '' };
+  const r = lock.record;
+  if (r.holderIdentity !== cfg.identity) {
+    if (s.phase === 'leader') {
+      return { kind: 'held', holder: r.holderIdentity, until: lock.since + recordLeaseMs(cfg, r) };
+    }
+    return { kind: 'await-coordinator', holder: r.holderIdentity };
+  }
+  if (r.preferredHolder !== undefined && r.preferredHolder !== '' && r.preferredHolder !== cfg.identity) {
+    return { kind: 'preempted', by: r.preferredHolder };
+  }
+  if (s.phase !== 'leader' && lock.heldUntil !== undefined && now < lock.heldUntil) {
+    return { kind: 'held', holder: lock.heldBy ?? '', until: lock.heldUntil };
+  }
+  const spec = specOf({
+    holderIdentity: cfg.identity,
+    leaseDurationSeconds: durationSeconds,
+    // The coordinator writes no acquireTime: the first renewal by the new holder sets it.
+    acquireTime: s.phase === 'leader' ? (r.acquireTime ?? stamp) : stamp,
+    renewTime: stamp,
+    // The coordinator hands the lock over without counting; client-go's coordinated renewal keeps
+    // the count too.
+    leaseTransitions: r.leaseTransitions,
+    strategy: r.strategy,
+    preferredHolder: r.preferredHolder,
+  });
+  return { kind: 'update', body: { ...lock.lease, spec }, takeover: s.phase !== 'leader' };
+}
+
+/**
+ * Coordinated mode: the replica the coordinator prefers over us while we lead (the lock's
+ * preferredHolder names another replica), else undefined. The elector then steps down.
+ */
+export function preemptedBy(cfg: MachineConfig, s: ElectionState): string | undefined {
+  if (!cfg.coordinated || s.phase !== 'leader' || s.lock.kind !== 'present') return undefined;
+  const r = s.lock.record;
+  if (r.holderIdentity !== cfg.identity) return undefined;
+  const pref = r.preferredHolder;
+  return pref !== undefined && pref !== '' && pref !== cfg.identity ? pref : undefined;
+}
+
 /** Our create/update succeeded: `response` is the stored object, `sentAt` when we sent it. */
 export function writeSucceeded(
   cfg: MachineConfig,
@@ -327,7 +459,7 @@ export function writeSucceeded(
   };
   // A renewal that was already on its way when we stepped down: we hold the lock again on the
   // server, but we do not lead. Keep the fresh copy for the release.
-  if (s.phase !== 'leader' && !s.eligible) return { ...s, ...stored };
+  if (s.phase !== 'leader' && (!s.eligible || s.lastAttempt?.asLeader === true)) return { ...s, ...stored };
   return {
     ...s,
     ...stored,
@@ -364,15 +496,22 @@ export function setEligible(s: ElectionState, eligible: boolean): ElectionState 
 }
 
 /**
- * A leader gives leadership up without ending: it becomes a candidate that is not eligible, its
- * fence closed at once. Releasing the lock is the elector's job (after writes in flight ended).
+ * A leader gives leadership up without ending: it becomes a candidate, its fence closed at once;
+ * one that is not eligible (blind), unless `keepEligible` (preempted by the coordinator: it stays
+ * a candidate the coordinator may elect again). Releasing the lock is the elector's job (after
+ * writes in flight ended).
  */
-export function stepDown(cfg: MachineConfig, s: ElectionState, now: number): ElectionState {
+export function stepDown(
+  cfg: MachineConfig,
+  s: ElectionState,
+  now: number,
+  keepEligible = false,
+): ElectionState {
   if (s.phase !== 'leader') return s;
   return {
     ...s,
     phase: 'candidate',
-    eligible: false,
+    eligible: keepEligible && s.eligible,
     renewedAt: undefined,
     suspect: false,
     nextAttemptAt: now + cfg.retryPeriodMs,
@@ -389,8 +528,11 @@ export function stop(s: ElectionState, reason: string): ElectionState {
   return { ...s, phase: 'stopped', suspect: false, endReason: s.endReason ?? reason };
 }
 
-/** The lock spec that gives the lease up (client-go's ReleaseOnCancel): no holder, 1 s duration. */
-export function releaseSpec(r: LeaderRecord, wallMs: number): LeaseSpec {
+/**
+ * The lock spec that gives the lease up (client-go's ReleaseOnCancel): no holder, 1 s duration. In
+ * coordinated mode the coordinator's strategy stays (it then names the next holder at once).
+ */
+export function releaseSpec(r: LeaderRecord, wallMs: number, coordinated = false): LeaseSpec {
   const stamp = microTime(wallMs);
   return specOf({
     holderIdentity: '',
@@ -398,7 +540,7 @@ export function releaseSpec(r: LeaderRecord, wallMs: number): LeaseSpec {
     acquireTime: stamp,
     renewTime: stamp,
     leaseTransitions: r.leaseTransitions,
-    strategy: undefined,
+    strategy: coordinated ? r.strategy : undefined,
     preferredHolder: undefined,
   });
 }

@@ -14,6 +14,13 @@ import { Counter, Gauge, type Metric, type Registry } from 'prom-client';
  * - `nlc_leader_election_renew_errors_total{name}`: renew attempts by the leader that failed
  *   (request error, timeout or conflict on the slow path). A fast-path failure followed by a
  *   successful slow path is not an error.
+ * - `nlc_leader_election_coordinated{name}`: 1 while this replica runs coordinated leader election
+ *   (--feature-gates=CoordinatedLeaderElection=true and the API server serves it), else 0.
+ * - `nlc_leader_election_lock_info{name, strategy, preferred_holder}`: 1 for the lock's
+ *   spec.strategy and spec.preferredHolder as this replica last saw them ('' when unset); no
+ *   series while the lock is missing or not yet read.
+ * - `nlc_lease_candidate_pings_answered_total`, `nlc_lease_candidate_renew_errors_total`: the
+ *   LeaseCandidate's answers to the coordinator's pings and its failed writes.
  * - `nlc_identity_lease_renew_errors_total`, `nlc_identity_leases_collected_total`: the identity
  *   lease publisher's failed renewals and the stale identity leases it deleted.
  */
@@ -22,6 +29,10 @@ export interface LeaderElectionMetrics {
   slowpath: Counter<'name'>;
   transitions: Counter<'name'>;
   renewErrors: Counter<'name'>;
+  coordinated: Gauge<'name'>;
+  lockInfo: Gauge<'name' | 'strategy' | 'preferred_holder'>;
+  candidatePings: Counter<string>;
+  candidateErrors: Counter<string>;
   identityRenewErrors: Counter<string>;
   identityCollected: Counter<string>;
 }
@@ -69,6 +80,44 @@ export function createLeaderElectionMetrics(registry: Registry): LeaderElectionM
           name: 'nlc_leader_election_renew_errors_total',
           help: 'Renew attempts of the leader-election lock that failed while this replica was leading.',
           labelNames: ['name'],
+          registers,
+        }),
+    ),
+    coordinated: reuse(
+      'nlc_leader_election_coordinated',
+      () =>
+        new Gauge({
+          name: 'nlc_leader_election_coordinated',
+          help: '1 while this replica runs coordinated leader election (a LeaseCandidate; the coordinator in kube-apiserver names the holder), else 0.',
+          labelNames: ['name'],
+          registers,
+        }),
+    ),
+    lockInfo: reuse(
+      'nlc_leader_election_lock_info',
+      () =>
+        new Gauge({
+          name: 'nlc_leader_election_lock_info',
+          help: "The leader-election lock's spec.strategy and spec.preferredHolder as this replica last saw them ('' when unset).",
+          labelNames: ['name', 'strategy', 'preferred_holder'],
+          registers,
+        }),
+    ),
+    candidatePings: reuse(
+      'nlc_lease_candidate_pings_answered_total',
+      () =>
+        new Counter({
+          name: 'nlc_lease_candidate_pings_answered_total',
+          help: "Pings of the coordinator (a new spec.pingTime on this replica's LeaseCandidate) answered with a renewal.",
+          registers,
+        }),
+    ),
+    candidateErrors: reuse(
+      'nlc_lease_candidate_renew_errors_total',
+      () =>
+        new Counter({
+          name: 'nlc_lease_candidate_renew_errors_total',
+          help: "Failed creations, renewals and deletions of this replica's LeaseCandidate.",
           registers,
         }),
     ),

@@ -23,6 +23,22 @@ export function microTime(wallMs: number): string {
   return `${iso.slice(0, 23)}000Z`;
 }
 
+/**
+ * A MicroTime for `wallMs`, but at least 1 µs after `after` (a MicroTime written by someone else,
+ * e.g. the coordinator's pingTime): an answer must read as later than what it answers. An
+ * unreadable `after` is ignored.
+ */
+export function microTimeAfter(wallMs: number, after: string): string {
+  const m = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?Z$/.exec(after);
+  const seconds = m ? Date.parse(`${m[1]}Z`) : Number.NaN;
+  if (!m || !Number.isFinite(seconds)) return microTime(wallMs);
+  const afterMicros = seconds * 1000 + Number((m[2] ?? '').padEnd(6, '0').slice(0, 6)) + 1;
+  const wallMicros = Math.floor(wallMs) * 1000;
+  if (wallMicros >= afterMicros) return microTime(wallMs);
+  const ms = Math.floor(afterMicros / 1000);
+  return `${new Date(ms).toISOString().slice(0, 20)}${String(afterMicros % 1_000_000).padStart(6, '0')}Z`;
+}
+
 function str(v: unknown): string | undefined {
   return typeof v === 'string' ? v : undefined;
 }

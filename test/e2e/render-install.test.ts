@@ -20,7 +20,13 @@ import { kustomizeOverlay } from '../support/kubectl.js';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const { version } = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
 const IMAGE = 'registry.example/platform/node-lifecycle-controller';
-const COMPONENTS = ['networkpolicy', 'node-pools', 'prometheusrule', 'servicemonitor'];
+const COMPONENTS = [
+  'coordinated-leader-election',
+  'networkpolicy',
+  'node-pools',
+  'prometheusrule',
+  'servicemonitor',
+];
 const FIELD_MANAGER = 'nlc-render-install-e2e';
 
 let cluster: TestCluster;
@@ -134,7 +140,7 @@ describe('npm run render-install: one YAML file, checked by a server-side dry ru
     for (const [args, msg] of [
       [
         ['--with=grafana'],
-        /no component "grafana" \(accepted: networkpolicy, node-pools, prometheusrule, servicemonitor, all\)/,
+        /no component "grafana" \(accepted: coordinated-leader-election, networkpolicy, node-pools, prometheusrule, servicemonitor, all\)/,
       ],
       [['--image=registry.example/nlc:1.0'], /a repository without a tag/],
       [['--namespace'], /unknown argument/],

@@ -183,7 +183,7 @@ describe('Helm chart', () => {
       controller: Record<string, unknown>;
     };
     const set = Object.keys(values.controller)
-      .filter((k) => !['dryRun', 'verbosity', 'extraArgs'].includes(k))
+      .filter((k) => !['dryRun', 'coordinatedLeaderElection', 'verbosity', 'extraArgs'].includes(k))
       .map(
         (k, i) =>
           `controller.${k}=${
@@ -215,6 +215,22 @@ describe('Helm chart', () => {
       components: [join(MANIFESTS, 'components', 'node-pools')],
     });
     expect(byKey(chart)).toEqual(byKey(notNamespace(kustomized)));
+  });
+
+  it('controller.coordinatedLeaderElection: the objects of manifests/base with the coordinated-leader-election component', () => {
+    const chart = withoutHelmLabels(template(['--set', 'controller.coordinatedLeaderElection=true']));
+    const kustomized = kustomizeOverlay({
+      resources: [BASE],
+      components: [join(MANIFESTS, 'components', 'coordinated-leader-election')],
+    });
+    expect(byKey(chart)).toEqual(byKey(notNamespace(kustomized)));
+    const args = pod(chart).containers[0]!.args;
+    expect(args).toContain('--feature-gates=CoordinatedLeaderElection=true');
+    expect(chart.some((o) => o.kind === 'Role' && o.metadata.name.endsWith(':leasecandidates'))).toBe(true);
+    // None of it by default.
+    const plain = template([]);
+    expect(plain.some((o) => o.metadata.name.endsWith(':leasecandidates'))).toBe(false);
+    expect(pod(plain).containers[0]!.args.some((a) => a.startsWith('--feature-gates'))).toBe(false);
   });
 
   it('nodePools: a ConfigMap the controller accepts, mounted where --node-pool-config points', () => {

@@ -41,7 +41,12 @@ const COMPONENTS = join(MANIFESTS, 'components');
 const OVERLAYS = join(MANIFESTS, 'overlays');
 const DASHBOARD = join(MANIFESTS, 'dashboards', 'node-lifecycle-controller.json');
 const OPERATIONS_MD = join(REPO, 'docs', 'operations.md');
-const COMPONENT_DIRS = ['servicemonitor', 'prometheusrule', 'networkpolicy'].map((c) => join(COMPONENTS, c));
+const COMPONENT_DIRS = [
+  'servicemonitor',
+  'prometheusrule',
+  'networkpolicy',
+  'coordinated-leader-election',
+].map((c) => join(COMPONENTS, c));
 
 const rel = (p: string) => relative(REPO, p);
 /** The job label every scraped series carries (the ServiceMonitor's jobLabel). */
@@ -104,6 +109,7 @@ describe('manifest files', () => {
       [
         'manifests/base',
         'manifests/components/companion-evictions',
+        'manifests/components/coordinated-leader-election',
         'manifests/components/networkpolicy',
         'manifests/components/node-pools',
         'manifests/components/prometheusrule',
@@ -189,10 +195,19 @@ describe('manifest files', () => {
       )
       .flatMap((r) => arr(get(r, 'verbs')));
     expect([...new Set(leaseVerbs)].sort()).toEqual(['get', 'list', 'watch']);
-    // The Role for the lock is in that namespace and bound to the ServiceAccount there.
-    const role = docs.find((d) => d.kind === 'Role');
-    expect(get(role, 'metadata', 'namespace')).toBe(ns);
-    expect(arr(get(role, 'rules')).flatMap((r) => arr(get(r, 'resources')))).toEqual(['leases']);
+    // The Role for the lock is in that namespace and bound to the ServiceAccount there; so is the
+    // coordinated-leader-election component's Role for LeaseCandidates.
+    const role = (name: string) => docs.find((d) => d.kind === 'Role' && get(d, 'metadata', 'name') === name);
+    expect(get(role('node-lifecycle-controller:leases'), 'metadata', 'namespace')).toBe(ns);
+    expect(
+      arr(get(role('node-lifecycle-controller:leases'), 'rules')).flatMap((r) => arr(get(r, 'resources'))),
+    ).toEqual(['leases']);
+    expect(get(role('node-lifecycle-controller:leasecandidates'), 'metadata', 'namespace')).toBe(ns);
+    expect(
+      arr(get(role('node-lifecycle-controller:leasecandidates'), 'rules')).flatMap((r) =>
+        arr(get(r, 'resources')),
+      ),
+    ).toEqual(['leasecandidates']);
   });
 
   it('every namespaced object of the base and the components names its namespace', () => {

@@ -1,0 +1,516 @@
+import { type Clock, timerDelay } from '../clock/clock.js';
+import { formatDuration } from '../clock/duration.js';
+import { KubeApiError } from '../kube/client.js';
+import type { KubeObject } from '../kube/types.js';
+import type { Logger } from '../log/logger.js';
+import type { Observable, Subscription } from '../rx/index.js';
+import type { Reflector, ResourceWatchDeps } from '../watch/reflector.js';
+import { isConflict, type KubeRequester } from './lease-api.js';
+import { watchNamed } from './lock-watch.js';
+import type { LeaderElectionMetrics } from './metrics.js';
+import { microTime, microTimeAfter } from './record.js';
+
+/**
+ * The LeaseCandidate of coordinated leader election (KEP-4355): each replica publishes one, named
+ * by its election identity (the coordinator writes that name into the lock as holderIdentity), in
+ * the lock's namespace, and keeps it renewed. The coordinator in kube-apiserver pings candidates
+ * (a new spec.pingTime) before it elects and counts those that renewed within 5 s after the ping.
+ *
+ * coordination.k8s.io/v1beta1 is the only version kube-apiserver 1.33-1.37 serves (v1.37.2 answers
+ * every call with `299 - "coordination.k8s.io/v1beta1 LeaseCandidate is deprecated in v1.36+,
+ * unavailable in v1.39+"`); it is served only with --runtime-config=coordination.k8s.io/v1beta1=true.
+ */
+export const LEASE_CANDIDATE_GROUP_VERSION = 'coordination.k8s.io/v1beta1';
+/** The strategy kube-apiserver's coordinator implements: the oldest emulation version leads. */
+export const OLDEST_EMULATION_VERSION = 'OldestEmulationVersion';
+
+export const CANDIDATE_DEFAULTS = {
+  /** client-go's LeaseCandidate requeueInterval: a renewal every 5 minutes besides the pings. */
+  renewIntervalMs: 5 * 60_000,
+  requestTimeoutMs: 5_000,
+} as const;
+
+export interface LeaseCandidateSpec {
+  leaseName?: string;
+  binaryVersion?: string;
+  emulationVersion?: string;
+  strategy?: string;
+  pingTime?: string | null;
+  renewTime?: string | null;
+}
+
+export interface LeaseCandidate extends KubeObject {
+  spec?: LeaseCandidateSpec;
+}
+
+export const candidatePaths = {
+  group: '/apis/coordination.k8s.io/v1beta1',
+  list: (ns: string) =>
+    `/apis/coordination.k8s.io/v1beta1/namespaces/${encodeURIComponent(ns)}/leasecandidates`,
+  one: (ns: string, name: string) =>
+    `/apis/coordination.k8s.io/v1beta1/namespaces/${encodeURIComponent(ns)}/leasecandidates/${encodeURIComponent(name)}`,
+};
+
+const SEMVER =
+  /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$/;
+
+/**
+ * The versions a candidate publishes, as kube-controller-manager does: the binary version without
+ * pre-release or build parts (semver's FinalizeVersion: "0.2.0-dev" -> "0.2.0"), and the emulation
+ * version `<major>.<minor>.0`, from --emulated-version (major.minor, not above the binary's) or the
+ * binary's own. Throws an Error naming the flag when they cannot be made.
+ */
+export function candidateVersions(
+  buildVersion: string,
+  emulated: string | undefined,
+): { binaryVersion: string; emulationVersion: string } {
+  const m = SEMVER.exec(buildVersion);
+  if (!m) {
+    throw new Error(
+      `coordinated leader election needs a semantic version (MAJOR.MINOR.PATCH), and this build is ${JSON.stringify(buildVersion)}`,
+    );
+  }
+  const [major, minor, patch] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  const binaryVersion = `${major}.${minor}.${patch}`;
+  if (emulated === undefined || emulated === '') {
+    return { binaryVersion, emulationVersion: `${major}.${minor}.0` };
+  }
+  const e = /^(0|[1-9]\d*)\.(0|[1-9]\d*)$/.exec(emulated);
+  if (!e) {
+    throw new Error(
+      `invalid value ${JSON.stringify(emulated)} for flag --emulated-version: accepted: MAJOR.MINOR, at most the binary's ${major}.${minor}`,
+    );
+  }
+  const [emMajor, emMinor] = [Number(e[1]), Number(e[2])];
+  if (emMajor > major || (emMajor === major && emMinor > minor)) {
+    throw new Error(
+      `invalid value ${JSON.stringify(emulated)} for flag --emulated-version: it must not be above the binary's version ${major}.${minor}`,
+    );
+  }
+  return { binaryVersion, emulationVersion: `${emMajor}.${emMinor}.0` };
+}
+
+/**
+ * A watch of our own LeaseCandidate alone (resource label "candidate" in the watch metrics). Not
+ * started. Its events feed the publisher through namedUpdates().
+ */
+export function watchCandidate(
+  deps: ResourceWatchDeps,
+  namespace: string,
+  name: string,
+): Reflector<LeaseCandidate> {
+  return watchNamed(deps, {
+    resource: 'candidate',
+    path: candidatePaths.list(namespace),
+    name,
+    strip: stripCandidate,
+  });
+}
+
+function stripCandidate(raw: unknown): LeaseCandidate | undefined {
+  const o = raw as LeaseCandidate | undefined;
+  const m = o?.metadata;
+  if (!m || typeof m.name !== 'string') return undefined;
+  const spec = o.spec && typeof o.spec === 'object' ? o.spec : undefined;
+  return {
+    metadata: {
+      name: m.name,
+      namespace: m.namespace,
+      uid: m.uid,
+      resourceVersion: m.resourceVersion,
+      creationTimestamp: m.creationTimestamp,
+    },
+    spec,
+  };
+}
+
+export interface LeaseCandidateOptions {
+  client: KubeRequester;
+  clock: Clock;
+  logger: Logger;
+  metrics: LeaderElectionMetrics;
+  namespace: string;
+  /** The election identity: the coordinator writes it into the lock as holderIdentity. */
+  name: string;
+  /** The lock Lease this replica is a candidate for. */
+  leaseName: string;
+  binaryVersion: string;
+  emulationVersion: string;
+  strategy?: string;
+  /** Our candidate as a watch sees it (undefined: deleted). Pings arrive through it. */
+  updates$?: Observable<LeaseCandidate | undefined>;
+  renewIntervalMs?: number;
+  requestTimeoutMs?: number;
+}
+
+/**
+ * Publishes this replica's LeaseCandidate, renews it every 5 minutes (client-go's interval) and
+ * answers each ping at once. A ping is judged the way this project judges every remote time: by a
+ * CHANGE of spec.pingTime, never by comparing it with our clock (client-go answers while
+ * pingTime is after renewTime, which mixes two clocks and, with ours behind, renews in a loop). The
+ * answer's renewTime is our wall clock, but never before the ping (1 µs after it): the coordinator
+ * counts a candidate as answering when renewTime is after pingTime, both as written.
+ *
+ * A replica that cannot see (setEligible(false)) writes nothing: it does not answer pings, so the
+ * coordinator does not elect it. A candidate deleted by someone else (the coordinator collects
+ * those not renewed for 30 minutes) is created again. shutdown() deletes it (client-go leaves it
+ * for that garbage collection).
+ */
+export class LeaseCandidatePublisher {
+  readonly name: string;
+  private readonly o: LeaseCandidateOptions;
+  private readonly log: Logger;
+  private readonly renewIntervalMs: number;
+  private readonly timeoutMs: number;
+  private cached: LeaseCandidate | undefined;
+  /** The pingTime our last successful write answered ('' before any ping). */
+  private answered: string | undefined;
+  /** The latest pingTime seen on our candidate. */
+  private ping: string | undefined;
+  private eligible = true;
+  private running = false;
+  private syncing = false;
+  private dirty = false;
+  private failures = 0;
+  private timer: Subscription | undefined;
+  private sub: Subscription | undefined;
+
+  constructor(o: LeaseCandidateOptions) {
+    this.o = o;
+    this.name = o.name;
+    this.renewIntervalMs = o.renewIntervalMs ?? CANDIDATE_DEFAULTS.renewIntervalMs;
+    this.timeoutMs = o.requestTimeoutMs ?? CANDIDATE_DEFAULTS.requestTimeoutMs;
+    this.log = o.logger.with({ component: 'lease-candidate', candidate: `${o.namespace}/${o.name}` });
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.log.info('Publishing lease candidate', {
+      lease: this.o.leaseName,
+      binaryVersion: this.o.binaryVersion,
+      emulationVersion: this.o.emulationVersion,
+      strategy: this.strategy(),
+    });
+    this.sub = this.o.updates$?.subscribe({
+      next: (c) => this.onUpdate(c),
+      error: (err: unknown) =>
+        this.log.warn('Lease candidate watch failed; pings answered at the next renewal', { err }),
+    });
+    void this.sync('start');
+  }
+
+  /** A replica that cannot see does not answer pings (nor renews), so it is not elected. */
+  setEligible(eligible: boolean): void {
+    if (eligible === this.eligible) return;
+    this.eligible = eligible;
+    if (eligible && this.running && (this.cached === undefined || this.unanswered()))
+      void this.sync('eligible');
+  }
+
+  stop(): void {
+    this.running = false;
+    this.timer?.unsubscribe();
+    this.sub?.unsubscribe();
+    this.timer = this.sub = undefined;
+  }
+
+  /** Graceful shutdown: stop, then delete our candidate unless someone replaced it meanwhile. */
+  async shutdown(timeoutMs: number = this.timeoutMs): Promise<void> {
+    this.stop();
+    try {
+      const current = await this.get(timeoutMs);
+      const uid = current?.metadata.uid;
+      if (!current || !uid) return;
+      await this.o.client.request({
+        method: 'DELETE',
+        path: candidatePaths.one(this.o.namespace, this.name),
+        body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid } },
+        timeoutMs,
+      });
+      this.log.info('Deleted lease candidate on shutdown');
+    } catch (err) {
+      if (err instanceof KubeApiError && (err.isNotFound || err.isConflict)) return;
+      this.o.metrics.candidateErrors.inc();
+      this.log.warn('Failed to delete lease candidate on shutdown', { err });
+    }
+  }
+
+  private strategy(): string {
+    return this.o.strategy ?? OLDEST_EMULATION_VERSION;
+  }
+
+  private unanswered(): boolean {
+    return this.ping !== undefined && this.ping !== '' && this.ping !== this.answered;
+  }
+
+  private onUpdate(c: LeaseCandidate | undefined): void {
+    if (!this.running) return;
+    if (c === undefined) {
+      this.cached = undefined;
+      if (!this.syncing) {
+        this.log.info('Lease candidate deleted by someone else; creating it again');
+        if (this.eligible) void this.sync('deleted');
+      }
+      return;
+    }
+    if (c.metadata.name !== this.name) return;
+    this.cached = c;
+    this.ping = typeof c.spec?.pingTime === 'string' ? c.spec.pingTime : '';
+    if (this.unanswered() && this.eligible) void this.sync('ping');
+  }
+
+  private get(timeoutMs: number): Promise<LeaseCandidate | undefined> {
+    return this.o.client
+      .request<LeaseCandidate>({
+        method: 'GET',
+        path: candidatePaths.one(this.o.namespace, this.name),
+        timeoutMs,
+      })
+      .catch((err: unknown) => {
+        if (err instanceof KubeApiError && err.isNotFound) return undefined;
+        throw err;
+      });
+  }
+
+  /** renewTime for an answer: our wall clock, but 1 µs after the ping when our clock is behind it. */
+  private renewStamp(ping: string | null | undefined): string {
+    const wall = this.o.clock.wall();
+    return typeof ping === 'string' && ping !== '' ? microTimeAfter(wall, ping) : microTime(wall);
+  }
+
+  private desired(base: LeaseCandidate | undefined): LeaseCandidate {
+    return {
+      apiVersion: LEASE_CANDIDATE_GROUP_VERSION,
+      kind: 'LeaseCandidate',
+      metadata: base ? { ...base.metadata } : { name: this.name, namespace: this.o.namespace },
+      spec: {
+        ...(base?.spec ?? {}),
+        leaseName: this.o.leaseName,
+        binaryVersion: this.o.binaryVersion,
+        emulationVersion: this.o.emulationVersion,
+        strategy: this.strategy(),
+        renewTime: this.renewStamp(base?.spec?.pingTime),
+      },
+    };
+  }
+
+  /** Creates or renews our candidate now; serialized (a request during one runs right after it). */
+  async sync(why: string): Promise<boolean> {
+    if (this.syncing) {
+      // A ping seen meanwhile is answered after this write if this one did not answer it (the
+      // check below). Not marked dirty: the watch may show this very write, with the ping it
+      // answers, before its response arrives, and a second write would answer that ping again.
+      if (why !== 'ping') this.dirty = true;
+      return false;
+    }
+    this.syncing = true;
+    this.timer?.unsubscribe();
+    let ok = false;
+    try {
+      // Nothing is written while we cannot see (but the first publication is).
+      ok = !this.eligible && why !== 'start' ? true : await this.write(why);
+      this.failures = 0;
+    } catch (err) {
+      this.failures++;
+      this.o.metrics.candidateErrors.inc();
+      this.log.warn('Failed to renew lease candidate', { err, why, failures: this.failures });
+    } finally {
+      this.syncing = false;
+    }
+    if (!this.running) return ok;
+    if (this.dirty || (ok && this.eligible && this.unanswered())) {
+      this.dirty = false;
+      return await this.sync('ping');
+    }
+    const delay = ok
+      ? this.renewIntervalMs
+      : Math.min(this.renewIntervalMs, 200 * 2 ** Math.min(this.failures, 8));
+    this.timer = this.o.clock.scheduler.schedule(
+      () => void this.sync(ok ? 'renew' : 'retry'),
+      timerDelay(delay),
+    );
+    if (!ok) this.log.debug(2, 'Retrying lease candidate', { retryIn: formatDuration(Math.round(delay)) });
+    return ok;
+  }
+
+  /** One create or renewal (conflicts and a vanished object re-read, a few times). */
+  private async write(why: string): Promise<boolean> {
+    const timeoutMs = this.timeoutMs;
+    let base = this.cached;
+    for (let round = 0; round < 3; round++) {
+      if (base === undefined) base = await this.get(timeoutMs);
+      try {
+        if (base === undefined) {
+          this.cached = await this.send('POST', this.desired(undefined), timeoutMs);
+          this.log.info('Created lease candidate', { why });
+        } else if (base.spec?.leaseName !== this.o.leaseName) {
+          // leaseName is immutable: a candidate left for another lock (same identity) is replaced.
+          await this.o.client.request({
+            method: 'DELETE',
+            path: candidatePaths.one(this.o.namespace, this.name),
+            body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: base.metadata.uid } },
+            timeoutMs,
+          });
+          base = undefined;
+          continue;
+        } else {
+          this.cached = await this.send('PUT', this.desired(base), timeoutMs);
+        }
+      } catch (err) {
+        if (isConflict(err) || (err instanceof KubeApiError && err.isNotFound)) {
+          base = undefined;
+          continue;
+        }
+        throw err;
+      }
+      // Our write carried the pingTime it answers (a newer ping would have made it a conflict).
+      const pinged = typeof this.cached?.spec?.pingTime === 'string' ? this.cached.spec.pingTime : '';
+      if (pinged !== '' && pinged !== this.answered) {
+        this.o.metrics.candidatePings.inc();
+        this.log.debug(2, "Answered the coordinator's ping", { pingTime: pinged });
+      } else if (base !== undefined) {
+        this.log.debug(4, 'Renewed lease candidate', { why });
+      }
+      this.answered = pinged;
+      return true;
+    }
+    throw new Error('lease candidate kept changing under us (3 conflicts in a row)');
+  }
+
+  private async send(
+    method: 'POST' | 'PUT',
+    body: LeaseCandidate,
+    timeoutMs: number,
+  ): Promise<LeaseCandidate> {
+    return await this.o.client.request<LeaseCandidate>({
+      method,
+      path:
+        method === 'POST'
+          ? candidatePaths.list(this.o.namespace)
+          : candidatePaths.one(this.o.namespace, this.name),
+      body,
+      timeoutMs,
+    });
+  }
+}
+
+/** The lease kube-apiserver's coordinator ("leader-election-controller") holds while it runs. */
+export const COORDINATOR_LEASE = { namespace: 'kube-system', name: 'leader-election-controller' } as const;
+
+export type CoordinationSupport =
+  | { readonly ok: true; readonly note?: string }
+  | { readonly ok: false; readonly reason: string };
+
+export interface CoordinationCheckOptions {
+  client: KubeRequester;
+  clock: Clock;
+  logger: Logger;
+  /** Between failed discovery requests (the API server unreachable: we do not decide on that). */
+  retryMs?: number;
+  /** How long the coordinator's lease may go unrenewed, as we see it, before we say there is none. */
+  coordinatorWaitMs?: number;
+  /** Between reads of the coordinator's lease. */
+  pollMs?: number;
+  /** Ends the check early (shutdown): resolves { ok: false }. */
+  signal?: AbortSignal;
+}
+
+export const COORDINATION_CHECK_DEFAULTS = {
+  retryMs: 2_000,
+  /** 2 x kube-apiserver's --coordinated-leadership-lease-duration (15 s): a restarted server has acquired it by then. */
+  coordinatorWaitMs: 30_000,
+  pollMs: 1_000,
+} as const;
+
+/**
+ * Whether coordinated leader election can work against this API server, asked once at start:
+ * 1. discovery of coordination.k8s.io/v1beta1 lists leasecandidates (404 or no entry: it cannot);
+ * 2. a coordinator runs: kube-system/leader-election-controller, the lease kube-apiserver's
+ *    coordinator holds, is seen RENEWED (its renewTime changes while we read it, never compared
+ *    with our clock) within coordinatorWaitMs. kube-apiserver serves the API with
+ *    --runtime-config=coordination.k8s.io/v1beta1=true alone, but runs the coordinator only with
+ *    the CoordinatedLeaderElection feature gate too: candidates would then wait for ever.
+ * A lease we may not read (403) is not held against the mode: it is used, with a note. Other
+ * failures are retried: an unreachable API server decides nothing.
+ */
+export async function checkCoordinatedElection(o: CoordinationCheckOptions): Promise<CoordinationSupport> {
+  const retryMs = o.retryMs ?? COORDINATION_CHECK_DEFAULTS.retryMs;
+  const pollMs = o.pollMs ?? COORDINATION_CHECK_DEFAULTS.pollMs;
+  const waitMs = o.coordinatorWaitMs ?? COORDINATION_CHECK_DEFAULTS.coordinatorWaitMs;
+  const now = () => o.clock.scheduler.now();
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve) => {
+      o.clock.scheduler.schedule(() => resolve(), timerDelay(ms));
+    });
+  const stopped = () => o.signal?.aborted === true;
+  const status = (err: unknown) => (err instanceof KubeApiError ? err.status : undefined);
+
+  for (let failures = 0; ; failures++) {
+    if (stopped()) return { ok: false, reason: 'stopped' };
+    try {
+      const list = await o.client.request<{ resources?: { name?: string }[] }>({
+        method: 'GET',
+        path: candidatePaths.group,
+        timeoutMs: CANDIDATE_DEFAULTS.requestTimeoutMs,
+      });
+      if (!(list.resources ?? []).some((r) => r.name === 'leasecandidates')) {
+        return {
+          ok: false,
+          reason: `the API server's ${LEASE_CANDIDATE_GROUP_VERSION} has no leasecandidates`,
+        };
+      }
+      break;
+    } catch (err) {
+      if (status(err) === 404) {
+        return { ok: false, reason: `the API server does not serve ${LEASE_CANDIDATE_GROUP_VERSION} (404)` };
+      }
+      if (failures % 10 === 0) {
+        o.logger.warn('Cannot ask the API server whether it serves LeaseCandidates; retrying', {
+          err,
+          retryIn: formatDuration(retryMs),
+        });
+      }
+      await sleep(retryMs);
+    }
+  }
+
+  const what = `${COORDINATOR_LEASE.namespace}/${COORDINATOR_LEASE.name}`;
+  const deadline = now() + waitMs;
+  let first: string | undefined;
+  let lastError: unknown;
+  for (;;) {
+    if (stopped()) return { ok: false, reason: 'stopped' };
+    try {
+      const lease = await o.client.request<{
+        spec?: { renewTime?: string | null; holderIdentity?: string | null };
+      }>({
+        method: 'GET',
+        path: `/apis/coordination.k8s.io/v1/namespaces/${COORDINATOR_LEASE.namespace}/leases/${COORDINATOR_LEASE.name}`,
+        timeoutMs: CANDIDATE_DEFAULTS.requestTimeoutMs,
+      });
+      const seen = `${lease.spec?.holderIdentity ?? ''}|${lease.spec?.renewTime ?? ''}`;
+      if (first === undefined) first = seen;
+      else if (seen !== first) return { ok: true };
+      lastError = undefined;
+    } catch (err) {
+      if (status(err) === 403)
+        return { ok: true, note: `cannot read ${what} (403): not checked whether a coordinator runs` };
+      if (status(err) !== 404) lastError = err;
+    }
+    if (now() >= deadline) break;
+    await sleep(Math.min(pollMs, Math.max(0, deadline - now())));
+  }
+  if (lastError !== undefined) {
+    return {
+      ok: true,
+      note: `could not read ${what} (${String(lastError)}): not checked whether a coordinator runs`,
+    };
+  }
+  return {
+    ok: false,
+    reason:
+      `no coordinator: ${what} was ${first === undefined ? 'missing' : 'not renewed'} for ${formatDuration(waitMs)} ` +
+      '(kube-apiserver runs it only with --feature-gates=CoordinatedLeaderElection=true)',
+  };
+}
