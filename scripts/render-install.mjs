@@ -7,7 +7,8 @@
 //   npm run render-install [-- --with=servicemonitor,prometheusrule,networkpolicy]
 //                            [--image=<registry>/node-lifecycle-controller] [--output=<file>|-]
 //
-// --with       components of manifests/components to include (comma-separated; `all` for every one)
+// --with       components of manifests/components to include (comma-separated; `all` for every one,
+//              the opt-in ones too: companion-evictions, coordinated-leader-election, node-pools)
 // --image      image repository (default: node-lifecycle-controller, no registry); the tag is always
 //              the version, so the file installs exactly the release it belongs to
 // --output     where to write (default dist/install/node-lifecycle-controller-<version>.yaml; - for
