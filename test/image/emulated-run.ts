@@ -12,7 +12,7 @@
  * time from the node's last renewal to Ready=Unknown, both seen by this script's watch.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -75,6 +75,8 @@ async function main(): Promise<void> {
     observer = await ClusterObserver.start(cluster.admin);
     // The container runs as 65532: it reads a copy of the admin kubeconfig (token, CA, the loopback
     // server, reached through the host's network).
+    // mkdtemp makes the folder 0700 (root's): 65532 could not reach the file in it.
+    chmodSync(dir, 0o755);
     writeFileSync(path.join(dir, 'config'), readFileSync(cluster.cp.kubeconfigPath), { mode: 0o644 });
 
     t = performance.now();
