@@ -34,6 +34,7 @@ async function cutFor(h: Harness, ms: number): Promise<Array<{ call: string; aft
 }
 
 const LAG_LOG = 'Lease was renewed but the watch had not shown it; not marking';
+const REWOUND_LOG = 'The API server answered with an older renewal than the watch showed; not marking';
 const unknownPatches = (h: Harness) =>
   h.sim.patches.filter((p) => JSON.stringify(p.body).includes('"type":"Ready","status":"Unknown"'));
 
@@ -439,6 +440,35 @@ describe('NodeLifecycleController: a lease re-read that is not the Lease (virtua
           .map((l) => l.node)
           .sort(),
       ).toEqual(['node-3', 'node-4']);
+      expect(unknownPatches(h)).toEqual([]);
+    } finally {
+      await h.stop();
+    }
+  });
+});
+
+describe('NodeLifecycleController: a re-read older than the watch (virtual time)', () => {
+  it('a re-read that answers with a renewal older than one the watch showed (etcd restored under the API server) marks nothing', async () => {
+    const h = harness({ nodes: 4 });
+    try {
+      await advance(20_000);
+      // What etcd held at its backup; the watch goes on to show later renewals.
+      const old = structuredClone({
+        kind: 'Lease',
+        apiVersion: 'coordination.k8s.io/v1',
+        ...h.sim.leases.get('node-3'),
+      });
+      await advance(10_000);
+      // The restore: the watch shows nothing new, a quorum read answers with the backup's Lease.
+      h.sim.holdLease('node-3', true);
+      h.sim.onRequest = (req) =>
+        req.method === 'GET' && req.path.endsWith('/leases/node-3') ? structuredClone(old) : undefined;
+      await advance(GRACE_MS + 30_000);
+      expect(unknownPatches(h)).toEqual([]);
+      expect(h.logs.filter((l) => l.msg === REWOUND_LOG).map((l) => l.node)).toContain('node-3');
+      // The API server caught up: the renewals show, still nothing marked.
+      h.sim.onRequest = undefined;
+      await advance(6_000);
       expect(unknownPatches(h)).toEqual([]);
     } finally {
       await h.stop();

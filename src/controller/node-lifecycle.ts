@@ -11,6 +11,7 @@ import {
 } from '../disruption/index.js';
 import {
   type Anomaly,
+  AnomalyKind,
   type EventRecord,
   NODE_LEASE_NAMESPACE,
   type NodeHealthTracker,
@@ -764,6 +765,15 @@ export class NodeLifecycleController {
     const r = this.o.tracker.observeLeaseRead(name, lease, this.now());
     this.noteAnomalies(r.anomalies);
     if (!r.valid) return false;
+    // A renewTime we saw before, older than the latest: the API server's storage is behind what the
+    // watch already showed (etcd restored from a backup under it). It shows nothing about the node
+    // now: mark nothing, read again on the next safety-net pass.
+    if (r.anomalies.some((a) => a.kind === AnomalyKind.RenewTimeReplayed)) {
+      this.log.warn('The API server answered with an older renewal than the watch showed; not marking', {
+        node: name,
+      });
+      return false;
+    }
     if (r.refreshed) {
       this.o.metrics.watchLagDetected.inc();
       this.log.warn('Lease was renewed but the watch had not shown it; not marking', { node: name });
