@@ -8,7 +8,8 @@
 //                            [--image=<registry>/node-lifecycle-controller] [--output=<file>|-]
 //
 // --with       components of manifests/components to include (comma-separated; `all` for every one,
-//              the opt-in ones too: companion-evictions, coordinated-leader-election, node-pools)
+//              the opt-in ones too: coordinated-leader-election, node-pools; not companion-evictions,
+//              which belongs to manifests/overlays/companion)
 // --image      image repository (default: node-lifecycle-controller, no registry); the tag is always
 //              the version, so the file installs exactly the release it belongs to
 // --output     where to write (default dist/install/node-lifecycle-controller-<version>.yaml; - for
@@ -30,9 +31,16 @@ function fail(msg) {
   process.exit(2);
 }
 
+/** Components that only make sense on an overlay this script does not render. */
+const OVERLAY_ONLY = ['companion-evictions'];
+
 function parseArgs(argv) {
   const opts = { with: [], image: IMAGE_NAME, output: undefined };
-  const available = readdirSync(COMPONENTS).filter((c) => statSync(join(COMPONENTS, c)).isDirectory());
+  // companion-evictions belongs to manifests/overlays/companion: on the base it adds a flag the
+  // controller refuses without --mode=companion, so this file (the base) does not offer it.
+  const available = readdirSync(COMPONENTS).filter(
+    (c) => statSync(join(COMPONENTS, c)).isDirectory() && !OVERLAY_ONLY.includes(c),
+  );
   for (const arg of argv) {
     const m = /^--(with|image|output)=(.*)$/.exec(arg);
     if (!m) fail(`unknown argument ${JSON.stringify(arg)} (accepted: --with=, --image=, --output=)`);
