@@ -144,6 +144,26 @@ const ts = (e: AuditEvent) => Date.parse(e.stageTimestamp ?? '');
 /** A renewal by the replica itself: the coordinator writes 5 s, our replicas their own lease duration. */
 const renewedBy = (name: string) => (e: LockEvent) => e.holder === name && e.duration === LEASE_MS / 1000;
 
+/** A LeaseCandidate of a candidate the test stands in for (it answers the pings itself). */
+async function publishCandidate(
+  name: string,
+  leaseName: string,
+  binaryVersion: string,
+  emulationVersion: string,
+  strategy: string,
+): Promise<void> {
+  await cluster.admin.request({
+    method: 'POST',
+    path: candidatePaths.list(NS),
+    body: {
+      apiVersion: 'coordination.k8s.io/v1beta1',
+      kind: 'LeaseCandidate',
+      metadata: { name },
+      spec: { leaseName, binaryVersion, emulationVersion, strategy, renewTime: microNow() },
+    },
+  });
+}
+
 function dumpOnFailure(): void {
   onTestFailed(() => {
     for (const [name, cp] of procs) console.log(`--- ${name}:\n${cp.summary()}`);
@@ -428,22 +448,7 @@ describe('coordinated leader election: kube-apiserver v1.37.2 coordinator, lease
     // coordinator, voting among our candidate alone on a lease without holderIdentity, dereferences
     // that nil holder and the whole kube-apiserver exits: seen here, not the controller's doing.)
     answeredByTest.add('other-impl');
-    await cluster.admin.request({
-      method: 'POST',
-      path: candidatePaths.list(NS),
-      body: {
-        apiVersion: 'coordination.k8s.io/v1beta1',
-        kind: 'LeaseCandidate',
-        metadata: { name: 'other-impl' },
-        spec: {
-          leaseName: TP,
-          binaryVersion: '9.9.9',
-          emulationVersion: '9.9.0',
-          strategy: 'example.com/custom',
-          renewTime: microNow(),
-        },
-      },
-    });
+    await publishCandidate('other-impl', TP, '9.9.9', '9.9.0', 'example.com/custom');
     await lockEvent('tp-lock created without holder', (e) => e.lock === TP, 0, 10_000);
     const d = await replica('d-0', { lock: TP });
     await candidateEvent('d-0 published', (e) => e.name === 'd-0' && e.type === 'ADDED', 20_000);
@@ -553,22 +558,7 @@ describe('coordinated leader election: kube-apiserver v1.37.2 coordinator, lease
     // A candidate h-0 published before the replica h-0 runs (the test answers its pings meanwhile):
     // the coordinator creates the lock naming h-0, with no acquireTime.
     answeredByTest.add('h-0');
-    await cluster.admin.request({
-      method: 'POST',
-      path: candidatePaths.list(NS),
-      body: {
-        apiVersion: 'coordination.k8s.io/v1beta1',
-        kind: 'LeaseCandidate',
-        metadata: { name: 'h-0' },
-        spec: {
-          leaseName: HL,
-          binaryVersion: '0.2.0',
-          emulationVersion: '0.2.0',
-          strategy: 'OldestEmulationVersion',
-          renewTime: microNow(),
-        },
-      },
-    });
+    await publishCandidate('h-0', HL, '0.2.0', '0.2.0', 'OldestEmulationVersion');
     await lockEvent('handed-lock naming h-0', (e) => e.lock === HL && e.holder === 'h-0', 0, 10_000);
     const handed = await cluster.admin.request<Lease>({ method: 'GET', path: paths.lease(NS, HL) });
     expect(handed.spec?.acquireTime ?? undefined).toBeUndefined();
