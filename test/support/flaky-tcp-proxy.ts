@@ -105,30 +105,16 @@ export class FlakyTcpProxy {
   }
 
   /**
-   * How long, within [from, to] (performance.now() times), the client had no stream from the server
-   * through this proxy. A connection streams between two chunks it delivers at most `maxGapMs` apart;
-   * the rest of the window is dark. Seen from outside the client: a watch whose events come more
-   * often than `maxGapMs` streams while it is up, and a request's answer or a quiet watch's rare
-   * event covers next to nothing.
+   * How long, within [from, to] (performance.now() times), fewer than `streams` connections through
+   * this proxy streamed from the server at once. A connection streams between two chunks it delivers
+   * at most `maxGapMs` apart. Seen from outside the client: a watch whose events come more often than
+   * `maxGapMs` streams while it is up, and a request's answer or a quiet watch's rare event covers
+   * next to nothing. With `streams` = the number of watches the client needs, the result is the time
+   * at least one of them was down, whichever it was (the proxy cannot tell them apart: TLS is end to
+   * end).
    */
-  darkMs(from: number, to: number, maxGapMs: number): number {
-    const lit: Array<[number, number]> = [];
-    for (const chunks of this.downstream) {
-      for (let i = 1; i < chunks.length; i++) {
-        const a = Math.max(chunks[i - 1]!, from);
-        const b = Math.min(chunks[i]!, to);
-        if (chunks[i]! - chunks[i - 1]! <= maxGapMs && b > a) lit.push([a, b]);
-      }
-    }
-    lit.sort((x, y) => x[0] - y[0]);
-    let covered = 0;
-    let end = from;
-    for (const [a, b] of lit) {
-      if (b <= end) continue;
-      covered += b - Math.max(a, end);
-      end = b;
-    }
-    return to - from - covered;
+  darkMs(from: number, to: number, maxGapMs: number, streams = 1): number {
+    return darkTime(this.downstream, from, to, maxGapMs, streams);
   }
 
   /** Resets every open connection. Returns how many. */
@@ -199,4 +185,39 @@ export class FlakyTcpProxy {
     for (const s of this.dead) s.destroy();
     await new Promise<void>((r) => this.server.close(() => r()));
   }
+}
+
+/**
+ * FlakyTcpProxy.darkMs on recorded chunk times (one array per connection): the time within
+ * [from, to] that fewer than `streams` connections streamed at once.
+ */
+export function darkTime(
+  connections: readonly (readonly number[])[],
+  from: number,
+  to: number,
+  maxGapMs: number,
+  streams: number,
+): number {
+  // +1 where a connection starts streaming, -1 where it stops; sweep and add up the time below
+  // `streams`.
+  const edges: Array<[number, number]> = [];
+  for (const chunks of connections) {
+    for (let i = 1; i < chunks.length; i++) {
+      const a = Math.max(chunks[i - 1]!, from);
+      const b = Math.min(chunks[i]!, to);
+      if (chunks[i]! - chunks[i - 1]! <= maxGapMs && b > a) edges.push([a, 1], [b, -1]);
+    }
+  }
+  // Edges at one instant enclose no time, so their order among themselves does not matter.
+  edges.sort((x, y) => x[0] - y[0]);
+  let depth = 0;
+  let at = from;
+  let dark = 0;
+  for (const [t, d] of edges) {
+    if (depth < streams) dark += t - at;
+    at = t;
+    depth += d;
+  }
+  if (depth < streams) dark += to - at;
+  return dark;
 }

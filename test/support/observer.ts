@@ -16,6 +16,8 @@ export class ClusterObserver {
   readonly ready = new Map<string, { at: number; status: string }[]>();
   /** node -> [time, taint keys:effects] each time the taint set changed. */
   readonly taints = new Map<string, { at: number; taints: string[] }[]>();
+  /** node -> times a new Ready lastHeartbeatTime (a kubelet status post) was seen. */
+  readonly statusHeartbeats = new Map<string, number[]>();
   readonly nodes = new Map<string, Node>();
   readonly pods = new Map<string, Pod>();
   /** pod key -> [time, Ready status] changes. */
@@ -26,6 +28,7 @@ export class ClusterObserver {
    */
   readonly podDeleted = new Map<string, { at: number; uid: string }[]>();
   private readonly lastRenew = new Map<string, string>();
+  private readonly lastHeartbeat = new Map<string, string>();
   private stops: (() => void)[] = [];
 
   static async start(client: KubeClient): Promise<ClusterObserver> {
@@ -41,7 +44,13 @@ export class ClusterObserver {
       await rawWatch<Node>(client, paths.nodes(), (e) => {
         const name = e.object.metadata.name;
         o.nodes.set(name, e.object);
-        const status = e.object.status?.conditions?.find((c) => c.type === 'Ready')?.status ?? '-';
+        const readyCondition = e.object.status?.conditions?.find((c) => c.type === 'Ready');
+        const heartbeat = String(readyCondition?.lastHeartbeatTime ?? '');
+        if (heartbeat && o.lastHeartbeat.get(name) !== heartbeat) {
+          o.lastHeartbeat.set(name, heartbeat);
+          o.statusHeartbeats.set(name, [...(o.statusHeartbeats.get(name) ?? []), e.at]);
+        }
+        const status = readyCondition?.status ?? '-';
         const rs = o.ready.get(name) ?? [];
         if (rs.at(-1)?.status !== status) o.ready.set(name, [...rs, { at: e.at, status }]);
         const taints = (e.object.spec?.taints ?? []).map((t) => `${t.key}:${t.effect}`).sort();
@@ -66,6 +75,11 @@ export class ClusterObserver {
 
   lastRenewalAt(node: string): number | undefined {
     return this.renewals.get(node)?.at(-1);
+  }
+
+  /** When the test last saw the kubelet post a new Ready heartbeat (node status, not the lease). */
+  lastStatusHeartbeatAt(node: string): number | undefined {
+    return this.statusHeartbeats.get(node)?.at(-1);
   }
 
   readyStatus(node: string): string | undefined {
