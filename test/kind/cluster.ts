@@ -156,12 +156,14 @@ export class KindCluster {
   }
 
   /** The same install with the project's Helm and the chart's kind values (its ci/kind-values.yaml). */
-  async installChart(): Promise<void> {
+  /** `helm install` (or `upgrade --reuse-values`) of the chart with ci/kind-values.yaml and `extra` arguments. */
+  async installChart(extra: string[] = [], verb: 'install' | 'upgrade' = 'install'): Promise<void> {
     const chart = path.join(REPO, 'charts', 'node-lifecycle-controller');
     await this.t.sh(
       projectHelm(),
       [
-        'install',
+        verb,
+        ...(verb === 'upgrade' ? ['--reuse-values'] : []),
         DEPLOYMENT,
         chart,
         '--kubeconfig',
@@ -174,6 +176,7 @@ export class KindCluster {
         '--wait',
         '--timeout',
         '180s',
+        ...extra,
       ],
       { timeoutMs: 240_000 },
     );
@@ -253,6 +256,12 @@ export class KindCluster {
     writeDiagnostics(dir, 'pods.txt', await k(['get', 'pods', '-A', '-o', 'wide']));
     writeDiagnostics(dir, 'lease.yaml', await k(['-n', NS, 'get', 'lease', LOCK, '-o', 'yaml']));
     writeDiagnostics(dir, 'events.txt', await k(['get', 'events', '-A', '--sort-by=.lastTimestamp']));
+    // kube-controller-manager's own log (a restart or a lost lease gives every node a fresh grace).
+    writeDiagnostics(
+      dir,
+      'kube-controller-manager.log',
+      `${await k(['-n', 'kube-system', 'logs', '-l', 'component=kube-controller-manager', '--tail=400'])}\n--- leases ---\n${await k(['-n', 'kube-system', 'get', 'lease', 'kube-controller-manager', '-o', 'yaml'])}`,
+    );
     const pods = await safe('pods', async () =>
       (await this.controllerPods()).map((p) => p.metadata.name).join('\n'),
     );

@@ -53,6 +53,12 @@ if ('skip' in resolved) throw new Error(`the kind suite cannot run here: ${resol
 
 /** Seconds of grace the kind overlay gives; kubelets renew every 10s. */
 const GRACE_S = 20;
+/**
+ * The Helm scenario's pool grace for its victim, set by a ConfigMap update: distinct from GRACE_S by
+ * more than the overhead, and above --watch-silence-threshold (3/4 of GRACE_S, 15s), which a pool
+ * grace must exceed.
+ */
+const POOL_GRACE_S = 16;
 /** The Deployment's leader-election lease duration (the controller's default). */
 const LEASE_S = 15;
 /** The test pod's toleration of the unreachable NoExecute taint. */
@@ -506,14 +512,15 @@ describe('kind cluster, controller from its image and manifests', () => {
     );
   });
 
-  it('installed with the Helm chart instead of kustomize: a stopped worker is marked and recovers', async () => {
+  it('installed with the Helm chart instead of kustomize, node pools from its ConfigMap: a helm upgrade of the pools is reloaded in place, and a stopped worker is marked at its pool grace and recovers', async () => {
     collectOnFailure('helm-chart');
     const removing = performance.now();
     await cluster.uninstall();
     const removed = performance.now() - removing;
     expect(await cluster.controllerPods()).toEqual([]);
     const installing = performance.now();
-    await cluster.installChart();
+    // An empty pool list: the ConfigMap is mounted, every node has the default grace.
+    await cluster.installChart(['--set-json', 'nodePools=[]']);
     const { leader, standby } = await cluster.steady(240_000);
     pass(
       `kustomize install removed in ${secs(removed)}s; chart installed (ci/kind-values.yaml) and steady ${secs(performance.now() - installing)}s later: leader ${leader.pod} on ${leader.node}`,
@@ -524,9 +531,42 @@ describe('kind cluster, controller from its image and manifests', () => {
       `deploy/${DEPLOYMENT}`,
     ]);
     expect(dep.metadata.labels?.['app.kubernetes.io/managed-by']).toBe('Helm');
-    // The node-loss check of the kustomize install, judged the same way on the test's own watches.
     const victim = standby.spec.nodeName!;
     expect(victim).not.toBe(leader.node);
+    // The victim gets a pool of its own by `helm upgrade`: only the ConfigMap changes (no pod
+    // template change, so no rollout and no lease hand-over); the kubelet swaps the mounted files
+    // (its atomic ..data symlink) and the running leader reloads them.
+    const reloads = async () =>
+      (await t.kubectl(['-n', NS, 'logs', leader.pod]))
+        .split('\n')
+        .filter((l) => l.includes('"Pool config reloaded"'));
+    const reloadsBefore = (await reloads()).length;
+    const upgrading = performance.now();
+    await cluster.installChart(
+      [
+        '--set-json',
+        `nodePools=${JSON.stringify([
+          {
+            name: 'victim',
+            selector: { matchLabels: { 'kubernetes.io/hostname': victim } },
+            nodeMonitorGracePeriod: `${POOL_GRACE_S}s`,
+          },
+        ])}`,
+      ],
+      'upgrade',
+    );
+    const reloaded = await waitFor(`the leader ${leader.pod} reloads the pools`, 180_000, async () => {
+      const lines = await reloads();
+      return lines.length > reloadsBefore ? lines.at(-1) : undefined;
+    });
+    expect(JSON.parse(reloaded.value)).toMatchObject({ pools: 1 });
+    const after = await cluster.steady(60_000);
+    expect(after.leader.pod, 'no rollout, no hand-over').toBe(leader.pod);
+    pass(
+      `helm upgrade of nodePools: the leader reloaded them ${secs(performance.now() - upgrading)}s after the upgrade began (kubelet volume update), same leader pod`,
+    );
+    // The node-loss check of the kustomize install, judged the same way on the test's own watches,
+    // at the victim's pool grace instead of the default.
     await new Promise((r) => setTimeout(r, 12_000)); // the leader sees a few renewals of every node
     await t.docker(['stop', victim], 120_000);
     await waitFor(`${victim} Unknown with both unreachable taints`, (GRACE_S + 45) * 1000, async () => {
@@ -540,10 +580,10 @@ describe('kind cluster, controller from its image and manifests', () => {
     const lastRenewal = observer.lastRenewalAt(victim)!;
     const unknownAt = observer.readyAt(victim, 'Unknown', lastRenewal)!;
     pass(
-      `${victim} stopped under the chart's install: Unknown ${Math.round(unknownAt - lastRenewal - GRACE_S * 1000)} ms past grace after its last renewal, on the test's own watch`,
+      `${victim} stopped under the chart's install: Unknown ${Math.round(unknownAt - lastRenewal - POOL_GRACE_S * 1000)} ms past its pool grace (${POOL_GRACE_S}s, default ${GRACE_S}s) after its last renewal, on the test's own watch`,
     );
-    expect(unknownAt - lastRenewal).toBeGreaterThanOrEqual(GRACE_S * 1000 - 100);
-    expect(unknownAt - lastRenewal).toBeLessThanOrEqual(GRACE_S * 1000 + KIND_OVERHEAD_MS);
+    expect(unknownAt - lastRenewal).toBeGreaterThanOrEqual(POOL_GRACE_S * 1000 - 100);
+    expect(unknownAt - lastRenewal).toBeLessThanOrEqual(POOL_GRACE_S * 1000 + KIND_OVERHEAD_MS);
     await t.docker(['start', victim]);
     const back = await waitFor(`${victim} Ready=True with no health taints`, 180_000, async () => {
       const x = await node(victim);
