@@ -66,7 +66,7 @@ async function viewWith(lock: Lease['spec']): Promise<string> {
   return view.render({ title: 't' }).split('\n')[1] ?? '';
 }
 
-describe('FleetView', () => {
+describe('FleetView: the leader-election lock', () => {
   it('shows the lock holder, and with coordinated leader election the strategy and the preferred holder', async () => {
     expect(await viewWith({ holderIdentity: 'a_1', renewTime: '2026-01-01T00:00:00.000000Z' })).toMatch(
       /leader: a_1 \(lock nlc, renewal seen 0\.0s ago\)$/,

@@ -1,6 +1,7 @@
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { EventLoopSampler } from '../metrics/event-loop.js';
+import { WorkQueue } from './queue.js';
 import { advance, GRACE_MS, type Harness, harness, metric, SILENCE_MS } from './testing/harness.js';
 
 const T0 = Date.parse('2026-05-01T08:00:00.000Z');
@@ -585,6 +586,36 @@ describe('NodeLifecycleController: stop() ends the reads in flight (virtual time
     } finally {
       h.sim.onRequest = undefined;
       await advance(60_000); // the reads time out if they were not aborted
+      await h.stop();
+    }
+  });
+});
+
+describe('NodeLifecycleController: marks go ahead of ordinary work (virtual time)', () => {
+  // The ordering itself is WorkQueue's (queue.test.ts, "addUrgent"); this holds the wiring: a node
+  // found past its deadline, and a node that renews after being marked, are queued urgently;
+  // ordinary node changes are not.
+  it('a lost node is queued urgently when its deadline fires, and again when it renews', async () => {
+    const urgent = vi.spyOn(WorkQueue.prototype, 'addUrgent');
+    const h = harness({ nodes: 3 });
+    try {
+      await advance(5_000);
+      h.sim.updateNode('node-2', (n) => ({ ...n, metadata: { ...n.metadata, labels: { changed: 'yes' } } }));
+      await advance(1_000);
+      expect(urgent).not.toHaveBeenCalled();
+      const dead = 'node-1';
+      h.sim.stopKubelet(dead);
+      for (let t = 0; t < 2 * MINUTE && h.sim.markedUnknownAt(dead) === undefined; t += 1_000)
+        await advance(1_000);
+      expect(h.sim.readyOf(dead)).toBe('Unknown');
+      expect(urgent.mock.calls.map(([k]) => k)).toContain(dead);
+      expect(urgent.mock.calls.every(([k]) => k === dead)).toBe(true);
+      urgent.mockClear();
+      h.sim.renew(dead);
+      await advance(1_000);
+      expect(urgent.mock.calls.map(([k]) => k)).toEqual([dead]);
+    } finally {
+      urgent.mockRestore();
       await h.stop();
     }
   });

@@ -296,7 +296,9 @@ export class NodeLifecycleController {
       // A node reported due that renewed; or one whose marks only a renewal removes (companion mode:
       // no kubelet write tells it, and a restart does not report the nodes it had marked).
       const node = r.refreshed ? this.o.nodes.store.get(r.name) : undefined;
-      if (r.recovered || (node && this.o.policy.renewalMatters(node))) this.queue.add(r.name);
+      // A recovered node's marks come off ahead of bookkeeping, as a lost node's go on.
+      if (r.recovered) this.queue.addUrgent(r.name);
+      else if (node && this.o.policy.renewalMatters(node)) this.queue.add(r.name);
       this.o.onObservation?.('lease', r);
     }
     this.armDeadlineTimer();
@@ -510,7 +512,9 @@ export class NodeLifecycleController {
       this.o.metrics.blindSkipped.inc();
       return;
     }
-    for (const name of this.o.tracker.popDue(now)) this.queue.add(name);
+    // A lost node's mark goes ahead of every ordinary key: a fresh fleet's start-up writes (1,000
+    // not-ready taints lifted through a 20 QPS client) must not hold it for 50 s.
+    for (const name of this.o.tracker.popDue(now)) this.queue.addUrgent(name);
     this.armDeadlineTimer();
   }
 
@@ -522,7 +526,7 @@ export class NodeLifecycleController {
     if (this.stopped || !this.acting()) return;
     const now = this.now();
     const due = this.o.tracker.recheckAll(now);
-    for (const name of due) this.queue.add(name);
+    for (const name of due) this.queue.addUrgent(name);
     if (!this.pass) {
       if (due.length === 0) this.o.metrics.updateAllNodesHealthDuration.observe((this.now() - now) / 1000);
       else this.pass = { started: now, pending: new Set(due) };

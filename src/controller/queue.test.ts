@@ -37,6 +37,57 @@ describe('WorkQueue', () => {
     expect(q.inFlight).toBe(1);
   });
 
+  it('addUrgent: ahead of every ordinary key, FIFO among urgent ones; a waiting key moves ahead once', async () => {
+    const q = new WorkQueue<string>(new VirtualTimeScheduler());
+    for (let i = 0; i < 1000; i++) q.add(`startup-${i}`);
+    q.addUrgent('lost-1');
+    q.addUrgent('startup-500'); // already waiting: moves ahead, its old place is skipped
+    q.addUrgent('lost-1');
+    q.add('lost-1');
+    expect(q.length).toBe(1001);
+    const order: string[] = [];
+    while (q.length > 0) {
+      const k = (await q.get())!;
+      order.push(k);
+      q.done(k);
+    }
+    expect(order.slice(0, 3)).toEqual(['lost-1', 'startup-500', 'startup-0']);
+    expect(order).toHaveLength(1001);
+    expect(order.filter((k) => k === 'startup-500')).toHaveLength(1);
+    expect(order.at(-1)).toBe('startup-999');
+  });
+
+  it('addUrgent of a key being processed: processed again afterwards, ahead of ordinary keys', async () => {
+    const q = new WorkQueue<string>(new VirtualTimeScheduler());
+    q.add('a');
+    const k = (await q.get())!;
+    q.add('b');
+    q.addUrgent('a');
+    expect(q.length).toBe(1);
+    q.done(k);
+    expect(await q.get()).toBe('a');
+    q.done('a');
+    expect(await q.get()).toBe('b');
+  });
+
+  it('a key moved ahead and re-added ordinarily later is served once per add, not from its stale place', async () => {
+    const q = new WorkQueue<string>(new VirtualTimeScheduler());
+    q.add('x');
+    q.add('y');
+    q.addUrgent('y');
+    expect(await q.get()).toBe('y');
+    q.done('y');
+    q.add('y'); // a new ordinary add: after x, not at y's old, skipped place
+    q.add('z');
+    const order: string[] = [];
+    while (q.length > 0) {
+      const k = (await q.get())!;
+      order.push(k);
+      q.done(k);
+    }
+    expect(order).toEqual(['x', 'y', 'z']);
+  });
+
   it('delays with addAfter in virtual time, earliest wins', async () => {
     const s = new VirtualTimeScheduler();
     const q = new WorkQueue<string>(s);

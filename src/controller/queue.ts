@@ -7,13 +7,23 @@ import type { QueueMetrics } from './workqueue-metrics.js';
  * is added; a key being processed is never handed to a second worker; a key added while it is
  * processed is processed again afterwards. Failed keys are retried with per-key exponential backoff
  * (controller-runtime's 5 ms doubling, capped). Delays run on an injected scheduler.
+ *
+ * Beyond client-go: `addUrgent` puts a key ahead of every ordinary one (FIFO among urgent keys), so a
+ * lost node's mark does not wait behind a thousand start-up writes through a 20 QPS client.
  */
 export class WorkQueue<K = string> {
   private readonly queue: K[] = [];
   private head = 0;
+  /** Keys added urgently, served before `queue`. */
+  private readonly urgent: K[] = [];
+  /** Keys moved from `queue` to `urgent`: how many of their entries in `queue` to skip. */
+  private readonly moved = new Map<K, number>();
+  private movedCount = 0;
   private readonly waiting = new Set<K>();
   private readonly processing = new Set<K>();
   private readonly dirty = new Set<K>();
+  /** Keys re-added urgently while processed: they go back urgently. */
+  private readonly dirtyUrgent = new Set<K>();
   private readonly delayed = new Map<K, { at: number; sub: Subscription }>();
   private readonly failures = new Map<K, number>();
   private readonly takers: ((k: K | undefined) => void)[] = [];
@@ -25,7 +35,7 @@ export class WorkQueue<K = string> {
   ) {}
 
   get length(): number {
-    return this.queue.length - this.head;
+    return this.queue.length - this.head - this.movedCount + this.urgent.length;
   }
   get inFlight(): number {
     return this.processing.size;
@@ -48,7 +58,30 @@ export class WorkQueue<K = string> {
     this.enqueue(key);
   }
 
-  private enqueue(key: K): void {
+  /**
+   * As `add`, but ahead of every ordinary key: a key already waiting in the ordinary queue moves
+   * ahead; a key being processed is processed again at once afterwards.
+   */
+  addUrgent(key: K): void {
+    if (this.shuttingDown) return;
+    if (this.processing.has(key)) {
+      this.add(key);
+      this.dirtyUrgent.add(key);
+      return;
+    }
+    if (this.waiting.has(key)) {
+      if (this.urgent.includes(key)) return;
+      // Its entry in the ordinary queue stays where it is and is skipped when reached.
+      this.moved.set(key, (this.moved.get(key) ?? 0) + 1);
+      this.movedCount++;
+      this.urgent.push(key);
+      return;
+    }
+    this.opts.metrics?.add(key);
+    this.enqueue(key, true);
+  }
+
+  private enqueue(key: K, urgent = false): void {
     this.waiting.add(key);
     const taker = this.takers.shift();
     if (taker) {
@@ -58,7 +91,27 @@ export class WorkQueue<K = string> {
       taker(key);
       return;
     }
-    this.queue.push(key);
+    if (urgent) this.urgent.push(key);
+    else this.queue.push(key);
+  }
+
+  /** The next waiting key, urgent ones first; undefined when none waits. */
+  private next(): K | undefined {
+    if (this.urgent.length > 0) return this.urgent.shift();
+    while (this.head < this.queue.length) {
+      const key = this.queue[this.head++] as K;
+      if (this.head > 1024 && this.head * 2 > this.queue.length) {
+        this.queue.splice(0, this.head);
+        this.head = 0;
+      }
+      const skip = this.moved.get(key);
+      if (skip === undefined) return key;
+      // An entry left behind by addUrgent: the key was (or will be) served from the urgent queue.
+      this.movedCount--;
+      if (skip > 1) this.moved.set(key, skip - 1);
+      else this.moved.delete(key);
+    }
+    return undefined;
   }
 
   /** Adds the key after `ms`; an earlier pending delayed add for the same key wins. */
@@ -96,12 +149,8 @@ export class WorkQueue<K = string> {
 
   /** Resolves with the next key, or undefined once shut down. */
   get(): Promise<K | undefined> {
-    if (this.head < this.queue.length) {
-      const key = this.queue[this.head++] as K;
-      if (this.head > 1024 && this.head * 2 > this.queue.length) {
-        this.queue.splice(0, this.head);
-        this.head = 0;
-      }
+    const key = this.next();
+    if (key !== undefined) {
       this.waiting.delete(key);
       this.processing.add(key);
       this.opts.metrics?.get(key);
@@ -116,7 +165,8 @@ export class WorkQueue<K = string> {
     this.opts.metrics?.done(key);
     this.processing.delete(key);
     // Counted as an add when it was re-added during processing.
-    if (this.dirty.delete(key) && !this.shuttingDown) this.enqueue(key);
+    const urgent = this.dirtyUrgent.delete(key);
+    if (this.dirty.delete(key) && !this.shuttingDown) this.enqueue(key, urgent);
   }
 
   /** Drops pending and delayed keys (processing ones finish); wakes idle workers with undefined. */
@@ -126,8 +176,12 @@ export class WorkQueue<K = string> {
     this.delayed.clear();
     this.queue.length = 0;
     this.head = 0;
+    this.urgent.length = 0;
+    this.moved.clear();
+    this.movedCount = 0;
     this.waiting.clear();
     this.dirty.clear();
+    this.dirtyUrgent.clear();
     for (const t of this.takers.splice(0)) t(undefined);
   }
 }
