@@ -592,9 +592,46 @@ describe('NodeLifecycleController: stop() ends the reads in flight (virtual time
 });
 
 describe('NodeLifecycleController: marks go ahead of ordinary work (virtual time)', () => {
-  // The ordering itself is WorkQueue's (queue.test.ts, "addUrgent"); this holds the wiring: a node
-  // found past its deadline, and a node that renews after being marked, are queued urgently;
-  // ordinary node changes are not.
+  it('a node lost at start-up is marked at its grace, not after the not-ready taints of 99 others are lifted at 1 QPS', async () => {
+    const N = 100;
+    const notReady = { key: 'node.kubernetes.io/not-ready', effect: 'NoSchedule' } as const;
+    const h = harness({
+      nodes: N,
+      // A fresh fleet: every node still carries the not-ready taint the controller lifts once Ready,
+      // one write a second through 2 workers: 100 s of start-up writes, longer than the grace.
+      qps: 1,
+      burst: 1,
+      workers: 2,
+      before: (sim) => {
+        for (let i = 0; i < N; i++) sim.setTaints(`node-${i}`, [notReady]);
+      },
+    });
+    try {
+      // The last node in the queue's order dies at once.
+      const dead = `node-${N - 1}`;
+      const lastRenewal = h.sim.stopKubelet(dead);
+      let markedAt: number | undefined;
+      for (let t = 0; t < 3 * MINUTE && markedAt === undefined; t += 500) {
+        await advance(500);
+        markedAt = h.sim.markedUnknownAt(dead);
+      }
+      expect(markedAt, 'the lost node was marked').toBeDefined();
+      // The backlog was real: start-up writes were still waiting when the mark landed.
+      const stillTainted = [...h.sim.nodes.values()].filter((n) =>
+        (n.spec?.taints ?? []).some((x) => x.key === notReady.key),
+      ).length;
+      expect(stillTainted).toBeGreaterThan(N / 4);
+      // Its grace after the controller's start (a fresh grace for every node), plus the tokens the
+      // 2 workers already waited for and its own (1 s each); in the queue's order it would have
+      // waited ~100 s.
+      expect(markedAt! - lastRenewal).toBeLessThanOrEqual(GRACE_MS + 3_500);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  // The deadline path is held above; this holds the rest of the wiring: a node that renews after
+  // being marked is queued urgently too, and ordinary node changes are not.
   it('a lost node is queued urgently when its deadline fires, and again when it renews', async () => {
     const urgent = vi.spyOn(WorkQueue.prototype, 'addUrgent');
     const h = harness({ nodes: 3 });

@@ -61,6 +61,11 @@ export function harness(o: {
   policy?: MarkingPolicy;
   /** The writer computes and logs but sends nothing. */
   dryRun?: boolean;
+  /** The writer's client-side rate limit (default 50 QPS, burst 100). */
+  qps?: number;
+  burst?: number;
+  /** The controller's workers (default 8). */
+  workers?: number;
 }): Harness {
   const sim = new SimApiServer(now);
   for (let i = 0; i < o.nodes; i++) sim.addNode(`node-${i}`);
@@ -102,8 +107,8 @@ export function harness(o: {
     logger,
     metrics: createWriterMetrics(registry),
     clock,
-    qps: 50,
-    burst: 100,
+    qps: o.qps ?? 50,
+    burst: o.burst ?? 100,
     component: 'node-controller',
     instance: 'test',
   });
@@ -126,6 +131,7 @@ export function harness(o: {
     monitorPeriodMs: 5_000,
     markPodsNotReady: 'always',
     policy: o.policy,
+    ...(o.workers !== undefined ? { workers: o.workers } : {}),
     blindStepDownMs: o.blindStepDownMs,
     ticker: o.ticker,
     election: {
@@ -172,8 +178,13 @@ export function harness(o: {
       sim.stopAll();
       nodes.dispose();
       leases.dispose();
-      const stopped = controller.stop();
-      await advance(1000);
+      // Workers finish what they hold, a write waiting for its rate-limit token included: move
+      // virtual time until they have.
+      let done = false;
+      const stopped = controller.stop().finally(() => {
+        done = true;
+      });
+      for (let i = 0; i < 600 && !done; i++) await advance(1000);
       await stopped;
     },
   };
