@@ -1,5 +1,6 @@
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { parseDuration } from '../clock/duration.js';
 import { EventLoopSampler } from '../metrics/event-loop.js';
 import { WorkQueue } from './queue.js';
 import { advance, GRACE_MS, type Harness, harness, metric, SILENCE_MS } from './testing/harness.js';
@@ -72,6 +73,41 @@ describe('NodeLifecycleController: blind spells (virtual time)', () => {
       // Nobody else was marked.
       for (let i = 0; i < 10; i++) if (`node-${i}` !== dead) expect(h.sim.readyOf(`node-${i}`)).toBe('True');
       expect(await metric(h.registry, 'nlc_blind_seconds_total')).toBeGreaterThanOrEqual(blind / 1000);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a spell in which only the node watch is down moves no deadline: a node past its grace is marked as soon as both see', async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      await advance(5_000);
+      const dead = 'node-3';
+      const lastRenewal = h.sim.stopKubelet(dead);
+      await advance(lastRenewal + 30_000 - now());
+      // The node watch cannot reconnect for 30 s; the lease watch is back within a second and sees
+      // every renewal (and the lack of one) meanwhile. The deadline passes inside the spell.
+      h.sim.stallWatch('nodes', true);
+      h.sim.cut();
+      await advance(30_000);
+      h.sim.stallWatch('nodes', false);
+      const nodesBack = now();
+      let markedAt: number | undefined;
+      for (let t = 0; t < 2 * MINUTE && markedAt === undefined; t += 100) {
+        await advance(100);
+        markedAt = h.sim.markedUnknownAt(dead);
+      }
+      expect(markedAt, 'the dead node was marked').toBeDefined();
+      const blind = overlap(h.blindIntervals, lastRenewal, markedAt!);
+      expect(blind, 'the spell was real').toBeGreaterThanOrEqual(29_000);
+      // Marked right after sight came back, not grace + the whole spell after its last renewal.
+      expect(markedAt! - nodesBack).toBeLessThanOrEqual(1_000);
+      expect(markedAt! - lastRenewal).toBeLessThanOrEqual(GRACE_MS + blind - 15_000);
+      for (let i = 0; i < 10; i++) if (`node-${i}` !== dead) expect(h.sim.readyOf(`node-${i}`)).toBe('True');
+      const acting = h.logs.filter((l) => l.msg === 'Acting: watches healthy and leading').at(-1);
+      expect(acting).toMatchObject({ after: 'disconnected' });
+      // Moved by the lease watch's own reconnect (its first backoff, 0.8 s), not by the spell.
+      expect(parseDuration(String(acting?.deadlinesMovedBy))).toBeLessThanOrEqual(2_000);
     } finally {
       await h.stop();
     }

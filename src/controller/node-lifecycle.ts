@@ -134,6 +134,13 @@ export class NodeLifecycleController {
   private blindSince: number;
   /** The spell began or passed through not leading / not synced: fresh grace when it ends. */
   private spellFresh = true;
+  /**
+   * The lease watch's own blindness within the current spell: since when it cannot see renewals
+   * (undefined: it can), and how long it could not before that. Only this time moves deadlines: a
+   * spell in which the node watch alone was down saw every renewal.
+   */
+  private leaseBlindSince: number | undefined;
+  private leaseBlindMs = 0;
   /** Whether the watches can be trusted, leadership aside, and since when they cannot. */
   private watchBlind: { reason: WatchBlindReason; since: number } | undefined = {
     reason: 'unsynced',
@@ -377,8 +384,22 @@ export class NodeLifecycleController {
 
   private computeWatchBlindness(now: number): WatchBlindReason | undefined {
     const nodes = watchBlindness(this.o.nodes.health(), now, Number.POSITIVE_INFINITY);
-    if (nodes) return nodes;
+    return nodes ?? this.leaseBlindness(now);
+  }
+
+  private leaseBlindness(now: number): WatchBlindReason | undefined {
     return watchBlindness(this.o.leases.health(), now, this.o.watchSilenceThresholdMs);
+  }
+
+  /** Keeps the lease watch's own blind time (leaseBlindSince / leaseBlindMs) up to date. */
+  private trackLeaseSight(now: number): void {
+    const blind = this.leaseBlindness(now);
+    if (blind !== undefined && this.leaseBlindSince === undefined) {
+      this.leaseBlindSince = this.spellStart(blind, now);
+    } else if (blind === undefined && this.leaseBlindSince !== undefined) {
+      this.leaseBlindMs += Math.max(0, now - this.leaseBlindSince);
+      this.leaseBlindSince = undefined;
+    }
   }
 
   /** When a spell that begins now began: a silent lease watch has been unseen since its last contact. */
@@ -433,6 +454,7 @@ export class NodeLifecycleController {
   private evaluateSight(): void {
     if (this.stopped) return;
     const now = this.now();
+    this.trackLeaseSight(now);
     const watch = this.computeWatchBlindness(now);
     this.evaluateWatchSight(now, watch);
     const reason = this.computeBlindness(watch);
@@ -446,6 +468,7 @@ export class NodeLifecycleController {
         // since the threshold passed.
         this.blindSince = this.spellStart(reason, now);
         this.spellFresh = false;
+        this.leaseBlindMs = 0;
       }
       if (reason === 'not_leader' || reason === 'unsynced') this.spellFresh = true;
       if (reason === 'not_leader') this.log.info('Not leading: marking nothing');
@@ -455,21 +478,27 @@ export class NodeLifecycleController {
       return;
     }
     const blindMs = Math.max(0, now - this.blindSince);
+    // Acting means the lease watch sees, so leaseBlindSince is undefined here.
+    const leaseBlindMs = this.leaseBlindMs;
+    this.leaseBlindMs = 0;
     if (this.spellFresh) {
       // We start, became leader, or synced for the first time: we know nothing about how long the
       // nodes have been silent, so every node gets a fresh grace period.
       this.o.tracker.resetAll(now);
     } else {
-      // Back from a blind spell while leading: the time nobody could see does not count against
-      // any node (kubelets may not have been able to renew through the same outage), but the grace
-      // that had already run out stays run out. A flapping watch delays marking by its blind
-      // time, never for ever.
-      this.o.tracker.extendAll(blindMs, now);
+      // Back from a blind spell while leading: the time the lease watch could not see does not
+      // count against any node (kubelets may not have been able to renew through the same outage),
+      // but the grace that had already run out stays run out. A flapping watch delays marking by
+      // its blind time, never for ever. Time in which only the node watch was down does not move
+      // deadlines: every renewal of it was seen, and a node past its grace is marked as soon as
+      // both watches see again.
+      this.o.tracker.extendAll(leaseBlindMs, now);
       this.o.metrics.blindSeconds.inc(blindMs / 1000);
     }
     this.log.info('Acting: watches healthy and leading', {
       after: was,
       blindFor: formatDuration(Math.round(blindMs)),
+      ...(this.spellFresh ? {} : { deadlinesMovedBy: formatDuration(Math.round(leaseBlindMs)) }),
       freshGrace: this.spellFresh,
     });
     for (const name of this.o.nodes.store.keys()) this.queue.add(name);
