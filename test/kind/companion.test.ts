@@ -175,6 +175,31 @@ describe('kind: companion mode beside kube-controller-manager at its defaults', 
     });
   }
 
+  /**
+   * kube-controller-manager's continuity: its container's restarts and its lock's holder and
+   * transitions. A restart or a new leader gives every node a fresh grace (upstream), so a mark
+   * after one is judged from when it led again.
+   */
+  async function providerContinuity(): Promise<{
+    restarts: number;
+    holder: string;
+    transitions: number;
+    acquiredWall: number;
+  }> {
+    const pods = await t.getJson<{ items: { status: { containerStatuses?: { restartCount: number }[] } }[] }>(
+      ['-n', 'kube-system', 'pods', '-l', 'component=kube-controller-manager'],
+    );
+    const lease = await t.getJson<{
+      spec: { holderIdentity?: string; leaseTransitions?: number; acquireTime?: string };
+    }>(['-n', 'kube-system', 'lease', 'kube-controller-manager']);
+    return {
+      restarts: pods.items.reduce((n, p) => n + (p.status.containerStatuses?.[0]?.restartCount ?? 0), 0),
+      holder: lease.spec.holderIdentity ?? '',
+      transitions: lease.spec.leaseTransitions ?? 0,
+      acquiredWall: Date.parse(lease.spec.acquireTime ?? '') || 0,
+    };
+  }
+
   const sinceLast = (at: number | undefined, last: number) => (at === undefined ? 'never' : secs(at - last));
   const endpointGone = (svc: string, since: number) => endpoints.goneAt(svc, since);
   const evictedAt = async (pod: string, since: number) =>
@@ -189,14 +214,30 @@ describe('kind: companion mode beside kube-controller-manager at its defaults', 
     collectOnFailure('companion-provider-alone');
     const worker = cluster.workers[0]!;
     await workload('alone', worker, false);
+    const before = await providerContinuity();
     const last = await stopWorker(worker);
     try {
       // The kubelet posts node status on its own 10 s clock: its last post may come after its last
       // lease renewal, and kube-controller-manager counts from the later of the two.
-      const lastHeartbeat = Math.max(last, observer.lastStatusHeartbeatAt(worker) ?? last);
+      let lastHeartbeat = Math.max(last, observer.lastStatusHeartbeatAt(worker) ?? last);
       const unknown = await waitFor(`${worker} Ready=Unknown`, (PROVIDER_GRACE_S + 30) * 1000, async () =>
         observer.readyAt(worker, 'Unknown', last),
       );
+      const after = await providerContinuity();
+      figures.providerContinuity = JSON.stringify({ before, after });
+      if (
+        after.restarts !== before.restarts ||
+        after.transitions !== before.transitions ||
+        after.holder !== before.holder
+      ) {
+        // It restarted or changed leader meanwhile: its grace began again when it led again (the
+        // lock's acquireTime, the same host clock as the test's).
+        const ledAgain = performance.now() - (Date.now() - after.acquiredWall);
+        console.log(
+          `kube-controller-manager restarted or changed leader while the worker was down: ${figures.providerContinuity}`,
+        );
+        lastHeartbeat = Math.max(lastHeartbeat, ledAgain);
+      }
       await waitFor('its endpoint gone', 30_000, async () => endpointGone('alone', last));
       const evicted = await evictedAt('alone', last);
       figures.providerLastStatusAfterRenewal = secs(lastHeartbeat - last);
