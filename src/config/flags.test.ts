@@ -326,6 +326,20 @@ describe('flags', () => {
       /--feature-gates: CoordinatedLeaderElection must be true or false \(got "yes"\)/,
     );
     expect(() => load(['--feature-gates=CoordinatedLeaderElection'])).toThrow(FlagError);
+    // Given more than once (the chart's gate and one in extraArgs), the occurrences merge, a later
+    // pair winning, as component-base's map flag does; they do not replace each other.
+    expect(parseArgs(['--feature-gates=A=true', '--feature-gates', 'B=false']).values['feature-gates']).toBe(
+      'A=true,B=false',
+    );
+    expect(
+      load(['--feature-gates=CoordinatedLeaderElection=true', '--feature-gates=']).leaderElection.coordinated,
+    ).toBe(true);
+    expect(
+      load([
+        '--feature-gates=CoordinatedLeaderElection=true',
+        '--feature-gates=kube:CoordinatedLeaderElection=false',
+      ]).leaderElection.coordinated,
+    ).toBe(false);
     // The identity names the LeaseCandidate.
     expect(() =>
       loadConfig(['--feature-gates=CoordinatedLeaderElection=true'], { POD_NAME: 'a b' }, 'host-a'),

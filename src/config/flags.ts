@@ -31,6 +31,11 @@ export interface FlagSpec {
   values?: readonly string[];
   /** Other names accepted for the same flag (kube-controller-manager's spelling, ...). */
   aliases?: readonly string[];
+  /**
+   * A comma-separated map flag (as component-base's --feature-gates): each occurrence adds its pairs
+   * to the ones before (a later pair for the same key wins) instead of replacing them.
+   */
+  merges?: boolean;
   group: string;
 }
 
@@ -261,7 +266,8 @@ export const FLAGS: readonly FlagSpec[] = [
     name: 'feature-gates',
     kind: 'string',
     default: '',
-    help: "Comma-separated key=value pairs of feature gates, as kube-controller-manager takes them (a 'kube:' prefix is accepted). Options are: CoordinatedLeaderElection=true|false (BETA - default=false): coordinated leader election (KEP-4355): each replica publishes a LeaseCandidate and kube-apiserver's coordinator names the leader (the oldest emulation version during an upgrade); needs kube-apiserver with the same gate and --runtime-config=coordination.k8s.io/v1beta1=true, else ordinary leader election is used (docs/deploy.md).",
+    merges: true,
+    help: "Comma-separated key=value pairs of feature gates, as kube-controller-manager takes them (a 'kube:' prefix is accepted; given more than once, the pairs merge and a later one wins). Options are: CoordinatedLeaderElection=true|false (BETA - default=false): coordinated leader election (KEP-4355): each replica publishes a LeaseCandidate and kube-apiserver's coordinator names the leader (the oldest emulation version during an upgrade); needs kube-apiserver with the same gate and --runtime-config=coordination.k8s.io/v1beta1=true, else ordinary leader election is used (docs/deploy.md).",
   },
   {
     group: 'Leader election',
@@ -548,7 +554,8 @@ export function parseArgs(argv: readonly string[], flags: readonly FlagSpec[] = 
       raw = next;
       i++;
     }
-    values[f.name] = parseFlagValue(f, raw, name);
+    const value = parseFlagValue(f, raw, name);
+    values[f.name] = f.merges && explicit.has(f.name) ? `${values[f.name]},${value}` : value;
     explicit.add(f.name);
   }
   return { values, explicit, positionals, help, version };
