@@ -382,18 +382,18 @@ export class NodeLifecycleController {
     this.evaluateSight();
   }
 
-  private computeWatchBlindness(now: number): WatchBlindReason | undefined {
+  /** Both watches' blindness (the node watch's first), and the lease watch's own. */
+  private computeWatchBlindness(now: number): {
+    watch: WatchBlindReason | undefined;
+    leases: WatchBlindReason | undefined;
+  } {
     const nodes = watchBlindness(this.o.nodes.health(), now, Number.POSITIVE_INFINITY);
-    return nodes ?? this.leaseBlindness(now);
-  }
-
-  private leaseBlindness(now: number): WatchBlindReason | undefined {
-    return watchBlindness(this.o.leases.health(), now, this.o.watchSilenceThresholdMs);
+    const leases = watchBlindness(this.o.leases.health(), now, this.o.watchSilenceThresholdMs);
+    return { watch: nodes ?? leases, leases };
   }
 
   /** Keeps the lease watch's own blind time (leaseBlindSince / leaseBlindMs) up to date. */
-  private trackLeaseSight(now: number): void {
-    const blind = this.leaseBlindness(now);
+  private trackLeaseSight(now: number, blind: WatchBlindReason | undefined): void {
     if (blind !== undefined && this.leaseBlindSince === undefined) {
       this.leaseBlindSince = this.spellStart(blind, now);
     } else if (blind === undefined && this.leaseBlindSince !== undefined) {
@@ -454,8 +454,8 @@ export class NodeLifecycleController {
   private evaluateSight(): void {
     if (this.stopped) return;
     const now = this.now();
-    this.trackLeaseSight(now);
-    const watch = this.computeWatchBlindness(now);
+    const { watch, leases } = this.computeWatchBlindness(now);
+    this.trackLeaseSight(now, leases);
     this.evaluateWatchSight(now, watch);
     const reason = this.computeBlindness(watch);
     if (reason === this.blindReason) return;

@@ -14,8 +14,9 @@ import type { QueueMetrics } from './workqueue-metrics.js';
 export class WorkQueue<K = string> {
   private readonly queue: K[] = [];
   private head = 0;
-  /** Keys added urgently, served before `queue`. */
+  /** Keys added urgently, served before `queue`; `urgentWaiting` holds the same keys, for lookups. */
   private readonly urgent: K[] = [];
+  private readonly urgentWaiting = new Set<K>();
   /** Keys moved from `queue` to `urgent`: how many of their entries in `queue` to skip. */
   private readonly moved = new Map<K, number>();
   private movedCount = 0;
@@ -70,11 +71,11 @@ export class WorkQueue<K = string> {
       return;
     }
     if (this.waiting.has(key)) {
-      if (this.urgent.includes(key)) return;
+      if (this.urgentWaiting.has(key)) return;
       // Its entry in the ordinary queue stays where it is and is skipped when reached.
       this.moved.set(key, (this.moved.get(key) ?? 0) + 1);
       this.movedCount++;
-      this.urgent.push(key);
+      this.pushUrgent(key);
       return;
     }
     this.opts.metrics?.add(key);
@@ -91,13 +92,22 @@ export class WorkQueue<K = string> {
       taker(key);
       return;
     }
-    if (urgent) this.urgent.push(key);
+    if (urgent) this.pushUrgent(key);
     else this.queue.push(key);
+  }
+
+  private pushUrgent(key: K): void {
+    this.urgent.push(key);
+    this.urgentWaiting.add(key);
   }
 
   /** The next waiting key, urgent ones first; undefined when none waits. */
   private next(): K | undefined {
-    if (this.urgent.length > 0) return this.urgent.shift();
+    const urgent = this.urgent.shift();
+    if (urgent !== undefined) {
+      this.urgentWaiting.delete(urgent);
+      return urgent;
+    }
     while (this.head < this.queue.length) {
       const key = this.queue[this.head++] as K;
       if (this.head > 1024 && this.head * 2 > this.queue.length) {
@@ -177,6 +187,7 @@ export class WorkQueue<K = string> {
     this.queue.length = 0;
     this.head = 0;
     this.urgent.length = 0;
+    this.urgentWaiting.clear();
     this.moved.clear();
     this.movedCount = 0;
     this.waiting.clear();
