@@ -12,6 +12,7 @@ export interface ControllerMetrics {
   stepDowns: Counter<'reason'>;
   anomalies: Counter<'kind'>;
   watchLagDetected: Counter;
+  storageOutageSeconds: Counter;
   reconciles: Counter<'result'>;
   /** One node's reconcile (judge, conditions, taints, pods): upstream's per-node health update. */
   updateNodeHealthDuration: Histogram;
@@ -97,6 +98,11 @@ function build(registry: Registry): ControllerMetrics {
     watchLagDetected: new Counter({
       name: 'nlc_watch_lag_detected_total',
       help: 'Nodes about to be marked whose lease, re-read from the API server, had in fact been renewed: the watch was behind, nothing was marked.',
+      registers: [registry],
+    }),
+    storageOutageSeconds: new Counter({
+      name: 'nlc_storage_outage_seconds_total',
+      help: 'Seconds the API server could not reach its storage, as this controller saw it (lease re-reads failed or answered slowly, no lease write arrived): kubelets could not renew either, so every node deadline was moved later by each outage.',
       registers: [registry],
     }),
     reconciles: new Counter({

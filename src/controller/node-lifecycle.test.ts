@@ -1,6 +1,7 @@
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { parseDuration } from '../clock/duration.js';
+import { KubeTransportError } from '../kube/client.js';
 import { EventLoopSampler } from '../metrics/event-loop.js';
 import { WorkQueue } from './queue.js';
 import { advance, GRACE_MS, type Harness, harness, metric, SILENCE_MS } from './testing/harness.js';
@@ -507,6 +508,125 @@ describe('NodeLifecycleController: a re-read older than the watch (virtual time)
       h.sim.onRequest = undefined;
       await advance(6_000);
       expect(unknownPatches(h)).toEqual([]);
+    } finally {
+      await h.stop();
+    }
+  });
+});
+
+describe('NodeLifecycleController: the API server cannot reach its storage (virtual time)', () => {
+  const OUTAGE_LOG = 'The API server could not reach its storage: every deadline moved by the outage';
+
+  it('etcd down for 60 s under a running API server (watches open, nothing renews): no live node marked; a dead one marked at grace + the outage', async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      await advance(20_000); // every kubelet renewed at 10 s and 20 s
+      const lastRenewal = h.sim.stopKubelet('node-9');
+      await advance(1_000);
+      h.sim.setStorageDown(true);
+      await advance(60_000); // every deadline (70 s) passes; the re-reads time out
+      expect(h.controller.sight.blind).toBeUndefined(); // the watches looked healthy throughout
+      expect(unknownPatches(h)).toEqual([]);
+      h.sim.setStorageDown(false);
+      const upAt = now();
+      await advance(GRACE_MS + 30_000);
+      for (let i = 0; i < 9; i++) expect(h.sim.readyOf(`node-${i}`), `node-${i}`).toBe('True');
+      expect(unknownPatches(h).map((p) => p.path)).toEqual(['/api/v1/nodes/node-9/status']);
+      // The outage ran from the last renewal seen (20 s) until the storage answered (81 s): the dead
+      // node's grace runs from there, plus up to one renewal interval (10 s) if a kubelet's write,
+      // not a re-read, was the first to show the storage back.
+      const markedAt = h.sim.markedUnknownAt('node-9')!;
+      expect(markedAt - upAt).toBeGreaterThanOrEqual(GRACE_MS);
+      expect(markedAt - upAt).toBeLessThanOrEqual(GRACE_MS + 10_000 + 1_000);
+      expect(markedAt - lastRenewal).toBeGreaterThan(GRACE_MS + 60_000);
+      expect(h.logs.filter((l) => l.msg === OUTAGE_LOG)).toHaveLength(1);
+      expect(await metric(h.registry, 'nlc_storage_outage_seconds_total')).toBeGreaterThanOrEqual(61);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('an outage in progress when the watch is cut ends there: the spell and the outage never move a deadline twice', async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      await advance(20_000);
+      const lastRenewal = h.sim.stopKubelet('node-3'); // deadline at 70 s
+      // node-3's re-reads fail after 2 s (the server cannot reach etcd): an outage from the
+      // renewals at 70 s; then the controller's connections are cut for 10 s.
+      h.sim.onRequest = async (req) => {
+        if (req.method !== 'GET' || !req.path.endsWith('/leases/node-3')) return undefined;
+        await new Promise((r) => setTimeout(r, 2_000));
+        throw new KubeTransportError('connection reset', 'ECONNRESET');
+      };
+      await advance(53_000);
+      expect(h.logs.some((l) => String(l.msg).startsWith('The API server cannot serve a quorum read'))).toBe(
+        true,
+      );
+      h.sim.onRequest = undefined;
+      h.sim.setPath('refuse');
+      h.sim.cut();
+      await advance(10_000);
+      h.sim.setPath('up');
+      await advance(GRACE_MS);
+      const markedAt = h.sim.markedUnknownAt('node-3');
+      expect(markedAt).toBeDefined();
+      const blind = overlap(h.blindIntervals, lastRenewal, markedAt!);
+      // Grace + the outage before the cut (3 s) + the spell, each once.
+      expect(markedAt! - lastRenewal).toBeLessThanOrEqual(GRACE_MS + 3_000 + blind + 1_000);
+      expect(h.logs.filter((l) => l.msg === OUTAGE_LOG).map((l) => l.endedBy)).toEqual([
+        'blind (disconnected)',
+      ]);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a slow answer that arrives while the watch is blind counts no outage (the spell covers that time)', async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      await advance(20_000);
+      const lastRenewal = h.sim.stopKubelet('node-3'); // deadline at 70 s
+      h.sim.onRequest = async (req) => {
+        if (req.method === 'GET' && req.path.endsWith('/leases/node-3'))
+          await new Promise((r) => setTimeout(r, 4_500));
+        return undefined;
+      };
+      await advance(51_000); // the re-read sent at 70 s is answered at 74.5 s
+      h.sim.onRequest = undefined;
+      h.sim.setPath('refuse');
+      h.sim.cut();
+      await advance(10_000);
+      h.sim.setPath('up');
+      await advance(GRACE_MS);
+      const markedAt = h.sim.markedUnknownAt('node-3');
+      expect(markedAt).toBeDefined();
+      const blind = overlap(h.blindIntervals, lastRenewal, markedAt!);
+      expect(markedAt! - lastRenewal).toBeLessThanOrEqual(GRACE_MS + blind + 1_000);
+      expect(await metric(h.registry, 'nlc_storage_outage_seconds_total')).toBe(0);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a re-read answered 3.5 s late (etcd restarting as the deadline passed) is not judged: the node gets the outage first', async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      await advance(20_000);
+      h.sim.stopKubelet('node-0'); // last renewal at 20 s: deadline at 70 s
+      await advance(49_900);
+      h.sim.setStorageDown(true); // the other kubelets' renewals at 70 s fail
+      await advance(3_600);
+      h.sim.setStorageDown(false); // the re-read sent at 70 s is answered now, at 73.5 s
+      await advance(1);
+      expect(unknownPatches(h)).toEqual([]);
+      // The outage counted from the last write seen (the renewals at 60 s): node-0's deadline moved
+      // from 70 s to 83.5 s; it is dead, so it is marked then.
+      await advance(9_800);
+      expect(unknownPatches(h)).toEqual([]);
+      await advance(1_000);
+      expect(unknownPatches(h).map((p) => p.path)).toEqual(['/api/v1/nodes/node-0/status']);
+      await advance(GRACE_MS);
+      expect(unknownPatches(h)).toHaveLength(1);
     } finally {
       await h.stop();
     }

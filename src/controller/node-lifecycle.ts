@@ -19,7 +19,7 @@ import {
   readyStatus,
   taintsPatch,
 } from '../health/index.js';
-import { KubeApiError, type KubeClient, paths } from '../kube/client.js';
+import { KubeApiError, type KubeClient, KubeTransportError, paths } from '../kube/client.js';
 import type { Lease, Node, Taint } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import { type MarkingPolicy, type NodeView, upstreamPolicy } from '../policy/index.js';
@@ -32,6 +32,7 @@ import type { ControllerMetrics } from './metrics.js';
 import { PodStep } from './pods.js';
 import { WorkQueue } from './queue.js';
 import { RecentWrites } from './recent-writes.js';
+import { StorageSight } from './storage-sight.js';
 
 /** The work queue's `name` in workqueue_* (upstream's node lifecycle controller's node queue). */
 export const WORK_QUEUE_NAME = 'node_lifecycle_controller';
@@ -56,6 +57,18 @@ export interface LeadershipControl {
 const RECENT_WRITE_TTL_MS = 60_000;
 
 const BLIND_REASONS: readonly BlindReason[] = ['not_leader', 'disconnected', 'unsynced', 'silent'];
+
+/**
+ * A lease re-read slower than this, with no lease write seen while it waited, shows that the API
+ * server could not reach its storage (a GET of one Lease takes milliseconds otherwise).
+ */
+const SLOW_QUORUM_READ_MS = 1_000;
+
+/** A re-read that failed because the API server or its storage did not answer (not a refusal). */
+function storageUnavailable(err: unknown): boolean {
+  if (err instanceof KubeApiError) return err.status >= 500;
+  return err instanceof KubeTransportError && err.code !== 'ABORTED';
+}
 
 export interface NodeLifecycleOptions {
   clock: Clock;
@@ -159,6 +172,8 @@ export class NodeLifecycleController {
   private readonly nodeStates = new Map<string, ReturnType<typeof stateOf>>();
   /** Nodes as our last write returned them, until the watch cache shows that version or newer. */
   private readonly writtenNodes = new RecentWrites<Node>(RECENT_WRITE_TTL_MS);
+  /** Whether the API server could accept renewals (its storage up), from writes and re-reads. */
+  private readonly storage = new StorageSight(SLOW_QUORUM_READ_MS);
   private readonly workerLoops: Promise<void>[] = [];
   /**
    * Aborted by stop(): the reads in flight (lease re-reads, pod lists) end at once. A shutdown
@@ -294,6 +309,11 @@ export class NodeLifecycleController {
     if (ev.type === 'Init' || ev.type === 'InitDone') return;
     const now = this.now();
     const lease = ev.object;
+    if (ev.type === 'Apply') {
+      // A write the storage accepted: it works (again).
+      const outageMs = this.storage.writeSeen(now);
+      if (outageMs !== undefined) this.storageOutageEnded(outageMs, `lease ${lease.metadata.name} renewed`);
+    }
     if (ev.type === 'Delete') {
       this.o.tracker.forgetLease(lease.metadata.name);
     } else {
@@ -469,6 +489,9 @@ export class NodeLifecycleController {
         this.blindSince = this.spellStart(reason, now);
         this.spellFresh = false;
         this.leaseBlindMs = 0;
+        // An outage of the API server's storage in progress ends where the spell begins.
+        const outageMs = this.storage.watchBlind(this.blindSince);
+        if (outageMs !== undefined) this.storageOutageEnded(outageMs, `blind (${reason})`);
       }
       if (reason === 'not_leader' || reason === 'unsynced') this.spellFresh = true;
       if (reason === 'not_leader') this.log.info('Not leading: marking nothing');
@@ -783,6 +806,7 @@ export class NodeLifecycleController {
    */
   private async confirmStale(name: string): Promise<boolean> {
     let lease: unknown;
+    const sentAt = this.now();
     try {
       lease = await this.o.client.request<unknown>({
         method: 'GET',
@@ -793,8 +817,20 @@ export class NodeLifecycleController {
     } catch (err) {
       if (err instanceof KubeApiError && err.isNotFound) return true; // judged on node status alone
       if (!this.stopped) this.log.warn('Cannot confirm a stale lease; not marking', { node: name, err });
+      // While blind, the spell moves deadlines, not the storage's outage.
+      if (this.acting() && storageUnavailable(err) && this.storage.readFailed(sentAt, this.now())) {
+        this.log.warn(
+          'The API server cannot serve a quorum read: no node is judged on the time until it can (kubelets cannot renew through it either)',
+          { node: name },
+        );
+      }
       throw err;
     }
+    // An answer that ends an outage of the API server's storage (this read was slow, or earlier
+    // ones failed): kubelets could not renew through it, so every deadline moves by it first, and
+    // this node is judged against its new one (below).
+    const outageMs = this.acting() ? this.storage.readAnswered(sentAt, this.now()) : undefined;
+    if (outageMs !== undefined) this.storageOutageEnded(outageMs, `re-read of lease ${name}`);
     const r = this.o.tracker.observeLeaseRead(name, lease, this.now());
     this.noteAnomalies(r.anomalies);
     if (!r.valid) return false;
@@ -813,7 +849,26 @@ export class NodeLifecycleController {
       this.armDeadlineTimer();
       return false;
     }
+    // Its deadline moved while we read (an outage counted: by this read, another one, or a write).
+    const deadline = this.o.tracker.health(name)?.deadline;
+    if (deadline !== undefined && deadline > this.now()) {
+      this.armDeadlineTimer();
+      return false;
+    }
     return true;
+  }
+
+  /** An outage of the API server's storage ended (`endedBy`): no node is judged on its time. */
+  private storageOutageEnded(outageMs: number, endedBy: string): void {
+    if (outageMs <= 0) return;
+    const now = this.now();
+    this.o.tracker.extendAll(outageMs, now);
+    this.o.metrics.storageOutageSeconds.inc(outageMs / 1000);
+    this.log.warn('The API server could not reach its storage: every deadline moved by the outage', {
+      outage: formatDuration(Math.round(outageMs)),
+      endedBy,
+    });
+    this.armDeadlineTimer();
   }
 
   /** Returns 'fenced', or when the rate-limited step comes due (ms). */

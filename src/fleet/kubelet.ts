@@ -112,6 +112,15 @@ export class SimulatedKubelet {
     return Date.now() + this.clockOffsetMs;
   }
 
+  /**
+   * The kubelet's heartbeat client (lease renewals and status updates) gives up on a request after
+   * min(nodeStatusUpdateFrequency, nodeLeaseDurationSeconds), as cmd/kubelet sets it up: a request
+   * hung on an API server that cannot reach etcd is retried within one interval.
+   */
+  private get heartbeatTimeoutMs(): number {
+    return Math.min(this.timing.statusUpdateIntervalMs, this.timing.leaseDurationSeconds * 1000);
+  }
+
   /** Registers the Node (if absent), its Lease and pods, then starts heartbeating. */
   async start(): Promise<void> {
     if (this.running) return;
@@ -259,6 +268,7 @@ export class SimulatedKubelet {
           this.lease = await this.client.request<V1Lease>({
             method: 'GET',
             path: paths.lease(NODE_LEASE_NAMESPACE, this.name),
+            timeoutMs: this.heartbeatTimeoutMs,
           });
         } catch (err) {
           if (!(err instanceof KubeApiError && err.isNotFound)) throw err;
@@ -266,6 +276,7 @@ export class SimulatedKubelet {
             method: 'POST',
             path: paths.leases(NODE_LEASE_NAMESPACE),
             body: this.leaseBody(),
+            timeoutMs: this.heartbeatTimeoutMs,
           });
           this.accepted();
           return;
@@ -281,7 +292,7 @@ export class SimulatedKubelet {
         method: 'PUT',
         path: paths.lease(NODE_LEASE_NAMESPACE, this.name),
         body,
-        timeoutMs: 10_000,
+        timeoutMs: this.heartbeatTimeoutMs,
       });
       this.accepted();
     } catch {
@@ -387,6 +398,7 @@ export class SimulatedKubelet {
         method: 'GET',
         path: paths.node(this.name),
         query: { resourceVersion: '0' },
+        timeoutMs: this.heartbeatTimeoutMs,
       });
       const nowIso = rfc3339(this.now());
       const want = this.desiredConditions(nowIso);
@@ -402,6 +414,7 @@ export class SimulatedKubelet {
           path: paths.nodeStatus(this.name),
           contentType: PatchType.strategic,
           body: this.statusBody(nowIso),
+          timeoutMs: this.heartbeatTimeoutMs,
         });
         this.lastStatusPost = Date.now();
         this.stats.statusPosts++;

@@ -81,12 +81,14 @@ describe('etcd restored from a backup', () => {
     const ahead = await cp.advanceEtcdRevision(5000);
     console.log(`snapshot at revision ${snapshot.revision}, etcd at ${ahead} before the restore`);
 
-    // Healthy nodes are watched for false marks from the restore on, from etcd's copy.
+    // Healthy nodes are watched for false marks from the restore on, from etcd's copy; `later`
+    // too, until it is stopped on purpose.
     const falseMarks = new Set<string>();
+    const watched = new Set([later, ...healthy]);
     let watching = true;
     const watchHealthy = (async () => {
       while (watching) {
-        for (const name of healthy) {
+        for (const name of [...watched]) {
           const n = await nodeNow(admin, name).catch(() => undefined);
           if (n && (marks(n).unreachable || marks(n).ready !== 'True')) falseMarks.add(name);
         }
@@ -147,6 +149,10 @@ describe('etcd restored from a backup', () => {
     // The watches follow the new history: a node lost now is marked, and its recovery seen (Ready
     // True written by its kubelet reaches the controller only through the node watch).
     const lagBefore = await ctl.metric('nlc_watch_lag_detected_total');
+    console.log(
+      `storage outages counted (etcd stopped for the copy, the restore, the restart): ${await ctl.metric('nlc_storage_outage_seconds_total')} s`,
+    );
+    watched.delete(later);
     fleet.node(later).pauseHeartbeats();
     await waitUntil(async () => marks(await nodeNow(admin, later)).unreachable, {
       timeoutMs: (GRACE_S + 20) * 1000,

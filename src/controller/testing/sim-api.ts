@@ -78,6 +78,8 @@ export class SimApiServer {
   /** Resources whose watches deliver nothing while set (requests and kubelets are not affected). */
   private readonly stalledWatches = new Set<Resource>();
   private readonly listDelayMs = new Map<Resource, number>();
+  /** Requests waiting for the storage to come back (etcd down under a running API server). */
+  private storageWaiters: Array<() => void> | undefined;
   /**
    * Called with every request the controller's client sends (not watches), after the path let it
    * through and before it is answered: may wait, throw, or return a body to answer with instead.
@@ -298,6 +300,45 @@ export class SimApiServer {
     this.setPath(hung ? 'hang' : 'up');
   }
 
+  /**
+   * The server's storage is down (etcd stopped, restored, stalled) while the server runs: nothing can
+   * be written, so kubelets cannot renew; the controller's requests wait for it (or time out); its
+   * watches stay open and reconnect (served from the watch cache) but carry nothing new.
+   */
+  setStorageDown(down: boolean): void {
+    this.kubeletsReach = !down;
+    if (down) {
+      this.storageWaiters ??= [];
+      return;
+    }
+    const waiters = this.storageWaiters ?? [];
+    this.storageWaiters = undefined;
+    for (const wake of waiters) wake();
+  }
+
+  private async storageUp(what: string, signal?: AbortSignal, timeoutMs?: number): Promise<void> {
+    const waiters = this.storageWaiters;
+    if (!waiters) return;
+    await new Promise<void>((resolve, reject) => {
+      const timer =
+        timeoutMs === undefined
+          ? undefined
+          : setTimeout(() => reject(new KubeTransportError(`${what}: timed out`, 'TIMEOUT')), timeoutMs);
+      waiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+      signal?.addEventListener(
+        'abort',
+        () => {
+          clearTimeout(timer);
+          reject(new KubeTransportError(`${what}: aborted`, 'ABORTED'));
+        },
+        { once: true },
+      );
+    });
+  }
+
   // ---------------------------------------------------------------- storage
 
   private store(resource: Resource, type: Change['type'], object: Lease | Node): void {
@@ -392,6 +433,7 @@ export class SimApiServer {
     request: async <T>(req: KubeRequest): Promise<T> => {
       const what = `${req.method} ${req.path}`;
       await this.pass(what, req.signal, req.timeoutMs ?? 30_000);
+      await this.storageUp(what, req.signal, req.timeoutMs ?? 30_000);
       const instead = await this.onRequest?.(req);
       if (instead !== undefined) return instead as T;
       return this.handle(req) as T;

@@ -1,0 +1,74 @@
+import { describe, expect, it } from 'vitest';
+import { StorageSight } from './storage-sight.js';
+
+const SLOW = 1_000;
+
+describe('StorageSight', () => {
+  it('a prompt answer is trusted; so is a slow one while writes kept arriving', () => {
+    const s = new StorageSight(SLOW);
+    s.writeSeen(100);
+    expect(s.readAnswered(1_000, 1_999)).toBeUndefined();
+    s.writeSeen(2_500);
+    expect(s.readAnswered(2_000, 4_000)).toBeUndefined();
+  });
+
+  it('a slow answer with no write meanwhile: an outage from the last write until the answer', () => {
+    const s = new StorageSight(SLOW);
+    s.writeSeen(10_000);
+    expect(s.readAnswered(14_000, 15_000)).toBe(5_000);
+    // Another read that waited through the same outage counts nothing twice.
+    expect(s.readAnswered(13_000, 15_000)).toBeUndefined();
+    // One sent during it but answered promptly is trusted (the caller checks the moved deadline).
+    expect(s.readAnswered(14_500, 15_000)).toBeUndefined();
+    expect(s.readAnswered(15_100, 15_200)).toBeUndefined();
+  });
+
+  it('a prompt answer is proof too: an outage after it counts from it, not from the last write', () => {
+    const s = new StorageSight(SLOW);
+    s.writeSeen(0);
+    expect(s.readAnswered(50_000, 50_010)).toBeUndefined();
+    expect(s.readFailed(60_000, 65_000)).toBe(true);
+    expect(s.readAnswered(70_000, 70_010)).toBe(20_000);
+    expect(s.readAnswered(80_000, 82_000)).toBe(11_990); // slow: from the last prompt answer (70.01 s)
+  });
+
+  it('without any write seen, a slow read counts from when it was sent', () => {
+    const s = new StorageSight(SLOW);
+    expect(s.readAnswered(3_000, 7_000)).toBe(4_000);
+  });
+
+  it('a failed read opens an outage from the last write; the next write or prompt answer ends it', () => {
+    const s = new StorageSight(SLOW);
+    s.writeSeen(20_000);
+    expect(s.readFailed(70_000, 75_000)).toBe(true);
+    expect(s.readFailed(75_050, 75_050)).toBe(false); // already open
+    expect(s.writeSeen(80_000)).toBe(60_000); // a write ends it
+    expect(s.readFailed(80_500, 81_000)).toBe(true);
+    expect(s.readAnswered(81_000, 81_010)).toBe(1_010); // from the end of the last one
+    expect(s.readAnswered(81_020, 81_030)).toBeUndefined();
+
+    expect(s.readFailed(90_000, 95_000)).toBe(true);
+    expect(s.writeSeen(96_000)).toBe(14_970); // from the last proof (the prompt answer at 81.03 s)
+    expect(s.writeSeen(97_000)).toBeUndefined();
+  });
+
+  it('a slow read that overlapped proof of the storage working shows no outage', () => {
+    const s = new StorageSight(SLOW);
+    s.writeSeen(0);
+    expect(s.readAnswered(5_000, 8_000)).toBe(8_000);
+    expect(s.readAnswered(7_500, 9_000)).toBeUndefined(); // the answer at 8 s proved it
+    s.writeSeen(9_500);
+    expect(s.readAnswered(9_400, 11_000)).toBeUndefined(); // so did the write at 9.5 s
+    expect(s.readAnswered(11_500, 13_000)).toBe(3_500); // nothing since the write at 9.5 s
+  });
+
+  it('an open outage ends where the lease watch goes blind (the spell counts from there)', () => {
+    const s = new StorageSight(SLOW);
+    s.writeSeen(10_000);
+    expect(s.watchBlind(12_000)).toBeUndefined(); // none open
+    expect(s.readFailed(14_000, 15_000)).toBe(true);
+    expect(s.watchBlind(16_000)).toBe(6_000);
+    // After the spell: a slow read counts from the spell's start at the earliest.
+    expect(s.readAnswered(30_000, 32_000)).toBe(16_000);
+  });
+});

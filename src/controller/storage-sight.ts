@@ -1,0 +1,73 @@
+/**
+ * Whether the API server could accept renewals, judged from what this controller sees (pure: times
+ * in, decisions out).
+ *
+ * kube-apiserver serves watches from its watch cache: while etcd is down (a restart, a restore, a
+ * disk stall) the lease watch stays open and looks healthy, but no kubelet can renew, so every node
+ * looks silent at once. Two things show the storage working: a lease write arriving on the watch
+ * (storage accepted it) and a prompt answer to our quorum re-read of a lease. A re-read that fails,
+ * or answers slowly with no other proof meanwhile, shows it was not. The outage runs from the last
+ * proof it worked to the first proof it works again; like a blind spell of the lease watch, that
+ * time does not count against any node (the caller moves every deadline by it).
+ */
+export class StorageSight {
+  /** When the storage last showed it works: a lease write on the watch, a prompt re-read (monotonic ms). */
+  private lastProofAt: number | undefined;
+  /** Start of an outage still open (a re-read failed since the last proof of writes). */
+  private since: number | undefined;
+  /** End of the last outage counted: an outage is never counted twice. */
+  private coveredUntil = Number.NEGATIVE_INFINITY;
+
+  /** @param slowMs A re-read slower than this, with no other proof meanwhile, shows an outage. */
+  constructor(private readonly slowMs: number) {}
+
+  /** A lease write arrived on the watch at `now`. Returns the length of the outage it ends (ms), if any. */
+  writeSeen(now: number): number | undefined {
+    this.lastProofAt = now;
+    return this.end(now);
+  }
+
+  /**
+   * The lease watch lost sight at `at`: an open outage ends there (the blind spell moves deadlines
+   * from then on; counting both would move them twice). Returns its length (ms), if one was open.
+   */
+  watchBlind(at: number): number | undefined {
+    if (this.since === undefined) return undefined;
+    return this.end(Math.max(at, this.since));
+  }
+
+  /** A re-read sent at `sentAt` failed at `now` (no answer, or the server could not reach its storage). Returns true when this opens an outage. */
+  readFailed(sentAt: number, _now: number): boolean {
+    if (this.since !== undefined) return false;
+    this.since = Math.max(this.lastProofAt ?? sentAt, this.coveredUntil);
+    return true;
+  }
+
+  /**
+   * A re-read sent at `sentAt` was answered at `now`. Returns the length of the outage (ms) the
+   * answer ends: one open, or one this read's slowness shows (0 when already counted). Undefined: a
+   * prompt answer, or a slow one while other proof kept arriving, shows no outage.
+   */
+  readAnswered(sentAt: number, now: number): number | undefined {
+    if (this.since === undefined) {
+      const provenMeanwhile = this.lastProofAt !== undefined && this.lastProofAt >= sentAt;
+      if (now - sentAt < this.slowMs) {
+        this.lastProofAt = now;
+        return undefined;
+      }
+      if (provenMeanwhile) return undefined;
+      this.since = Math.max(this.lastProofAt ?? sentAt, this.coveredUntil);
+    }
+    const outageMs = this.end(now);
+    this.lastProofAt = now;
+    return outageMs;
+  }
+
+  private end(now: number): number | undefined {
+    if (this.since === undefined) return undefined;
+    const outageMs = Math.max(0, now - this.since);
+    this.since = undefined;
+    this.coveredUntil = Math.max(this.coveredUntil, now);
+    return outageMs;
+  }
+}

@@ -1,0 +1,85 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { type KubeClient, type KubeRequest, KubeTransportError } from '../kube/client.js';
+import { DEFAULT_TIMING } from './fleet.js';
+import { SimulatedKubelet } from './kubelet.js';
+
+beforeEach(() => {
+  vi.useFakeTimers({ now: Date.parse('2026-05-01T08:00:00.000Z') });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+/**
+ * A client standing in for the API server: answers at once, except lease PUTs while `hang` is
+ * set, which get no answer until the request's own timeout (a connection to a server that cannot
+ * reach etcd).
+ */
+function fakeServer() {
+  const sent: Array<{ at: number; req: KubeRequest }> = [];
+  let rv = 1;
+  const state = { hang: false };
+  const client = {
+    request: async (req: KubeRequest) => {
+      sent.push({ at: Date.now(), req });
+      if (state.hang && req.method === 'PUT') {
+        await new Promise((_, reject) =>
+          setTimeout(
+            () => reject(new KubeTransportError('timed out', 'TIMEOUT')),
+            req.timeoutMs ?? 3_600_000,
+          ),
+        );
+      }
+      const body = (req.body ?? {}) as { metadata?: object };
+      if (req.method === 'GET' && req.path.includes('/leases/'))
+        return { metadata: { name: 'n1', resourceVersion: String(rv) }, spec: {} };
+      return { ...body, metadata: { ...body.metadata, uid: 'u1', resourceVersion: String(++rv) } };
+    },
+  } as unknown as KubeClient;
+  return { client, sent, state };
+}
+
+describe('SimulatedKubelet', () => {
+  it("heartbeat requests time out after min(status update interval, lease duration), as the kubelet's heartbeat client", async () => {
+    for (const [statusMs, want] of [
+      [1_000, 1_000],
+      [60_000, 40_000],
+    ] as const) {
+      const { client, sent } = fakeServer();
+      const k = new SimulatedKubelet(
+        client,
+        { name: 'n1', zone: 'z', region: 'r' },
+        { ...DEFAULT_TIMING, renewIntervalMs: 1_000, statusUpdateIntervalMs: statusMs },
+      );
+      await k.start();
+      await vi.advanceTimersByTimeAsync(5_000);
+      k.kill();
+      const heartbeats = sent.filter(
+        (s) => s.req.path.includes('/leases') || s.req.path.endsWith('/status') || s.req.method === 'GET',
+      );
+      expect(heartbeats.length).toBeGreaterThan(4);
+      expect(new Set(heartbeats.map((s) => s.req.timeoutMs))).toEqual(new Set([want]));
+    }
+  });
+
+  it('a renewal hung on the server is given up after one status interval and retried, not after 10 s', async () => {
+    const { client, sent, state } = fakeServer();
+    const k = new SimulatedKubelet(
+      client,
+      { name: 'n1', zone: 'z', region: 'r' },
+      { ...DEFAULT_TIMING, renewIntervalMs: 1_000, statusUpdateIntervalMs: 1_000, jitter: 0 },
+    );
+    await k.start();
+    await vi.advanceTimersByTimeAsync(2_000);
+    state.hang = true;
+    await vi.advanceTimersByTimeAsync(1_000);
+    const hungAt = Date.now();
+    state.hang = false;
+    await vi.advanceTimersByTimeAsync(3_000);
+    k.kill();
+    const renewedAfter = sent.filter((s) => s.req.method === 'PUT' && s.at > hungAt);
+    expect(renewedAfter.length).toBeGreaterThan(0);
+    expect(renewedAfter[0]!.at - hungAt).toBeLessThanOrEqual(1_500);
+    expect(k.stats.renewErrors).toBe(1);
+  });
+});
