@@ -151,6 +151,9 @@ describe('etcd restored from a backup', () => {
     const lagBefore = await ctl.metric('nlc_watch_lag_detected_total');
     console.log(
       `storage outages counted (etcd stopped for the copy, the restore, the restart): ${await ctl.metric('nlc_storage_outage_seconds_total')} s`,
+      ctl.logs
+        .filter((l) => String(l.msg).startsWith('The API server could not reach its storage'))
+        .map((l) => `${l.ts} ${l.outage} (${l.endedBy})`),
     );
     watched.delete(later);
     fleet.node(later).pauseHeartbeats();
