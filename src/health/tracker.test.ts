@@ -74,6 +74,39 @@ describe('observeLeaseRead (the lease re-read before marking)', () => {
   });
 });
 
+describe('a watch catching up with a re-read', () => {
+  it('the renewals a lagging watch delivers after a re-read showed a later one are neither renewals nor anomalies', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('n1', [ready('True', 1)]), 0);
+    expect(t.observeLease(lease('n1', micro(1_000)), 1_000).refreshed).toBe(true);
+    // The watch is behind: the re-read before marking shows the renewal at 40 s.
+    const read = t.observeLeaseRead('n1', { kind: 'Lease', ...lease('n1', micro(40_000)) }, 41_000);
+    expect(read).toMatchObject({ refreshed: true, anomalies: [] });
+    // The watch delivers the renewals in between, then the one the read showed.
+    for (const [i, ms] of [10_000, 20_000, 30_000, 40_000].entries()) {
+      const r = t.observeLease(lease('n1', micro(ms)), 42_000 + i);
+      expect(r, String(ms)).toMatchObject({ refreshed: false, anomalies: [] });
+    }
+    expect(t.health('n1')?.probeTimestamp).toBe(41_000);
+    expect(t.stats().backwardSteps).toBe(0);
+    // Caught up: the next renewal counts, and a step back after it is an anomaly again.
+    expect(t.observeLease(lease('n1', micro(50_000)), 50_000).refreshed).toBe(true);
+    const back = t.observeLease(lease('n1', micro(45_000)), 51_000);
+    expect(kinds(back)).toContain(AnomalyKind.RenewTimeBackward);
+  });
+
+  it('a watch that skips the read renewal (its next event is later) is caught up as well', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('n1', [ready('True', 1)]), 0);
+    t.observeLease(lease('n1', micro(1_000)), 1_000);
+    t.observeLeaseRead('n1', { kind: 'Lease', ...lease('n1', micro(40_000)) }, 41_000);
+    expect(t.observeLease(lease('n1', micro(50_000)), 50_000).refreshed).toBe(true);
+    expect(kinds(t.observeLease(lease('n1', micro(30_000)), 51_000))).toContain(
+      AnomalyKind.RenewTimeBackward,
+    );
+  });
+});
+
 describe('lease rule', () => {
   it('first lease and every advance set probe = now; an equal renewTime is ignored', () => {
     const t = new NodeHealthTracker();

@@ -126,6 +126,11 @@ interface Entry extends Scheduled {
   renewRaw: string | undefined;
   /** Recent distinct renewTime values (µs), newest last; survives forgetLease. */
   history: number[];
+  /**
+   * A renewal a re-read showed before the watch did (µs): until the watch shows it, the older
+   * renewals the lagging watch still delivers are the watch catching up, not renewals going back.
+   */
+  readAhead: number | undefined;
 }
 
 /** The moment a tracked node times out: it is timed out when `now > deadlineOf(entry)`. */
@@ -221,6 +226,10 @@ export class NodeHealthTracker {
 
   /** A Lease from kube-node-lease was added or updated (or relisted). */
   observeLease(lease: Lease, now: number): ObservationResult {
+    return this.observeLeaseFrom(lease, now, 'watch');
+  }
+
+  private observeLeaseFrom(lease: Lease, now: number, from: 'watch' | 'read'): ObservationResult {
     const start = this.beginObservation(lease, 'Lease', now);
     if (!start.ok) return start.result;
     const { result, name, meta } = start;
@@ -259,6 +268,11 @@ export class NodeHealthTracker {
       return result;
     }
 
+    // The lagging watch catching up with a renewal a re-read already showed: nothing new.
+    if (from === 'watch' && entry.readAhead !== undefined) {
+      if (micros < entry.readAhead) return result;
+      entry.readAhead = undefined;
+    }
     let renewal = false;
     const saved = entry.renewMicros;
     if (this.leaseRule === 'advanced') {
@@ -281,6 +295,7 @@ export class NodeHealthTracker {
 
     entry.renewMicros = micros;
     entry.renewRaw = raw;
+    if (from === 'read') entry.readAhead = micros;
     this.remember(entry, micros);
     this.refresh(entry, now, result);
     return result;
@@ -294,7 +309,7 @@ export class NodeHealthTracker {
    */
   observeLeaseRead(name: string, body: unknown, now: number): ObservationResult & { valid: boolean } {
     const problem = leaseReadProblem(name, body);
-    if (problem === undefined) return { ...this.observeLease(body as Lease, now), valid: true };
+    if (problem === undefined) return { ...this.observeLeaseFrom(body as Lease, now, 'read'), valid: true };
     const result: ObservationResult & { valid: boolean } = {
       name,
       refreshed: false,
@@ -617,6 +632,7 @@ export class NodeHealthTracker {
         renewMicros: undefined,
         renewRaw: undefined,
         history: [],
+        readAhead: undefined,
         due: 0,
         heapAt: -1,
       };
