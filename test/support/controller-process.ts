@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import https from 'node:https';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { lineReader } from './lines.js';
 import { waitUntil } from './wait.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -132,18 +133,20 @@ export async function startController(
   );
   const logs: Record<string, unknown>[] = [];
   const text: string[] = [];
-  const onData = (buf: Buffer) => {
-    for (const line of buf.toString('utf8').split('\n')) {
-      if (!line.trim()) continue;
-      try {
-        logs.push(JSON.parse(line) as Record<string, unknown>);
-      } catch {
-        text.push(line);
-      }
+  const onLine = (line: string) => {
+    if (!line.trim()) return;
+    try {
+      logs.push(JSON.parse(line) as Record<string, unknown>);
+    } catch {
+      text.push(line);
     }
   };
-  child.stdout?.on('data', onData);
-  child.stderr?.on('data', onData);
+  // One reader per stream: a line cut across two chunks is joined before it is parsed.
+  for (const stream of [child.stdout, child.stderr]) {
+    const reader = lineReader(onLine);
+    stream?.on('data', (b: Buffer) => reader.push(b));
+    stream?.on('end', () => reader.end());
+  }
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal, at: performance.now() })),
   );
