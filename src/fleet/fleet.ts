@@ -21,6 +21,7 @@ export const DEFAULT_TIMING: KubeletTiming = {
   jitter: 0.04,
   statusUpdateIntervalMs: 10_000,
   statusReportIntervalMs: 5 * 60_000,
+  heartbeatTimeoutMs: 10_000,
 };
 
 /** Builds node specs spread round-robin across zones. */

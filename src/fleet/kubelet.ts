@@ -24,6 +24,14 @@ export interface KubeletTiming {
   statusUpdateIntervalMs: number;
   /** Post status at least this often even when nothing changed (5m). */
   statusReportIntervalMs: number;
+  /**
+   * How long a lease renewal or status request may take before the kubelet gives up and retries.
+   * cmd/kubelet sets min(nodeStatusUpdateFrequency, nodeLeaseDurationSeconds): 10 s by default,
+   * the fleet's default. Tests that scale the status interval down to 1 s keep 10 s on purpose: a
+   * 1 s timeout makes the kubelet back off (up to 7 s) through a paused API server, longer than
+   * their 5 s grace leaves a node after the pause (docs/operations.md, "etcd down").
+   */
+  heartbeatTimeoutMs: number;
 }
 
 export interface KubeletSpec {
@@ -112,13 +120,8 @@ export class SimulatedKubelet {
     return Date.now() + this.clockOffsetMs;
   }
 
-  /**
-   * The kubelet's heartbeat client (lease renewals and status updates) gives up on a request after
-   * min(nodeStatusUpdateFrequency, nodeLeaseDurationSeconds), as cmd/kubelet sets it up: a request
-   * hung on an API server that cannot reach etcd is retried within one interval.
-   */
   private get heartbeatTimeoutMs(): number {
-    return Math.min(this.timing.statusUpdateIntervalMs, this.timing.leaseDurationSeconds * 1000);
+    return this.timing.heartbeatTimeoutMs;
   }
 
   /** Registers the Node (if absent), its Lease and pods, then starts heartbeating. */
