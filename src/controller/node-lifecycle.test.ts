@@ -517,6 +517,16 @@ describe('NodeLifecycleController: a re-read older than the watch (virtual time)
 describe('NodeLifecycleController: the API server cannot reach its storage (virtual time)', () => {
   const OUTAGE_LOG = 'The API server could not reach its storage: every deadline moved by the outage';
 
+  /** The controller's connections cut for 10 s, then a grace period: when `node` was marked, and the blind time since its last renewal. */
+  async function cutThenMarked(h: Harness, node: string, lastRenewal: number) {
+    await cutFor(h, 10_000);
+    h.sim.setPath('up');
+    await advance(GRACE_MS);
+    const markedAt = h.sim.markedUnknownAt(node);
+    expect(markedAt).toBeDefined();
+    return { markedAt: markedAt!, blind: overlap(h.blindIntervals, lastRenewal, markedAt!) };
+  }
+
   it('etcd down for 60 s under a running API server (watches open, nothing renews): no live node marked; a dead one marked at grace + the outage', async () => {
     const h = harness({ nodes: 10 });
     try {
@@ -563,16 +573,9 @@ describe('NodeLifecycleController: the API server cannot reach its storage (virt
         true,
       );
       h.sim.onRequest = undefined;
-      h.sim.setPath('refuse');
-      h.sim.cut();
-      await advance(10_000);
-      h.sim.setPath('up');
-      await advance(GRACE_MS);
-      const markedAt = h.sim.markedUnknownAt('node-3');
-      expect(markedAt).toBeDefined();
-      const blind = overlap(h.blindIntervals, lastRenewal, markedAt!);
+      const { markedAt, blind } = await cutThenMarked(h, 'node-3', lastRenewal);
       // Grace + the outage before the cut (3 s) + the spell, each once.
-      expect(markedAt! - lastRenewal).toBeLessThanOrEqual(GRACE_MS + 3_000 + blind + 1_000);
+      expect(markedAt - lastRenewal).toBeLessThanOrEqual(GRACE_MS + 3_000 + blind + 1_000);
       expect(h.logs.filter((l) => l.msg === OUTAGE_LOG).map((l) => l.endedBy)).toEqual([
         'blind (disconnected)',
       ]);
@@ -593,15 +596,8 @@ describe('NodeLifecycleController: the API server cannot reach its storage (virt
       };
       await advance(51_000); // the re-read sent at 70 s is answered at 74.5 s
       h.sim.onRequest = undefined;
-      h.sim.setPath('refuse');
-      h.sim.cut();
-      await advance(10_000);
-      h.sim.setPath('up');
-      await advance(GRACE_MS);
-      const markedAt = h.sim.markedUnknownAt('node-3');
-      expect(markedAt).toBeDefined();
-      const blind = overlap(h.blindIntervals, lastRenewal, markedAt!);
-      expect(markedAt! - lastRenewal).toBeLessThanOrEqual(GRACE_MS + blind + 1_000);
+      const { markedAt, blind } = await cutThenMarked(h, 'node-3', lastRenewal);
+      expect(markedAt - lastRenewal).toBeLessThanOrEqual(GRACE_MS + blind + 1_000);
       expect(await metric(h.registry, 'nlc_storage_outage_seconds_total')).toBe(0);
     } finally {
       await h.stop();

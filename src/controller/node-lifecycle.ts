@@ -818,7 +818,7 @@ export class NodeLifecycleController {
       if (err instanceof KubeApiError && err.isNotFound) return true; // judged on node status alone
       if (!this.stopped) this.log.warn('Cannot confirm a stale lease; not marking', { node: name, err });
       // While blind, the spell moves deadlines, not the storage's outage.
-      if (this.acting() && storageUnavailable(err) && this.storage.readFailed(sentAt, this.now())) {
+      if (this.acting() && storageUnavailable(err) && this.storage.readFailed(sentAt)) {
         this.log.warn(
           'The API server cannot serve a quorum read: no node is judged on the time until it can (kubelets cannot renew through it either)',
           { node: name },

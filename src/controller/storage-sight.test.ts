@@ -27,7 +27,7 @@ describe('StorageSight', () => {
     const s = new StorageSight(SLOW);
     s.writeSeen(0);
     expect(s.readAnswered(50_000, 50_010)).toBeUndefined();
-    expect(s.readFailed(60_000, 65_000)).toBe(true);
+    expect(s.readFailed(60_000)).toBe(true);
     expect(s.readAnswered(70_000, 70_010)).toBe(20_000);
     expect(s.readAnswered(80_000, 82_000)).toBe(11_990); // slow: from the last prompt answer (70.01 s)
   });
@@ -40,14 +40,14 @@ describe('StorageSight', () => {
   it('a failed read opens an outage from the last write; the next write or prompt answer ends it', () => {
     const s = new StorageSight(SLOW);
     s.writeSeen(20_000);
-    expect(s.readFailed(70_000, 75_000)).toBe(true);
-    expect(s.readFailed(75_050, 75_050)).toBe(false); // already open
+    expect(s.readFailed(70_000)).toBe(true);
+    expect(s.readFailed(75_050)).toBe(false); // already open
     expect(s.writeSeen(80_000)).toBe(60_000); // a write ends it
-    expect(s.readFailed(80_500, 81_000)).toBe(true);
+    expect(s.readFailed(80_500)).toBe(true);
     expect(s.readAnswered(81_000, 81_010)).toBe(1_010); // from the end of the last one
     expect(s.readAnswered(81_020, 81_030)).toBeUndefined();
 
-    expect(s.readFailed(90_000, 95_000)).toBe(true);
+    expect(s.readFailed(90_000)).toBe(true);
     expect(s.writeSeen(96_000)).toBe(14_970); // from the last proof (the prompt answer at 81.03 s)
     expect(s.writeSeen(97_000)).toBeUndefined();
   });
@@ -66,7 +66,7 @@ describe('StorageSight', () => {
     const s = new StorageSight(SLOW);
     s.writeSeen(10_000);
     expect(s.watchBlind(12_000)).toBeUndefined(); // none open
-    expect(s.readFailed(14_000, 15_000)).toBe(true);
+    expect(s.readFailed(14_000)).toBe(true);
     expect(s.watchBlind(16_000)).toBe(6_000);
     // After the spell: a slow read counts from the spell's start at the earliest.
     expect(s.readAnswered(30_000, 32_000)).toBe(16_000);

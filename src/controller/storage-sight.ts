@@ -36,8 +36,8 @@ export class StorageSight {
     return this.end(Math.max(at, this.since));
   }
 
-  /** A re-read sent at `sentAt` failed at `now` (no answer, or the server could not reach its storage). Returns true when this opens an outage. */
-  readFailed(sentAt: number, _now: number): boolean {
+  /** A re-read sent at `sentAt` failed (no answer, or the server could not reach its storage). Returns true when this opens an outage. */
+  readFailed(sentAt: number): boolean {
     if (this.since !== undefined) return false;
     this.since = Math.max(this.lastProofAt ?? sentAt, this.coveredUntil);
     return true;

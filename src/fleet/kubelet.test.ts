@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { type KubeClient, type KubeRequest, KubeTransportError } from '../kube/client.js';
 import { DEFAULT_TIMING } from './fleet.js';
-import { SimulatedKubelet } from './kubelet.js';
+import { type KubeletTiming, SimulatedKubelet } from './kubelet.js';
 
 beforeEach(() => {
   vi.useFakeTimers({ now: Date.parse('2026-05-01T08:00:00.000Z') });
@@ -39,20 +39,20 @@ function fakeServer() {
   return { client, sent, state };
 }
 
+/** Node n1, renewing its lease and syncing its status every second. */
+function kubelet(client: KubeClient, timing: Partial<KubeletTiming>): SimulatedKubelet {
+  return new SimulatedKubelet(
+    client,
+    { name: 'n1', zone: 'z', region: 'r' },
+    { ...DEFAULT_TIMING, renewIntervalMs: 1_000, statusUpdateIntervalMs: 1_000, ...timing },
+  );
+}
+
 describe('SimulatedKubelet', () => {
   it('heartbeat requests (lease and status) carry the configured heartbeat timeout', async () => {
     for (const timeout of [1_000, 10_000]) {
       const { client, sent } = fakeServer();
-      const k = new SimulatedKubelet(
-        client,
-        { name: 'n1', zone: 'z', region: 'r' },
-        {
-          ...DEFAULT_TIMING,
-          renewIntervalMs: 1_000,
-          statusUpdateIntervalMs: 1_000,
-          heartbeatTimeoutMs: timeout,
-        },
-      );
+      const k = kubelet(client, { heartbeatTimeoutMs: timeout });
       await k.start();
       await vi.advanceTimersByTimeAsync(5_000);
       k.kill();
@@ -64,17 +64,7 @@ describe('SimulatedKubelet', () => {
 
   it('a renewal hung on the server is given up after the heartbeat timeout and retried', async () => {
     const { client, sent, state } = fakeServer();
-    const k = new SimulatedKubelet(
-      client,
-      { name: 'n1', zone: 'z', region: 'r' },
-      {
-        ...DEFAULT_TIMING,
-        renewIntervalMs: 1_000,
-        statusUpdateIntervalMs: 1_000,
-        jitter: 0,
-        heartbeatTimeoutMs: 1_000,
-      },
-    );
+    const k = kubelet(client, { jitter: 0, heartbeatTimeoutMs: 1_000 });
     await k.start();
     await vi.advanceTimersByTimeAsync(2_000);
     state.hang = true;

@@ -120,10 +120,6 @@ export class SimulatedKubelet {
     return Date.now() + this.clockOffsetMs;
   }
 
-  private get heartbeatTimeoutMs(): number {
-    return this.timing.heartbeatTimeoutMs;
-  }
-
   /** Registers the Node (if absent), its Lease and pods, then starts heartbeating. */
   async start(): Promise<void> {
     if (this.running) return;
@@ -271,7 +267,7 @@ export class SimulatedKubelet {
           this.lease = await this.client.request<V1Lease>({
             method: 'GET',
             path: paths.lease(NODE_LEASE_NAMESPACE, this.name),
-            timeoutMs: this.heartbeatTimeoutMs,
+            timeoutMs: this.timing.heartbeatTimeoutMs,
           });
         } catch (err) {
           if (!(err instanceof KubeApiError && err.isNotFound)) throw err;
@@ -279,7 +275,7 @@ export class SimulatedKubelet {
             method: 'POST',
             path: paths.leases(NODE_LEASE_NAMESPACE),
             body: this.leaseBody(),
-            timeoutMs: this.heartbeatTimeoutMs,
+            timeoutMs: this.timing.heartbeatTimeoutMs,
           });
           this.accepted();
           return;
@@ -295,7 +291,7 @@ export class SimulatedKubelet {
         method: 'PUT',
         path: paths.lease(NODE_LEASE_NAMESPACE, this.name),
         body,
-        timeoutMs: this.heartbeatTimeoutMs,
+        timeoutMs: this.timing.heartbeatTimeoutMs,
       });
       this.accepted();
     } catch {
@@ -401,7 +397,7 @@ export class SimulatedKubelet {
         method: 'GET',
         path: paths.node(this.name),
         query: { resourceVersion: '0' },
-        timeoutMs: this.heartbeatTimeoutMs,
+        timeoutMs: this.timing.heartbeatTimeoutMs,
       });
       const nowIso = rfc3339(this.now());
       const want = this.desiredConditions(nowIso);
@@ -417,7 +413,7 @@ export class SimulatedKubelet {
           path: paths.nodeStatus(this.name),
           contentType: PatchType.strategic,
           body: this.statusBody(nowIso),
-          timeoutMs: this.heartbeatTimeoutMs,
+          timeoutMs: this.timing.heartbeatTimeoutMs,
         });
         this.lastStatusPost = Date.now();
         this.stats.statusPosts++;

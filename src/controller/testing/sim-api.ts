@@ -51,6 +51,36 @@ function apiError(status: number, reason: string, what: string): KubeApiError {
   return new KubeApiError(status, { kind: 'Status', reason, code: status }, {}, what);
 }
 
+/**
+ * A request held on the wire: resolves when `onWake`'s callback is called (never without one),
+ * rejects as the network would at its timeout or when the caller aborts.
+ */
+function held(
+  what: string,
+  signal: AbortSignal | undefined,
+  timeoutMs: number | undefined,
+  onWake?: (wake: () => void) => void,
+): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const timer =
+      timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => reject(new KubeTransportError(`${what}: timed out`, 'TIMEOUT')), timeoutMs);
+    onWake?.(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+    signal?.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(timer);
+        reject(new KubeTransportError(`${what}: aborted`, 'ABORTED'));
+      },
+      { once: true },
+    );
+  });
+}
+
 export class SimApiServer {
   readonly leases = new Map<string, Lease>();
   readonly nodes = new Map<string, Node>();
@@ -318,25 +348,7 @@ export class SimApiServer {
 
   private async storageUp(what: string, signal?: AbortSignal, timeoutMs?: number): Promise<void> {
     const waiters = this.storageWaiters;
-    if (!waiters) return;
-    await new Promise<void>((resolve, reject) => {
-      const timer =
-        timeoutMs === undefined
-          ? undefined
-          : setTimeout(() => reject(new KubeTransportError(`${what}: timed out`, 'TIMEOUT')), timeoutMs);
-      waiters.push(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-      signal?.addEventListener(
-        'abort',
-        () => {
-          clearTimeout(timer);
-          reject(new KubeTransportError(`${what}: aborted`, 'ABORTED'));
-        },
-        { once: true },
-      );
-    });
+    if (waiters) await held(what, signal, timeoutMs, (wake) => waiters.push(wake));
   }
 
   // ---------------------------------------------------------------- storage
@@ -367,20 +379,7 @@ export class SimApiServer {
   private async pass(what: string, signal?: AbortSignal, timeoutMs?: number): Promise<void> {
     if (this.path === 'up') return;
     if (this.path === 'refuse') throw new KubeTransportError(`${what}: connection refused`, 'ECONNREFUSED');
-    await new Promise<void>((_, reject) => {
-      const timer =
-        timeoutMs === undefined
-          ? undefined
-          : setTimeout(() => reject(new KubeTransportError(`${what}: timed out`, 'TIMEOUT')), timeoutMs);
-      signal?.addEventListener(
-        'abort',
-        () => {
-          clearTimeout(timer);
-          reject(new KubeTransportError(`${what}: aborted`, 'ABORTED'));
-        },
-        { once: true },
-      );
-    });
+    await held(what, signal, timeoutMs);
   }
 
   /** The controller's watch transport for one resource. */
