@@ -11,16 +11,13 @@ import {
 } from '../disruption/index.js';
 import {
   type Anomaly,
-  AnomalyKind,
   type EventRecord,
-  NODE_LEASE_NAMESPACE,
   type NodeHealthTracker,
   type ObservationResult,
   readyStatus,
-  taintsPatch,
 } from '../health/index.js';
-import { KubeApiError, type KubeClient, KubeTransportError, paths } from '../kube/client.js';
-import type { Lease, Node, Taint } from '../kube/types.js';
+import type { KubeClient } from '../kube/client.js';
+import type { Lease, Node } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import { type MarkingPolicy, type NodeView, upstreamPolicy } from '../policy/index.js';
 import type { Subscription } from '../rx/index.js';
@@ -28,11 +25,12 @@ import type { Reflector } from '../watch/reflector.js';
 import { watchBlindness } from '../watch/status.js';
 import type { WatchEvent, WatchHealth } from '../watch/types.js';
 import { AnomalyReporter } from './anomalies.js';
+import { LeaseRecheck } from './lease-recheck.js';
 import type { ControllerMetrics } from './metrics.js';
 import { PodStep } from './pods.js';
 import { WorkQueue } from './queue.js';
 import { RecentWrites } from './recent-writes.js';
-import { StorageSight } from './storage-sight.js';
+import { TaintStep } from './taints.js';
 
 /** The work queue's `name` in workqueue_* (upstream's node lifecycle controller's node queue). */
 export const WORK_QUEUE_NAME = 'node_lifecycle_controller';
@@ -57,18 +55,6 @@ export interface LeadershipControl {
 const RECENT_WRITE_TTL_MS = 60_000;
 
 const BLIND_REASONS: readonly BlindReason[] = ['not_leader', 'disconnected', 'unsynced', 'silent'];
-
-/**
- * A lease re-read slower than this, with no lease write seen while it waited, shows that the API
- * server could not reach its storage (a GET of one Lease takes milliseconds otherwise).
- */
-const SLOW_QUORUM_READ_MS = 1_000;
-
-/** A re-read that failed because the API server or its storage did not answer (not a refusal). */
-function storageUnavailable(err: unknown): boolean {
-  if (err instanceof KubeApiError) return err.status >= 500;
-  return err instanceof KubeTransportError && err.code !== 'ABORTED';
-}
 
 export interface NodeLifecycleOptions {
   clock: Clock;
@@ -164,7 +150,6 @@ export class NodeLifecycleController {
   private deadlineTimer: { at: number; sub: Subscription } | undefined;
   private disruptionTimer: { at: number; sub: Subscription } | undefined;
   private disruptionTickPending = false;
-  private readonly admitted = new Set<string>();
   private readonly dryRunMarked = new Set<string>();
   private readonly pods: PodStep;
   /** Nodes in their rate-limited step (companion: evicting) since when, on our clock. */
@@ -172,8 +157,8 @@ export class NodeLifecycleController {
   private readonly nodeStates = new Map<string, ReturnType<typeof stateOf>>();
   /** Nodes as our last write returned them, until the watch cache shows that version or newer. */
   private readonly writtenNodes = new RecentWrites<Node>(RECENT_WRITE_TTL_MS);
-  /** Whether the API server could accept renewals (its storage up), from writes and re-reads. */
-  private readonly storage = new StorageSight(SLOW_QUORUM_READ_MS);
+  private readonly recheckLease: LeaseRecheck;
+  private readonly taints: TaintStep;
   private readonly workerLoops: Promise<void>[] = [];
   /**
    * Aborted by stop(): the reads in flight (lease re-reads, pod lists) end at once. A shutdown
@@ -209,6 +194,22 @@ export class NodeLifecycleController {
       log: this.log,
       reads: this.reads.signal,
       emit: (e) => this.emit(e),
+    });
+    this.recheckLease = new LeaseRecheck({
+      ...this.o,
+      log: this.log,
+      reads: this.reads.signal,
+      acting: () => this.acting(),
+      stopped: () => this.stopped,
+      noteAnomalies: (a) => this.noteAnomalies(a),
+      deadlinesMoved: () => this.armDeadlineTimer(),
+    });
+    this.taints = new TaintStep({
+      ...this.o,
+      log: this.log,
+      writtenNodes: this.writtenNodes,
+      view: (name, now) => this.view(name, now),
+      admissionRequested: () => this.scheduleDisruptionTick(),
     });
   }
 
@@ -309,11 +310,8 @@ export class NodeLifecycleController {
     if (ev.type === 'Init' || ev.type === 'InitDone') return;
     const now = this.now();
     const lease = ev.object;
-    if (ev.type === 'Apply') {
-      // A write the storage accepted: it works (again).
-      const outageMs = this.storage.writeSeen(now);
-      if (outageMs !== undefined) this.storageOutageEnded(outageMs, `lease ${lease.metadata.name} renewed`);
-    }
+    // A write the storage accepted: it works (again).
+    if (ev.type === 'Apply') this.recheckLease.writeSeen(lease.metadata.name);
     if (ev.type === 'Delete') {
       this.o.tracker.forgetLease(lease.metadata.name);
     } else {
@@ -340,7 +338,7 @@ export class NodeLifecycleController {
     if (ev.type === 'Delete') {
       if (this.o.tracker.forgetNode(name) && this.acting()) this.nodeEvent('removing', node);
       this.o.disruption.forget(name);
-      this.admitted.delete(name);
+      this.taints.forget(name);
       this.pods.forget(name);
       this.stepSince.delete(name);
       this.dryRunMarked.delete(name);
@@ -490,8 +488,7 @@ export class NodeLifecycleController {
         this.spellFresh = false;
         this.leaseBlindMs = 0;
         // An outage of the API server's storage in progress ends where the spell begins.
-        const outageMs = this.storage.watchBlind(this.blindSince);
-        if (outageMs !== undefined) this.storageOutageEnded(outageMs, `blind (${reason})`);
+        this.recheckLease.spellBegan(this.blindSince, reason);
       }
       if (reason === 'not_leader' || reason === 'unsynced') this.spellFresh = true;
       if (reason === 'not_leader') this.log.info('Not leading: marking nothing');
@@ -617,7 +614,7 @@ export class NodeLifecycleController {
     if (this.acting()) {
       const { admitted, events } = this.o.disruption.admit(now);
       for (const a of admitted) {
-        this.admitted.add(a.name);
+        this.taints.admit(a.name);
         this.queue.add(a.name);
       }
       for (const e of events) void this.emit(e as unknown as EventRecord);
@@ -742,7 +739,7 @@ export class NodeLifecycleController {
     // 1. Status: a lost node marked, a renewed one cleared.
     const write = policy.status(node, this.view(name, now), this.o.clock.wall());
     if (write) {
-      if (write.kind === 'lost' && !(await this.confirmStale(name))) return undefined;
+      if (write.kind === 'lost' && !(await this.recheckLease.confirmStale(name))) return undefined;
       if (!this.acting()) return undefined;
       const deadline = write.kind === 'lost' ? tracker.health(name)?.deadline : undefined;
       const out = await writer.patchNodeStatus(name, node, (current) => {
@@ -781,7 +778,7 @@ export class NodeLifecycleController {
     }
 
     // 2. Taints.
-    const taintsDue = await this.reconcileTaints(name, node);
+    const taintsDue = await this.taints.run(name, node);
     if (taintsDue === 'fenced') return undefined;
 
     // 3. Pods. How long the node has been in its rate-limited step (companion: evicting), on our clock.
@@ -795,146 +792,5 @@ export class NodeLifecycleController {
     return taintsDue === undefined || podsDue === undefined
       ? (taintsDue ?? podsDue)
       : Math.min(taintsDue, podsDue);
-  }
-
-  /**
-   * Before marking, re-read the node's lease from the API server (a quorum read). If it was renewed
-   * after all, our watch is behind: feed the fresh lease, count it, mark nothing. If we cannot read
-   * it, we cannot see: mark nothing now and retry. An answer that is not that Lease (a proxy's
-   * HTML page, another object) shows nothing either: counted and logged as bad data, not marked,
-   * read again on the next safety-net pass.
-   */
-  private async confirmStale(name: string): Promise<boolean> {
-    let lease: unknown;
-    const sentAt = this.now();
-    try {
-      lease = await this.o.client.request<unknown>({
-        method: 'GET',
-        path: paths.lease(NODE_LEASE_NAMESPACE, name),
-        timeoutMs: 5_000,
-        signal: this.reads.signal,
-      });
-    } catch (err) {
-      if (err instanceof KubeApiError && err.isNotFound) return true; // judged on node status alone
-      if (!this.stopped) this.log.warn('Cannot confirm a stale lease; not marking', { node: name, err });
-      // While blind, the spell moves deadlines, not the storage's outage.
-      if (this.acting() && storageUnavailable(err) && this.storage.readFailed(sentAt)) {
-        this.log.warn(
-          'The API server cannot serve a quorum read: no node is judged on the time until it can (kubelets cannot renew through it either)',
-          { node: name },
-        );
-      }
-      throw err;
-    }
-    // An answer that ends an outage of the API server's storage (this read was slow, or earlier
-    // ones failed): kubelets could not renew through it, so every deadline moves by it first, and
-    // this node is judged against its new one (below).
-    const outageMs = this.acting() ? this.storage.readAnswered(sentAt, this.now()) : undefined;
-    if (outageMs !== undefined) this.storageOutageEnded(outageMs, `re-read of lease ${name}`);
-    const r = this.o.tracker.observeLeaseRead(name, lease, this.now());
-    this.noteAnomalies(r.anomalies);
-    if (!r.valid) return false;
-    // A renewTime we saw before, older than the latest: the API server's storage is behind what the
-    // watch already showed (etcd restored from a backup under it). It shows nothing about the node
-    // now: mark nothing, read again on the next safety-net pass.
-    if (r.anomalies.some((a) => a.kind === AnomalyKind.RenewTimeReplayed)) {
-      this.log.warn('The API server answered with an older renewal than the watch showed; not marking', {
-        node: name,
-      });
-      return false;
-    }
-    if (r.refreshed) {
-      this.o.metrics.watchLagDetected.inc();
-      this.log.warn('Lease was renewed but the watch had not shown it; not marking', { node: name });
-      this.armDeadlineTimer();
-      return false;
-    }
-    // Its deadline moved while we read (an outage counted: by this read, another one, or a write).
-    const deadline = this.o.tracker.health(name)?.deadline;
-    if (deadline !== undefined && deadline > this.now()) {
-      this.armDeadlineTimer();
-      return false;
-    }
-    return true;
-  }
-
-  /** An outage of the API server's storage ended (`endedBy`): no node is judged on its time. */
-  private storageOutageEnded(outageMs: number, endedBy: string): void {
-    if (outageMs <= 0) return;
-    const now = this.now();
-    this.o.tracker.extendAll(outageMs, now);
-    this.o.metrics.storageOutageSeconds.inc(outageMs / 1000);
-    this.log.warn('The API server could not reach its storage: every deadline moved by the outage', {
-      outage: formatDuration(Math.round(outageMs)),
-      endedBy,
-    });
-    this.armDeadlineTimer();
-  }
-
-  /** Returns 'fenced', or when the rate-limited step comes due (ms). */
-  private async reconcileTaints(name: string, node: Node): Promise<'fenced' | number | undefined> {
-    const { disruption, writer, policy } = this.o;
-    // An admission that arrives while this reconcile is in flight belongs to the next run (the
-    // queue re-runs a key added during processing): decide and settle only with what we had now.
-    const ctx = {
-      view: this.view(name, this.now()),
-      admitted: this.admitted.has(name),
-      master: disruption.masterDisruptionActive,
-    };
-    const wall = () => this.o.clock.wall();
-    const first = policy.taints(node, wall(), ctx);
-    if (first.admission === 'request') {
-      disruption.requestNoExecute(name, zoneKeyOf(node.metadata.labels), this.now());
-      this.scheduleDisruptionTick();
-    } else if (first.admission === 'cancel') {
-      disruption.cancel(name);
-    }
-    if (!first.taints) {
-      if (ctx.admitted && this.admitted.delete(name)) disruption.settle(name, 'dropped', this.now());
-      return first.recheckInMs;
-    }
-    let added = false;
-    const before = node.spec?.taints ?? [];
-    const out = await writer.patchNode(name, node, (current) => {
-      const t = current === node ? first : policy.taints(current, wall(), ctx);
-      added = t.addsNoExecute;
-      return t.taints ? (taintsPatch(t.taints) as unknown as Record<string, unknown>) : undefined;
-    });
-    if (ctx.admitted && this.admitted.delete(name)) {
-      const ok = (out.kind === 'applied' || out.kind === 'dry-run') && added;
-      disruption.settle(name, ok ? 'applied' : out.kind === 'failed' ? 'failed' : 'dropped', this.now());
-    }
-    if (out.kind === 'applied') this.writtenNodes.remember(name, out.object as Node | undefined, this.now());
-    if (out.kind === 'applied' || out.kind === 'dry-run') {
-      const after =
-        out.kind === 'applied' ? ((out.object as Node | undefined)?.spec?.taints ?? []) : first.taints;
-      this.countTaintChanges(name, before, after, out.kind === 'dry-run');
-    }
-    if (out.kind === 'fenced') return 'fenced';
-    if (out.kind === 'failed') throw out.error;
-    return first.recheckInMs;
-  }
-
-  private countTaintChanges(
-    name: string,
-    before: readonly Taint[],
-    after: readonly Taint[],
-    dryRun: boolean,
-  ): void {
-    const key = (t: Taint) => `${t.key}:${t.effect}`;
-    const had = new Set(before.map(key));
-    const has = new Set(after.map(key));
-    for (const t of after) {
-      if (had.has(key(t))) continue;
-      this.o.metrics.transitions.inc({
-        kind: t.effect === 'NoExecute' ? 'noexecute_taint_added' : 'noschedule_taint_added',
-      });
-      this.log.info(dryRun ? 'Dry run: would add taint' : 'Added taint', { node: name, taint: key(t) });
-    }
-    for (const t of before) {
-      if (has.has(key(t))) continue;
-      this.o.metrics.transitions.inc({ kind: 'taint_removed' });
-      this.log.info(dryRun ? 'Dry run: would remove taint' : 'Removed taint', { node: name, taint: key(t) });
-    }
   }
 }

@@ -1031,11 +1031,10 @@ describe('metric names in alerts and dashboard', () => {
   }
 
   it('the transition kinds are the ones the reconciler counts, each exported from the start at 0', () => {
-    // The reconciler (node-lifecycle.ts, its pod step) counts literal kinds; the policies name the
-    // kind of each status write they return (`transition: '...'`), which the reconciler counts.
+    // The reconciler (node-lifecycle.ts, its taint and pod steps) counts literal kinds; the policies
+    // name the kind of each status write they return (`transition: '...'`), which the reconciler counts.
     const src = [
-      join(REPO, 'src', 'controller', 'node-lifecycle.ts'),
-      join(REPO, 'src', 'controller', 'pods.ts'),
+      ...walkFiles(join(REPO, 'src', 'controller'), (p) => p.endsWith('.ts') && !p.endsWith('.test.ts')),
       ...walkFiles(join(REPO, 'src', 'policy'), (p) => p.endsWith('.ts') && !p.endsWith('.test.ts')),
     ]
       .map((f) => readFileSync(f, 'utf8'))

@@ -1,0 +1,137 @@
+import type { Clock } from '../clock/clock.js';
+import { formatDuration } from '../clock/duration.js';
+import { type Anomaly, AnomalyKind, NODE_LEASE_NAMESPACE, type NodeHealthTracker } from '../health/index.js';
+import { KubeApiError, type KubeClient, KubeTransportError, paths } from '../kube/client.js';
+import type { Logger } from '../log/logger.js';
+import type { ControllerMetrics } from './metrics.js';
+import { StorageSight } from './storage-sight.js';
+
+/**
+ * A lease re-read slower than this, with no lease write seen while it waited, shows that the API
+ * server could not reach its storage (a GET of one Lease takes milliseconds otherwise).
+ */
+const SLOW_QUORUM_READ_MS = 1_000;
+
+/** A re-read that failed because the API server or its storage did not answer (not a refusal). */
+function storageUnavailable(err: unknown): boolean {
+  if (err instanceof KubeApiError) return err.status >= 500;
+  return err instanceof KubeTransportError && err.code !== 'ABORTED';
+}
+
+export interface LeaseRecheckOptions {
+  clock: Clock;
+  log: Logger;
+  metrics: ControllerMetrics;
+  client: KubeClient;
+  tracker: NodeHealthTracker;
+  /** Aborted on stop: a re-read in flight ends at once. */
+  reads: AbortSignal;
+  /** Whether the controller sees and leads now: only then do failures and answers count as outages. */
+  acting: () => boolean;
+  stopped: () => boolean;
+  noteAnomalies: (anomalies: readonly Anomaly[]) => void;
+  /** A deadline moved (an outage counted, a renewal found): the caller re-arms its timer. */
+  deadlinesMoved: () => void;
+}
+
+/**
+ * The last look before a node is marked, and what it shows about the API server's storage: the
+ * node's lease re-read from the API server (a quorum read), and the outages of etcd under a running
+ * kube-apiserver (StorageSight) that move every deadline.
+ */
+export class LeaseRecheck {
+  /** Whether the API server could accept renewals (its storage up), from writes and re-reads. */
+  private readonly storage = new StorageSight(SLOW_QUORUM_READ_MS);
+
+  constructor(private readonly o: LeaseRecheckOptions) {}
+
+  private now(): number {
+    return this.o.clock.scheduler.now();
+  }
+
+  /** A lease write arrived on the watch: the storage accepted it, it works (again). */
+  writeSeen(leaseName: string): void {
+    const outageMs = this.storage.writeSeen(this.now());
+    if (outageMs !== undefined) this.outageEnded(outageMs, `lease ${leaseName} renewed`);
+  }
+
+  /** A blind spell began at `since`: an outage of the storage in progress ends where it begins. */
+  spellBegan(since: number, reason: string): void {
+    const outageMs = this.storage.watchBlind(since);
+    if (outageMs !== undefined) this.outageEnded(outageMs, `blind (${reason})`);
+  }
+
+  /**
+   * Before marking, re-read the node's lease from the API server. If it was renewed after all, our
+   * watch is behind: feed the fresh lease, count it, mark nothing. If we cannot read it, we cannot
+   * see: mark nothing now and retry (throws). An answer that is not that Lease (a proxy's HTML
+   * page, another object) shows nothing either: counted and logged as bad data, not marked, read
+   * again on the next safety-net pass. True: the node may be marked.
+   */
+  async confirmStale(name: string): Promise<boolean> {
+    const { client, tracker, log, acting } = this.o;
+    let lease: unknown;
+    const sentAt = this.now();
+    try {
+      lease = await client.request<unknown>({
+        method: 'GET',
+        path: paths.lease(NODE_LEASE_NAMESPACE, name),
+        timeoutMs: 5_000,
+        signal: this.o.reads,
+      });
+    } catch (err) {
+      if (err instanceof KubeApiError && err.isNotFound) return true; // judged on node status alone
+      if (!this.o.stopped()) log.warn('Cannot confirm a stale lease; not marking', { node: name, err });
+      // While blind, the spell moves deadlines, not the storage's outage.
+      if (acting() && storageUnavailable(err) && this.storage.readFailed(sentAt)) {
+        log.warn(
+          'The API server cannot serve a quorum read: no node is judged on the time until it can (kubelets cannot renew through it either)',
+          { node: name },
+        );
+      }
+      throw err;
+    }
+    // An answer that ends an outage of the API server's storage (this read was slow, or earlier
+    // ones failed): kubelets could not renew through it, so every deadline moves by it first, and
+    // this node is judged against its new one (below).
+    const outageMs = acting() ? this.storage.readAnswered(sentAt, this.now()) : undefined;
+    if (outageMs !== undefined) this.outageEnded(outageMs, `re-read of lease ${name}`);
+    const r = tracker.observeLeaseRead(name, lease, this.now());
+    this.o.noteAnomalies(r.anomalies);
+    if (!r.valid) return false;
+    // A renewTime we saw before, older than the latest: the API server's storage is behind what the
+    // watch already showed (etcd restored from a backup under it). It shows nothing about the node
+    // now: mark nothing, read again on the next safety-net pass.
+    if (r.anomalies.some((a) => a.kind === AnomalyKind.RenewTimeReplayed)) {
+      log.warn('The API server answered with an older renewal than the watch showed; not marking', {
+        node: name,
+      });
+      return false;
+    }
+    if (r.refreshed) {
+      this.o.metrics.watchLagDetected.inc();
+      log.warn('Lease was renewed but the watch had not shown it; not marking', { node: name });
+      this.o.deadlinesMoved();
+      return false;
+    }
+    // Its deadline moved while we read (an outage counted: by this read, another one, or a write).
+    const deadline = tracker.health(name)?.deadline;
+    if (deadline !== undefined && deadline > this.now()) {
+      this.o.deadlinesMoved();
+      return false;
+    }
+    return true;
+  }
+
+  /** An outage of the API server's storage ended (`endedBy`): no node is judged on its time. */
+  private outageEnded(outageMs: number, endedBy: string): void {
+    if (outageMs <= 0) return;
+    this.o.tracker.extendAll(outageMs, this.now());
+    this.o.metrics.storageOutageSeconds.inc(outageMs / 1000);
+    this.o.log.warn('The API server could not reach its storage: every deadline moved by the outage', {
+      outage: formatDuration(Math.round(outageMs)),
+      endedBy,
+    });
+    this.o.deadlinesMoved();
+  }
+}

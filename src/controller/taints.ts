@@ -1,0 +1,120 @@
+import type { ApiWriter } from '../apply/writer.js';
+import type { Clock } from '../clock/clock.js';
+import { type DisruptionController, zoneKeyOf } from '../disruption/index.js';
+import { taintsPatch } from '../health/index.js';
+import type { Node, Taint } from '../kube/types.js';
+import type { Logger } from '../log/logger.js';
+import type { MarkingPolicy, NodeView } from '../policy/index.js';
+import type { ControllerMetrics } from './metrics.js';
+import type { RecentWrites } from './recent-writes.js';
+
+export interface TaintStepOptions {
+  clock: Clock;
+  log: Logger;
+  metrics: ControllerMetrics;
+  writer: ApiWriter;
+  policy: MarkingPolicy;
+  disruption: DisruptionController;
+  /** Nodes as our last write returned them (a taint write's answer is remembered there). */
+  writtenNodes: RecentWrites<Node>;
+  /** The tracker's view of one node, for the policy. */
+  view: (name: string, now: number) => NodeView;
+  /** A NoExecute admission was requested: the zone pass should run soon. */
+  admissionRequested: () => void;
+}
+
+/**
+ * A node's taints brought in line with the policy, and the zone rate limiter's side of it: a node
+ * the policy wants in its rate-limited step (upstream: NoExecute) asks for an admission, and a
+ * node admitted by the zone pass (`admit`) has that admission settled by its next taint write.
+ */
+export class TaintStep {
+  /** Nodes the zone pass admitted whose taint write has not run yet. */
+  private readonly admitted = new Set<string>();
+
+  constructor(private readonly o: TaintStepOptions) {}
+
+  private now(): number {
+    return this.o.clock.scheduler.now();
+  }
+
+  /** The zone pass admitted this node's rate-limited step. */
+  admit(name: string): void {
+    this.admitted.add(name);
+  }
+
+  forget(name: string): void {
+    this.admitted.delete(name);
+  }
+
+  /** Returns 'fenced', or when the rate-limited step comes due (ms). */
+  async run(name: string, node: Node): Promise<'fenced' | number | undefined> {
+    const { disruption, writer, policy } = this.o;
+    // An admission that arrives while this reconcile is in flight belongs to the next run (the
+    // queue re-runs a key added during processing): decide and settle only with what we had now.
+    const ctx = {
+      view: this.o.view(name, this.now()),
+      admitted: this.admitted.has(name),
+      master: disruption.masterDisruptionActive,
+    };
+    const wall = () => this.o.clock.wall();
+    const first = policy.taints(node, wall(), ctx);
+    if (first.admission === 'request') {
+      disruption.requestNoExecute(name, zoneKeyOf(node.metadata.labels), this.now());
+      this.o.admissionRequested();
+    } else if (first.admission === 'cancel') {
+      disruption.cancel(name);
+    }
+    if (!first.taints) {
+      if (ctx.admitted && this.admitted.delete(name)) disruption.settle(name, 'dropped', this.now());
+      return first.recheckInMs;
+    }
+    let added = false;
+    const before = node.spec?.taints ?? [];
+    const out = await writer.patchNode(name, node, (current) => {
+      const t = current === node ? first : policy.taints(current, wall(), ctx);
+      added = t.addsNoExecute;
+      return t.taints ? (taintsPatch(t.taints) as unknown as Record<string, unknown>) : undefined;
+    });
+    if (ctx.admitted && this.admitted.delete(name)) {
+      const ok = (out.kind === 'applied' || out.kind === 'dry-run') && added;
+      disruption.settle(name, ok ? 'applied' : out.kind === 'failed' ? 'failed' : 'dropped', this.now());
+    }
+    if (out.kind === 'applied')
+      this.o.writtenNodes.remember(name, out.object as Node | undefined, this.now());
+    if (out.kind === 'applied' || out.kind === 'dry-run') {
+      const after =
+        out.kind === 'applied' ? ((out.object as Node | undefined)?.spec?.taints ?? []) : first.taints;
+      this.countChanges(name, before, after, out.kind === 'dry-run');
+    }
+    if (out.kind === 'fenced') return 'fenced';
+    if (out.kind === 'failed') throw out.error;
+    return first.recheckInMs;
+  }
+
+  private countChanges(
+    name: string,
+    before: readonly Taint[],
+    after: readonly Taint[],
+    dryRun: boolean,
+  ): void {
+    const key = (t: Taint) => `${t.key}:${t.effect}`;
+    const had = new Set(before.map(key));
+    const has = new Set(after.map(key));
+    for (const t of after) {
+      if (had.has(key(t))) continue;
+      this.o.metrics.transitions.inc({
+        kind: t.effect === 'NoExecute' ? 'noexecute_taint_added' : 'noschedule_taint_added',
+      });
+      this.o.log.info(dryRun ? 'Dry run: would add taint' : 'Added taint', { node: name, taint: key(t) });
+    }
+    for (const t of before) {
+      if (has.has(key(t))) continue;
+      this.o.metrics.transitions.inc({ kind: 'taint_removed' });
+      this.o.log.info(dryRun ? 'Dry run: would remove taint' : 'Removed taint', {
+        node: name,
+        taint: key(t),
+      });
+    }
+  }
+}
