@@ -111,22 +111,43 @@ describe('etcd restored from a backup', () => {
     );
     await sleep(3 * GRACE_S * 1000);
     const lagDetected = await ctl.metric('nlc_watch_lag_detected_total');
+    const lostInPhase1 = marks(await nodeNow(admin, lost));
+    const watchCounts: Record<string, number> = {};
+    for (const resource of ['leases', 'nodes']) {
+      for (const m of ['nlc_watch_reconnects_total', 'nlc_watch_relists_total']) {
+        watchCounts[`${resource} ${m.slice(10, -6)}`] = await ctl.metric(m, { resource });
+      }
+    }
+    // kube-apiserver keeps a watch cache per resource. Usually the leases' stalls at the revision
+    // it had (its etcd watch asks for revisions the restored etcd has not reached): the lease watch
+    // shows no renewal for three graces, and every node's re-read finds one it had not shown. A
+    // cache may follow the restored history instead (seen for the nodes' alone, and once in CI, 1
+    // run in about 10, for both): our watches then deliver that history, and with the leases' doing
+    // so there is no lag and the restored taint comes off through the node watch in this phase.
+    const stalled = lagDetected > 0;
     console.log(
-      `phase 1 (stale watch cache): lag detected ${lagDetected} times, ${lost} in etcd:`,
-      marks(await nodeNow(admin, lost)),
+      `phase 1 (${stalled ? 'the lease watch cache stalled' : 'the watch caches followed the restored history'}): lag detected ${lagDetected} times, ${lost} in etcd:`,
+      lostInPhase1,
+      watchCounts,
     );
+    if (!stalled) expect(lostInPhase1.unreachable, `${lost}'s restored taint lifted in phase 1`).toBe(false);
 
-    // Phase 2: kube-apiserver restarted, as the runbook says.
+    // Phase 2: kube-apiserver restarted, as the runbook says. After a stalled cache our
+    // resourceVersions are ahead of the new history: the server accepts our watches and sends
+    // nothing, and only the watch's own probe finds that out (too_large_resource_version; without
+    // it no watch fails after the restart and nothing relists). After a cache that followed the
+    // restore they are in the new history, older than the restarted cache's start: 410, relist.
     const logsBeforeRestart = ctl.logs.length;
     await cp.restartApiServer();
     const restartedAt = performance.now();
+    const relistReasons = ['too_large_resource_version', 'server_rewound', 'gone'];
     const relisted = await ctl.waitForLog(
       'watch failed',
       60_000,
-      (l) => l.reason === 'too_large_resource_version',
+      (l) => ctl.logs.indexOf(l) >= logsBeforeRestart && relistReasons.includes(String(l.reason)),
     );
     console.log(
-      `first too_large_resource_version ${((performance.now() - restartedAt) / 1000).toFixed(1)} s after the restart (${relisted.resource})`,
+      `first ${String(relisted.reason)} ${((performance.now() - restartedAt) / 1000).toFixed(1)} s after the restart (${relisted.resource})`,
     );
     await waitUntil(async () => !marks(await nodeNow(admin, lost)).unreachable, {
       timeoutMs: 30_000,
@@ -140,10 +161,7 @@ describe('etcd restored from a backup', () => {
           ctl.logs
             .slice(logsBeforeRestart)
             .some(
-              (l) =>
-                l.msg === 'watch failed' &&
-                l.resource === r &&
-                ['too_large_resource_version', 'server_rewound', 'gone'].includes(String(l.reason)),
+              (l) => l.msg === 'watch failed' && l.resource === r && relistReasons.includes(String(l.reason)),
             ),
         ),
       { timeoutMs: 10_000, what: 'both watches relisted' },
