@@ -5,7 +5,12 @@ import { defineConfig } from 'vitest/config';
 // control planes.
 export default defineConfig({
   test: {
-    include: ['src/disruption/**/*.test.ts', 'src/health/**/*.test.ts', 'src/election/**/*.test.ts'],
+    include: [
+      'src/disruption/**/*.test.ts',
+      'src/health/**/*.test.ts',
+      'src/election/**/*.test.ts',
+      'src/controller/**/*.test.ts',
+    ],
     environment: 'node',
     testTimeout: 20_000,
   },

@@ -1,7 +1,7 @@
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { parseDuration } from '../clock/duration.js';
-import { KubeTransportError } from '../kube/client.js';
+import { KubeApiError, KubeTransportError } from '../kube/client.js';
 import { EventLoopSampler } from '../metrics/event-loop.js';
 import { WorkQueue } from './queue.js';
 import { advance, GRACE_MS, type Harness, harness, metric, SILENCE_MS } from './testing/harness.js';
@@ -527,30 +527,83 @@ describe('NodeLifecycleController: the API server cannot reach its storage (virt
     return { markedAt: markedAt!, blind: overlap(h.blindIntervals, lastRenewal, markedAt!) };
   }
 
-  it('etcd down for 60 s under a running API server (watches open, nothing renews): no live node marked; a dead one marked at grace + the outage', async () => {
+  it.each([
+    ['wait', 'the re-reads time out'],
+    ['error', 'the re-reads are answered 500 at once'],
+  ] as const)(
+    'etcd down for 60 s under a running API server (watches open, nothing renews; %s: %s): no live node marked; a dead one marked at grace + the outage',
+    async (answer, _how) => {
+      const h = harness({ nodes: 10 });
+      try {
+        await advance(20_000); // every kubelet renewed at 10 s and 20 s
+        const lastRenewal = h.sim.stopKubelet('node-9');
+        await advance(1_000);
+        h.sim.setStorageDown(true, answer);
+        await advance(60_000); // every deadline (70 s) passes; no re-read is answered
+        expect(h.controller.sight.blind).toBeUndefined(); // the watches looked healthy throughout
+        expect(unknownPatches(h)).toEqual([]);
+        h.sim.setStorageDown(false);
+        const upAt = now();
+        await advance(GRACE_MS + 30_000);
+        for (let i = 0; i < 9; i++) expect(h.sim.readyOf(`node-${i}`), `node-${i}`).toBe('True');
+        expect(unknownPatches(h).map((p) => p.path)).toEqual(['/api/v1/nodes/node-9/status']);
+        // The outage ran from the last renewal seen (20 s) until the storage answered (81 s): the dead
+        // node's grace runs from there, plus up to one renewal interval (10 s) if a kubelet's write,
+        // not a re-read, was the first to show the storage back.
+        const markedAt = h.sim.markedUnknownAt('node-9')!;
+        expect(markedAt - upAt).toBeGreaterThanOrEqual(GRACE_MS);
+        expect(markedAt - upAt).toBeLessThanOrEqual(GRACE_MS + 10_000 + 1_000);
+        expect(markedAt - lastRenewal).toBeGreaterThan(GRACE_MS + 60_000);
+        expect(h.logs.filter((l) => l.msg === OUTAGE_LOG)).toHaveLength(1);
+        // From the last renewal seen (20 s) to the first proof after the storage came back (81-91 s).
+        const outageS = await metric(h.registry, 'nlc_storage_outage_seconds_total');
+        expect(outageS).toBeGreaterThanOrEqual(61);
+        expect(outageS).toBeLessThanOrEqual(72);
+      } finally {
+        await h.stop();
+      }
+    },
+  );
+
+  /** node-3's lease re-reads answered `status` from now until `untilMs` from now. */
+  function refuseReads(h: Harness, status: number, untilMs: number): void {
+    const until = now() + untilMs;
+    h.sim.onRequest = (req) => {
+      if (now() >= until || req.method !== 'GET' || !req.path.endsWith('/leases/node-3')) return undefined;
+      throw new KubeApiError(status, { kind: 'Status', code: status }, {}, `GET ${req.path}`);
+    };
+  }
+
+  it('a re-read answered 404 (the Lease deleted since the watch showed it): the node is judged on its status alone and marked', async () => {
     const h = harness({ nodes: 10 });
     try {
-      await advance(20_000); // every kubelet renewed at 10 s and 20 s
-      const lastRenewal = h.sim.stopKubelet('node-9');
-      await advance(1_000);
-      h.sim.setStorageDown(true);
-      await advance(60_000); // every deadline (70 s) passes; the re-reads time out
-      expect(h.controller.sight.blind).toBeUndefined(); // the watches looked healthy throughout
-      expect(unknownPatches(h)).toEqual([]);
-      h.sim.setStorageDown(false);
-      const upAt = now();
-      await advance(GRACE_MS + 30_000);
-      for (let i = 0; i < 9; i++) expect(h.sim.readyOf(`node-${i}`), `node-${i}`).toBe('True');
-      expect(unknownPatches(h).map((p) => p.path)).toEqual(['/api/v1/nodes/node-9/status']);
-      // The outage ran from the last renewal seen (20 s) until the storage answered (81 s): the dead
-      // node's grace runs from there, plus up to one renewal interval (10 s) if a kubelet's write,
-      // not a re-read, was the first to show the storage back.
-      const markedAt = h.sim.markedUnknownAt('node-9')!;
-      expect(markedAt - upAt).toBeGreaterThanOrEqual(GRACE_MS);
-      expect(markedAt - upAt).toBeLessThanOrEqual(GRACE_MS + 10_000 + 1_000);
-      expect(markedAt - lastRenewal).toBeGreaterThan(GRACE_MS + 60_000);
-      expect(h.logs.filter((l) => l.msg === OUTAGE_LOG)).toHaveLength(1);
-      expect(await metric(h.registry, 'nlc_storage_outage_seconds_total')).toBeGreaterThanOrEqual(61);
+      await advance(20_000);
+      const lastRenewal = h.sim.stopKubelet('node-3');
+      refuseReads(h, 404, 10 * GRACE_MS);
+      await advance(GRACE_MS + 10_000);
+      const markedAt = h.sim.markedUnknownAt('node-3');
+      expect(markedAt).toBeDefined();
+      expect(markedAt! - lastRenewal).toBeLessThanOrEqual(GRACE_MS + 1_000);
+      expect(unknownPatches(h)).toHaveLength(1);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a re-read refused 403 shows nothing about the storage: no outage counted, the dead node marked once the refusal ends', async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      await advance(20_000);
+      const lastRenewal = h.sim.stopKubelet('node-3'); // deadline at 70 s
+      refuseReads(h, 403, GRACE_MS + 20_000); // refused until 90 s
+      await advance(GRACE_MS + 19_000);
+      expect(h.sim.markedUnknownAt('node-3')).toBeUndefined();
+      await advance(11_000);
+      const markedAt = h.sim.markedUnknownAt('node-3');
+      expect(markedAt).toBeDefined();
+      expect(markedAt! - lastRenewal).toBeLessThanOrEqual(GRACE_MS + 20_000 + 6_000);
+      expect(h.logs.filter((l) => l.msg === OUTAGE_LOG)).toEqual([]);
+      expect(await metric(h.registry, 'nlc_storage_outage_seconds_total')).toBe(0);
     } finally {
       await h.stop();
     }

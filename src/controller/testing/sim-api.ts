@@ -110,6 +110,8 @@ export class SimApiServer {
   private readonly listDelayMs = new Map<Resource, number>();
   /** Requests waiting for the storage to come back (etcd down under a running API server). */
   private storageWaiters: Array<() => void> | undefined;
+  /** While the storage is down, the controller's requests fail at once with a 500 instead of waiting. */
+  private storageErrors = false;
   /**
    * Called with every request the controller's client sends (not watches), after the path let it
    * through and before it is answered: may wait, throw, or return a body to answer with instead.
@@ -334,9 +336,11 @@ export class SimApiServer {
    * The server's storage is down (etcd stopped, restored, stalled) while the server runs: nothing can
    * be written, so kubelets cannot renew; the controller's requests wait for it (or time out); its
    * watches stay open and reconnect (served from the watch cache) but carry nothing new.
+   * `answer: 'error'`: the controller's requests are answered 500 at once instead.
    */
-  setStorageDown(down: boolean): void {
+  setStorageDown(down: boolean, answer: 'wait' | 'error' = 'wait'): void {
     this.kubeletsReach = !down;
+    this.storageErrors = down && answer === 'error';
     if (down) {
       this.storageWaiters ??= [];
       return;
@@ -348,6 +352,8 @@ export class SimApiServer {
 
   private async storageUp(what: string, signal?: AbortSignal, timeoutMs?: number): Promise<void> {
     const waiters = this.storageWaiters;
+    // kube-apiserver's answer when etcd does not answer in time: 500 "etcdserver: request timed out".
+    if (waiters && this.storageErrors) throw apiError(500, 'InternalError', what);
     if (waiters) await held(what, signal, timeoutMs, (wake) => waiters.push(wake));
   }
 
