@@ -590,6 +590,29 @@ describe('NodeLifecycleController: the API server cannot reach its storage (virt
     }
   });
 
+  it('a re-read whose Lease shows another anomaly (a holder that is not the node) still marks a dead node: only a replayed renewal stops it', async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      await advance(20_000);
+      const lastRenewal = h.sim.stopKubelet('node-3');
+      h.sim.onRequest = (req) => {
+        if (req.method !== 'GET' || !req.path.endsWith('/leases/node-3')) return undefined;
+        const lease = structuredClone(h.sim.leases.get('node-3')!);
+        return {
+          kind: 'Lease',
+          apiVersion: 'coordination.k8s.io/v1',
+          ...lease,
+          spec: { ...lease.spec, holderIdentity: 'someone-else' },
+        };
+      };
+      await advance(GRACE_MS + 10_000);
+      expect(h.sim.markedUnknownAt('node-3')! - lastRenewal).toBeLessThanOrEqual(GRACE_MS + 1_000);
+      expect(unknownPatches(h)).toHaveLength(1);
+    } finally {
+      await h.stop();
+    }
+  });
+
   it('a re-read refused 403 shows nothing about the storage: no outage counted, the dead node marked once the refusal ends', async () => {
     const h = harness({ nodes: 10 });
     try {
