@@ -41,7 +41,7 @@ RUN --mount=type=secret,id=npm-ca \
     if [ -s /run/secrets/npm-ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/npm-ca; fi; \
     npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
-COPY scripts/bundle.mjs scripts/sbom.mjs ./scripts/
+COPY scripts/bundle.mjs scripts/build-stamp.mjs scripts/run-as-script.mjs scripts/sbom.mjs ./scripts/
 COPY src ./src
 # `npm run build` compiles dist/ with tsc and bundles the controller with its production
 # dependencies into dist/controller.mjs (+ dist/chunks/, scripts/bundle.mjs): one file loads in about

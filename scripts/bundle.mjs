@@ -11,42 +11,28 @@
 // The `status` subcommand is split into its own chunk (dist/chunks/), loaded only when used.
 // Not minified: stack traces keep function names, and the file stays readable.
 //
-// Build stamp: the version (package.json) and the git revision (`git rev-parse HEAD`, "-dirty" when
-// tracked files differ from it; "unknown" outside a git checkout) are compiled into the bundle
-// (NLC_BUILD_STAMP, src/cli/build-info.ts): `--version`, the start-up log and nlc_build_info report
-// them. The image build has no .git: the Dockerfile passes its REVISION and VERSION build arguments
-// as NLC_BUILD_REVISION and NLC_BUILD_VERSION; a VERSION other than package.json's fails the build.
+// Build stamp (scripts/build-stamp.mjs): the version (package.json) and the git revision (`git
+// rev-parse HEAD`, "-dirty" when tracked files differ from it; "unknown" outside a git checkout) are
+// compiled into the bundle (NLC_BUILD_STAMP, src/cli/build-info.ts) and written to
+// dist/build-stamp.json for the tsc output (`node dist/main.js`): `--version`, the start-up log and
+// nlc_build_info report them. The image build has no .git: the Dockerfile passes its REVISION and
+// VERSION build arguments as NLC_BUILD_REVISION and NLC_BUILD_VERSION; a VERSION other than
+// package.json's fails the build.
 // SBOM: dist/sbom.cdx.json, the npm packages in the bundle (scripts/sbom.mjs).
-import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { build } from 'esbuild';
+import { buildStamp, writeBuildStamp } from './build-stamp.mjs';
 import { cycloneDx } from './sbom.mjs';
 
-function gitRevision() {
-  try {
-    const git = (args) =>
-      execFileSync('git', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-    const sha = git(['rev-parse', 'HEAD']);
-    const dirty = git(['status', '--porcelain', '--untracked-files=no']) !== '';
-    return dirty ? `${sha}-dirty` : sha;
-  } catch {
-    return undefined;
-  }
-}
-
 const pkg = JSON.parse(readFileSync('package.json', 'utf8'));
-const pkgVersion = pkg.version;
-const askedVersion = process.env.NLC_BUILD_VERSION;
-if (askedVersion && askedVersion !== pkgVersion) {
-  console.error(
-    `bundle: NLC_BUILD_VERSION=${askedVersion} but package.json says ${pkgVersion}; bump package.json`,
-  );
+let stamp;
+try {
+  stamp = buildStamp();
+} catch (err) {
+  console.error(`bundle: ${err.message}`);
   process.exit(1);
 }
-const stamp = {
-  version: pkgVersion,
-  revision: process.env.NLC_BUILD_REVISION || gitRevision() || 'unknown',
-};
+writeBuildStamp(stamp);
 
 const result = await build({
   entryPoints: { controller: 'dist/main.js' },

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { buildInfo, resolveBuildInfo, UNKNOWN_REVISION, versionLine } from './build-info.js';
+import { buildInfo, parseBuildStamp, resolveBuildInfo, UNKNOWN_REVISION, versionLine } from './build-info.js';
 
 describe('build info', () => {
   it('a stamped build (the bundle) reports its stamp', () => {
@@ -25,6 +25,22 @@ describe('build info', () => {
       revision: 'unknown',
       nodejsVersion: process.version,
     });
+  });
+
+  it('a stamp file that is not one (scripts/build-stamp.mjs writes {version, revision}) is ignored', () => {
+    expect(parseBuildStamp('{"version":"0.2.0","revision":"abc"}\n')).toEqual({
+      version: '0.2.0',
+      revision: 'abc',
+    });
+    for (const bad of [
+      '',
+      'null',
+      '{"version":"0.2.0"}',
+      '{"version":1,"revision":"a"}',
+      '{"version":"","revision":"a"}',
+    ]) {
+      expect(parseBuildStamp(bad), bad).toBeUndefined();
+    }
   });
 
   it('--version prints one line', () => {

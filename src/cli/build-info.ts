@@ -18,7 +18,8 @@ export interface BuildStamp {
 
 /**
  * Replaced by scripts/bundle.mjs with the version and revision of the build. The tsc output
- * (dist/main.js, the e2e tests, `npm run cli`) has no stamp: it reads package.json and says the
+ * (dist/main.js, the e2e tests, `npm run cli`) has none: it reads the stamp scripts/build-stamp.mjs
+ * wrote beside it (dist/build-stamp.json, by `npm run build`), else package.json, and then says the
  * revision is unknown rather than guessing it at run time.
  */
 declare const NLC_BUILD_STAMP: BuildStamp | undefined;
@@ -46,9 +47,30 @@ function packageJsonVersion(): string | undefined {
   }
 }
 
+/** A stamp as scripts/build-stamp.mjs writes it; undefined for anything else. */
+export function parseBuildStamp(text: string): BuildStamp | undefined {
+  try {
+    const s = JSON.parse(text) as Partial<BuildStamp> | null;
+    if (typeof s?.version !== 'string' || typeof s.revision !== 'string') return undefined;
+    if (s.version === '' || s.revision === '') return undefined;
+    return { version: s.version, revision: s.revision };
+  } catch {
+    return undefined;
+  }
+}
+
+/** dist/build-stamp.json, one folder up from dist/cli/ (src/ has none); undefined when absent. */
+function stampFile(): BuildStamp | undefined {
+  try {
+    return parseBuildStamp(readFileSync(new URL('../build-stamp.json', import.meta.url), 'utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
 /** This process's build. */
 export function buildInfo(): BuildInfo {
-  const stamp = typeof NLC_BUILD_STAMP === 'undefined' ? undefined : NLC_BUILD_STAMP;
+  const stamp = typeof NLC_BUILD_STAMP === 'undefined' ? stampFile() : NLC_BUILD_STAMP;
   return resolveBuildInfo(stamp, packageJsonVersion, process.version);
 }
 

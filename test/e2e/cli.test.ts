@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -30,6 +31,10 @@ const NS = 'nlc-e2e-cli';
 const PACKAGE_VERSION = (
   JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
 ).version;
+const HEAD = execFileSync('git', ['rev-parse', 'HEAD'], {
+  cwd: new URL('../..', import.meta.url),
+  encoding: 'utf8',
+}).trim();
 const LOCK = COMPONENT_NAME;
 const GRACE_MS = 5_000;
 const MASTER = 'leader_election_master_status';
@@ -165,16 +170,6 @@ describe('CLI errors (no API server needed)', () => {
     expect(r.stdout).toContain('status');
   });
 
-  it('--version: exit 0, one line with the version, the revision and the Node.js version', async () => {
-    const r = await runCli(['--version']);
-    expect(r.code).toBe(0);
-    expect(r.stderr).toBe('');
-    // dist/main.js is tsc's output, which nothing stamps: package.json's version, revision unknown.
-    expect(r.stdout).toBe(
-      `node-lifecycle-controller ${PACKAGE_VERSION} (revision unknown, Node.js ${process.version})\n`,
-    );
-  });
-
   it('a --kubeconfig that does not exist: non-zero exit, the message names --kubeconfig', async () => {
     const missing = path.join(os.tmpdir(), 'nlc-no-such-dir', 'kubeconfig');
     const r = await runCli([
@@ -278,16 +273,19 @@ describe('the controller process against a real API server (6 simulated nodes, g
       expect(v(after, 'nlc_leading')).toBe(1);
       // What the process is: in the Starting log line, and as Kubernetes components export
       // kubernetes_build_info.
+      // The revision: the commit `npm run build` stamped (dist/build-stamp.json; --version in
+      // test/e2e/cli-start.test.ts).
+      const revision = expect.stringMatching(new RegExp(`^${HEAD}(-dirty)?$`));
       expect(samples(after, 'nlc_build_info')).toEqual([
         {
           name: 'nlc_build_info',
-          labels: { version: PACKAGE_VERSION, revision: 'unknown', nodejs_version: process.version },
+          labels: { version: PACKAGE_VERSION, revision, nodejs_version: process.version },
           value: 1,
         },
       ]);
       expect(leader.logs.find((l) => l.msg === 'Starting')).toMatchObject({
         version: PACKAGE_VERSION,
-        revision: 'unknown',
+        revision,
         nodejs: process.version,
       });
     } finally {

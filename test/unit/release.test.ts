@@ -45,11 +45,19 @@ describe('version', () => {
       expect(runtime, `ARG ${arg} in the runtime stage`).toMatch(new RegExp(`^ARG ${arg}$`, 'm'));
       expect(runtime).toContain(`org.opencontainers.image.${label}="$${arg}"`);
     }
-    // Every script bundle.mjs imports is in the image's build stage.
-    const imported = [...read('scripts/bundle.mjs').matchAll(/from '\.\/([^']+)'/g)].map(
-      (m) => `scripts/${m[1]}`,
-    );
+    // Every script bundle.mjs imports, and every script those import, is in the image's build stage.
+    const imported: string[] = [];
+    for (const todo = ['scripts/bundle.mjs']; todo.length > 0; ) {
+      for (const m of read(todo.pop()!).matchAll(/from '\.\/([^']+)'/g)) {
+        const f = `scripts/${m[1]}`;
+        if (imported.includes(f)) continue;
+        imported.push(f);
+        todo.push(f);
+      }
+    }
     expect(imported).toContain('scripts/sbom.mjs');
+    expect(imported).toContain('scripts/build-stamp.mjs');
+    expect(imported).toContain('scripts/run-as-script.mjs');
     const copy = /^COPY (scripts\/\S+ )+\.\/scripts\/$/m.exec(dockerfile)?.[0] ?? '';
     for (const f of ['scripts/bundle.mjs', ...imported]) expect(copy, `Dockerfile copies ${f}`).toContain(f);
     // And the bundle is stamped with the same two.
