@@ -20,7 +20,13 @@ async function main(argv: string[]): Promise<void> {
   const sub = argv[0];
   if (sub === 'status') {
     const { runStatus } = await import('./cli/status.js');
-    process.exitCode = await runStatus(argv.slice(1), process.env);
+    try {
+      process.exitCode = await runStatus(argv.slice(1), process.env);
+    } catch (err) {
+      // A command-line tool: one line, no stack (e.g. an exec credential plugin that fails).
+      console.error(`error: ${(err instanceof Error ? err.message : String(err)).split('\n')[0]}`);
+      process.exitCode = 1;
+    }
     return;
   }
   if (sub === 'demo') {

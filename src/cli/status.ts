@@ -1,8 +1,15 @@
 import { systemClock } from '../clock/clock.js';
+import { formatDuration } from '../clock/duration.js';
 import { type FlagSpec, helpText, parseArgs } from '../config/flags.js';
 import { Companion } from '../health/index.js';
-import { KubeClient } from '../kube/client.js';
-import { homeDirectory, type KubeconfigEnv, resolveKubeconfig } from '../kube/kubeconfig.js';
+import { KubeApiError, KubeClient, KubeTransportError, paths } from '../kube/client.js';
+import {
+  homeDirectory,
+  type KubeconfigEnv,
+  KubeconfigError,
+  type KubeconfigResolution,
+  resolveKubeconfig,
+} from '../kube/kubeconfig.js';
 import { proxyEnvOf } from '../kube/proxy.js';
 import { watchNodeLeases, watchNodes } from '../watch/index.js';
 import { FleetView } from './view.js';
@@ -38,6 +45,15 @@ const STATUS_FLAGS: readonly FlagSpec[] = [
   },
   {
     group: 'Status',
+    name: 'timeout',
+    kind: 'duration',
+    default: '15s',
+    min: 1000,
+    max: 600_000,
+    help: 'How long to wait for the API server: its first answer, then the complete node and lease lists. After that, one line names the server and the cause (connection refused, timed out, a refusal) and the exit code is 1.',
+  },
+  {
+    group: 'Status',
     name: 'max-rows',
     kind: 'int',
     default: '40',
@@ -47,10 +63,47 @@ const STATUS_FLAGS: readonly FlagSpec[] = [
   },
 ];
 
+/** Why the API server could not be used, on one line: the server, then the cause. */
+export function apiServerProblem(server: string, err: unknown, timeoutMs: number): string {
+  if (err instanceof KubeApiError) {
+    return `the API server ${server} refused the request: ${err.message}`;
+  }
+  const code = err instanceof KubeTransportError ? err.code : (err as NodeJS.ErrnoException)?.code;
+  const detail = (err instanceof Error ? err.message : String(err)).split('\n')[0];
+  const cause =
+    code === 'TIMEOUT'
+      ? `no answer within ${formatDuration(timeoutMs)} (timed out)`
+      : code === 'ECONNREFUSED'
+        ? `connection refused (${detail})`
+        : code === 'ETIMEDOUT'
+          ? `timed out (${detail})`
+          : code === 'ENOTFOUND' || code === 'EAI_AGAIN'
+            ? `host not found (${detail})`
+            : code === 'ECONNRESET'
+              ? `connection reset (${detail})`
+              : detail;
+  return `cannot reach the API server ${server}: ${cause}`;
+}
+
+/** `p`, or undefined once `ms` have passed (the timer does not keep the process alive after). */
+async function within<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const late = new Promise<undefined>((r) => {
+      timer = setTimeout(() => r(undefined), ms);
+    });
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /**
  * `status [--watch]`: a read-only view of any cluster: node heartbeat ages as this process observes
  * them, Ready states, node.kubernetes.io and companion taints, controller replicas and the leader. Needs only
- * read access (nodes, leases).
+ * read access (nodes, leases). Exit codes: 0 shown, 1 the API server could not be used (one line
+ * naming it and the cause, after at most --timeout), 2 a bad flag or kubeconfig (one line naming
+ * the flag or the file and the problem).
  */
 export async function runStatus(argv: string[], env: KubeconfigEnv): Promise<number> {
   let args: ReturnType<typeof parseArgs>;
@@ -64,23 +117,63 @@ export async function runStatus(argv: string[], env: KubeconfigEnv): Promise<num
     process.stdout.write(`${helpText('Usage: node-lifecycle-controller status [flags]', STATUS_FLAGS)}\n`);
     return 0;
   }
-  const kube = resolveKubeconfig({
-    flag: (args.values.kubeconfig as string) || undefined,
-    env,
-    homeDir: homeDirectory(),
-    processEnv: env as NodeJS.ProcessEnv,
-    proxyEnv: proxyEnvOf(env as Record<string, string | undefined>),
-  });
-  const client = await KubeClient.fromCredentials(await kube.credentials(), {
-    userAgent: 'node-lifecycle-controller/status',
-  });
+  let kube: KubeconfigResolution;
+  let client: KubeClient;
+  try {
+    kube = resolveKubeconfig({
+      flag: (args.values.kubeconfig as string) || undefined,
+      env,
+      homeDir: homeDirectory(),
+      processEnv: env as NodeJS.ProcessEnv,
+      proxyEnv: proxyEnvOf(env as Record<string, string | undefined>),
+    });
+    client = await KubeClient.fromCredentials(await kube.credentials(), {
+      userAgent: 'node-lifecycle-controller/status',
+    });
+  } catch (err) {
+    if (!(err instanceof KubeconfigError)) throw err;
+    console.error(`error: ${err.message}`);
+    return 2;
+  }
+  const timeoutMs = args.values.timeout as number;
+  const started = performance.now();
+  // One bounded request first: an address where nothing listens, or something that never answers,
+  // is reported with its cause instead of a watch retrying for ever.
+  try {
+    await client.request({ method: 'GET', path: paths.nodes(), query: { limit: 1 }, timeoutMs });
+  } catch (err) {
+    console.error(`error: ${apiServerProblem(kube.server, err, timeoutMs)}`);
+    client.close();
+    return 1;
+  }
   const clock = systemClock;
   const nodes = watchNodes({ client, clock });
   const leases = watchNodeLeases({ client, clock });
   const view = new FleetView(clock, nodes, leases, args.values['companion-taint-key'] as string);
+  const stop = () => {
+    nodes.stop();
+    leases.stop();
+    client.close();
+  };
   nodes.start();
   leases.start();
-  await Promise.all([nodes.whenSynced(), leases.whenSynced()]);
+  const left = Math.max(1, timeoutMs - (performance.now() - started));
+  const synced = await within(
+    Promise.all([nodes.whenSynced(), leases.whenSynced()]).then(() => true),
+    left,
+  );
+  if (!synced) {
+    const pending = [nodes, leases]
+      .map((w) => w.health())
+      .filter((h) => !h.synced)
+      .map((h) => `${h.resource}${h.lastError ? ` (last error: ${h.lastError})` : ''}`);
+    console.error(
+      `error: the API server ${kube.server} answered, but the list of ${pending.join(' and ')} did not ` +
+        `complete within ${formatDuration(timeoutMs)} (timed out)`,
+    );
+    stop();
+    return 1;
+  }
   const lock = args.values.lock as string;
   const maxRows = args.values['max-rows'] as number;
   const title = `node-lifecycle-controller status: ${kube.server} (kubeconfig from ${kube.source})`;
@@ -88,9 +181,7 @@ export async function runStatus(argv: string[], env: KubeconfigEnv): Promise<num
   await refresh();
   if (!args.values.watch) {
     process.stdout.write(`${view.render({ title, maxRows })}\n`);
-    nodes.stop();
-    leases.stop();
-    client.close();
+    stop();
     return 0;
   }
   const tty = process.stdout.isTTY === true;
@@ -105,8 +196,6 @@ export async function runStatus(argv: string[], env: KubeconfigEnv): Promise<num
     process.once('SIGTERM', resolve);
   });
   clearInterval(timer);
-  nodes.stop();
-  leases.stop();
-  client.close();
+  stop();
   return 0;
 }

@@ -262,6 +262,20 @@ describe('our kubeconfig loader (no @kubernetes/client-node at runtime)', () => 
     ).toThrow(/certificate-authority .*missing\.crt/);
   });
 
+  it('a file that is not YAML: one line naming the file, the problem and where (no source snippet)', () => {
+    const file = write('broken.yaml', 'apiVersion: v1\nclusters: [\n');
+    let err: unknown;
+    try {
+      resolveKubeconfig({ flag: file, env: {}, homeDir: dir });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(KubeconfigError);
+    const msg = (err as Error).message;
+    expect(msg).toMatch(new RegExp(`^kubeconfig ${file}: not valid YAML: .+ at line 3, column 1$`));
+    expect(msg).not.toContain('\n');
+  });
+
   it('leaves auth providers (oidc, gcp, azure) to @kubernetes/client-node, loaded only then', () => {
     const r = resolveKubeconfig({
       flag: write('oidc.yaml', cfg('auth-provider: {name: oidc, config: {id-token: x}}')),

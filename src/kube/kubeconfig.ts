@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { load as loadYaml } from 'js-yaml';
+import { load as loadYaml, YAMLException } from 'js-yaml';
 import type { Logger } from '../log/logger.js';
 import {
   type AuthSource,
@@ -83,11 +83,17 @@ function readKubeconfigs(files: string[]): MergedConfig {
     currentContext: undefined,
   };
   for (const file of files) {
-    let doc: Dict;
+    let text: string;
     try {
-      doc = asDict(loadYaml(readFileSync(file, 'utf8')));
+      text = readFileSync(file, 'utf8');
     } catch (err) {
       throw new KubeconfigError(`kubeconfig ${file}: cannot read it: ${(err as Error).message}`);
+    }
+    let doc: Dict;
+    try {
+      doc = asDict(loadYaml(text));
+    } catch (err) {
+      throw new KubeconfigError(`kubeconfig ${file}: not valid YAML: ${yamlProblem(err)}`);
     }
     const dir = path.dirname(path.resolve(file));
     const take = (list: unknown, key: string, into: Map<string, Named>) => {
@@ -102,6 +108,13 @@ function readKubeconfigs(files: string[]): MergedConfig {
     merged.currentContext ??= str(doc['current-context']);
   }
   return merged;
+}
+
+/** A YAML parse error on one line (js-yaml's message adds a multi-line snippet of the source). */
+function yamlProblem(err: unknown): string {
+  if (!(err instanceof YAMLException)) return (err as Error).message.split('\n')[0] ?? '';
+  const at = err.mark ? ` at line ${err.mark.line + 1}, column ${err.mark.column + 1}` : '';
+  return `${err.reason}${at}`;
 }
 
 function fileOrData(
