@@ -123,6 +123,23 @@ async function openPoolConfig(
 export async function runController(o: RunOptions): Promise<RunningController> {
   const { config, logger: log } = o;
   const clock = systemClock;
+  // Signals are ours from the first moment: one that comes while the clients and servers are being
+  // made is kept and acted on (the shutdown below, logged as always) as soon as that can run; the
+  // default action would end the process without a word. A second one exits at once, as later.
+  const signals = o.signals;
+  const early: string[] = [];
+  let onSignal = (sig: string) => {
+    if (early.length > 0) {
+      log.warn('Second signal: exiting now', { signal: sig });
+      o.exit(1);
+      return;
+    }
+    early.push(sig);
+  };
+  let onHangup = () => log.info('SIGHUP: no --node-pool-config to reload');
+  signals?.on('SIGTERM', () => onSignal('SIGTERM'));
+  signals?.on('SIGINT', () => onSignal('SIGINT'));
+  signals?.on('SIGHUP', () => onHangup());
   const kube = resolveKubeconfig({
     flag: config.kubeconfig,
     env: o.env,
@@ -410,21 +427,27 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     connections: createHttpConnectionMetrics(registry),
   });
 
-  // Nodes first, so that leases find their nodes. (A lease without a node is judged only once both
-  // lists are complete, so a slow node list does not make every lease look like one.)
-  nodes.start();
-  await Promise.race([nodes.whenSynced(), new Promise((r) => setTimeout(r, 30_000))]);
-  leases.start();
-
   let shuttingDown: Promise<void> | undefined;
+  /** Until the wait for the node list below is over (nothing acts before that). */
+  let startingUp = true;
+  /** Resolves when the shutdown starts (ends the wait for the node list below). */
+  let shutdownStarted = () => {};
+  const shutdownRequested = new Promise<void>((r) => {
+    shutdownStarted = r;
+  });
   /** The candidate's deletion, started as the shutdown starts (before the lock is released). */
   let candidateGone: Promise<void> | undefined;
   const coordinationCheck = new AbortController();
   const shutdown = (reason: string): Promise<void> => {
+    shutdownStarted();
     shuttingDown ??= (async () => {
       const started = performance.now();
       const budget = shutdownBudget(config.shutdownGracePeriodMs);
-      log.info('Shutting down', { reason, budget: formatDuration(budget.totalMs) });
+      log.info('Shutting down', {
+        reason,
+        budget: formatDuration(budget.totalMs),
+        ...(startingUp ? { during: 'start-up: before the node list synced; nothing was written' } : {}),
+      });
       const result = await runShutdown(
         {
           stopActing: () => {
@@ -485,6 +508,54 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     return shuttingDown;
   };
 
+  let count = 0;
+  onSignal = (sig: string) => {
+    count++;
+    if (count > 1) {
+      log.warn('Second signal: exiting now', { signal: sig });
+      o.exit(1);
+      return;
+    }
+    void shutdown(sig).then(
+      () => o.exit(0),
+      (err: unknown) => {
+        log.error('Shutdown failed', { err });
+        o.exit(1);
+      },
+    );
+  };
+  onHangup = () => {
+    if (!pools) {
+      log.info('SIGHUP: no --node-pool-config to reload');
+      return;
+    }
+    void pools.reload('SIGHUP');
+  };
+  for (const sig of early.splice(0)) onSignal(sig);
+
+  // Nodes first, so that leases find their nodes. (A lease without a node is judged only once both
+  // lists are complete, so a slow node list does not make every lease look like one.)
+  nodes.start();
+  let syncWait: NodeJS.Timeout | undefined;
+  await Promise.race([
+    nodes.whenSynced(),
+    shutdownRequested,
+    new Promise((r) => {
+      syncWait = setTimeout(r, 30_000);
+    }),
+  ]);
+  clearTimeout(syncWait);
+  startingUp = false;
+  const running: RunningController = {
+    metricsPort: http.metrics?.port,
+    metricsScheme: http.metricsScheme,
+    probesPort: http.probes?.port,
+    shutdown,
+  };
+  // A signal before the node list came in: the shutdown runs; nothing more starts.
+  if (shuttingDown) return running;
+  leases.start();
+
   if (elector && lock && identity) {
     elector.events$.subscribe((ev) => {
       if (ev.type === 'started-leading') controller.setLeading(true);
@@ -539,41 +610,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     controller.setLeading(true);
   }
 
-  const signals = o.signals;
-  if (signals) {
-    let count = 0;
-    const onSignal = (sig: string) => {
-      count++;
-      if (count > 1) {
-        log.warn('Second signal: exiting now', { signal: sig });
-        o.exit(1);
-        return;
-      }
-      void shutdown(sig).then(
-        () => o.exit(0),
-        (err: unknown) => {
-          log.error('Shutdown failed', { err });
-          o.exit(1);
-        },
-      );
-    };
-    signals.on('SIGTERM', () => onSignal('SIGTERM'));
-    signals.on('SIGINT', () => onSignal('SIGINT'));
-    signals.on('SIGHUP', () => {
-      if (!pools) {
-        log.info('SIGHUP: no --node-pool-config to reload');
-        return;
-      }
-      void pools.reload('SIGHUP');
-    });
-  }
-
-  return {
-    metricsPort: http.metrics?.port,
-    metricsScheme: http.metricsScheme,
-    probesPort: http.probes?.port,
-    shutdown,
-  };
+  return running;
 }
 
 /**

@@ -1,11 +1,17 @@
 import { execFileSync } from 'node:child_process';
+import { EventEmitter } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
+import { buildInfo } from '../../src/cli/build-info.js';
+import { runController } from '../../src/cli/run.js';
+import { loadConfig } from '../../src/config/config.js';
 import { type SilentListener, silentListener } from '../../src/kube/testing/dead-listeners.js';
-import { runCli } from '../support/controller-process.js';
+import { memoryLogger } from '../../src/log/logger.js';
+import { exitWithin, runCli, startController } from '../support/controller-process.js';
+import { sleep, waitUntil } from '../support/wait.js';
 
 /**
  * The built CLI (`node dist/main.js`) where a new user first meets it, before any API server
@@ -187,5 +193,72 @@ describe('status: an API server that cannot be reached (exit 1, one line naming 
     const r = await runCli(['status', '--help']);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/--timeout duration\n\s+How long to wait for the API server.*\(default 15s\)/);
+  });
+});
+
+describe('the controller: a signal before its watches synced', () => {
+  it('SIGTERM a second after start, against a server that never answers: the shutdown is logged and the exit code is 0', async () => {
+    const kc = kubeconfigFor('controller-silent.yaml', `https://127.0.0.1:${silent.port}`);
+    const cp = await startController(
+      [`--kubeconfig=${kc}`, '--leader-elect-lease-duration=4s', '--leader-elect-renew-deadline=3s'],
+      { env: { POD_NAME: 'cli-start-0', POD_NAMESPACE: 'nlc-e2e-cli-start' }, name: 'cli-start-0' },
+    );
+    onTestFailed(() => console.log(`--- log summary:\n${cp.summary()}`));
+    await sleep(1_000);
+    expect(cp.logs.some((l) => String(l.msg).startsWith('Acting'))).toBe(false);
+    const t0 = performance.now();
+    cp.child.kill('SIGTERM');
+    const e = await exitWithin(cp, 15_000);
+    const shutting = cp.logs.find((l) => l.msg === 'Shutting down');
+    console.log(
+      `SIGTERM before sync -> exit ${e.code} (signal ${e.signal}) after ${(e.at - t0).toFixed(0)} ms; ` +
+        `${JSON.stringify(shutting)} ${JSON.stringify(cp.logs.find((l) => l.msg === 'Stopped'))}`,
+    );
+    expect(e).toMatchObject({ code: 0, signal: null });
+    expect(shutting).toMatchObject({ level: 'info', reason: 'SIGTERM' });
+    expect(String(shutting?.during)).toContain('before the node list synced');
+    expect(cp.logs.some((l) => l.msg === 'Stopped')).toBe(true);
+    expect(cp.logs.filter((l) => l.level === 'error')).toEqual([]);
+  });
+
+  it('in process: a SIGTERM while it is still starting (before its servers are up) is kept, and the shutdown runs as soon as it can', async () => {
+    const kc = kubeconfigFor('in-process-silent.yaml', `https://127.0.0.1:${silent.port}`);
+    const { config } = loadConfig(
+      [
+        `--kubeconfig=${kc}`,
+        '--metrics-bind-address=127.0.0.1:0',
+        '--metrics-secure=false',
+        '--health-probe-bind-address=127.0.0.1:0',
+      ],
+      { POD_NAME: 'cli-start-1', POD_NAMESPACE: 'nlc-e2e-cli-start' },
+      os.hostname(),
+    );
+    const logger = memoryLogger(0);
+    const exits: number[] = [];
+    const signals = new EventEmitter();
+    const t0 = performance.now();
+    const starting = runController({
+      config,
+      logger,
+      env: {},
+      build: buildInfo(),
+      exit: (c) => exits.push(c),
+      signals,
+    });
+    // runController runs up to its first await (the credentials) before this line.
+    signals.emit('SIGTERM');
+    await starting;
+    const returned = performance.now() - t0;
+    await waitUntil(() => exits.length > 0, { timeoutMs: 15_000, what: 'the exit after the shutdown' });
+    const msgs = logger.lines.map((l) => l.msg);
+    console.log(
+      `in process: runController returned after ${returned.toFixed(0)} ms; exits ${JSON.stringify(exits)}; ${JSON.stringify(msgs)}`,
+    );
+    expect(exits).toEqual([0]);
+    expect(logger.lines.find((l) => l.msg === 'Shutting down')).toMatchObject({ reason: 'SIGTERM' });
+    expect(msgs.indexOf('Shutting down')).toBeGreaterThan(msgs.indexOf('Serving health probes'));
+    expect(msgs).toContain('Stopped');
+    // It did not wait for the node list (up to 30 s) before returning.
+    expect(returned).toBeLessThan(10_000);
   });
 });
