@@ -2,7 +2,7 @@ import type { Registry } from 'prom-client';
 import { ApiWriter, createWriterMetrics } from '../apply/writer.js';
 import { systemClock } from '../clock/clock.js';
 import { formatDuration } from '../clock/duration.js';
-import type { Config } from '../config/config.js';
+import { type Config, configWarnings } from '../config/config.js';
 import { FlagError } from '../config/flags.js';
 import { createControllerMetrics } from '../controller/metrics.js';
 import { NodeLifecycleController } from '../controller/node-lifecycle.js';
@@ -177,6 +177,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     watchReadInterval: formatDuration(config.health.watchReadIntervalMs),
     nodeStartupGracePeriod: formatDuration(config.health.startupGraceMs),
   });
+  for (const w of configWarnings(config)) log.warn(w.msg, w.fields);
 
   const registry = createRegistry();
   createBuildInfoMetric(registry, o.build);

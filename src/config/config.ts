@@ -312,6 +312,44 @@ function readInterval(args: ParsedArgs): number {
   return Math.round(v);
 }
 
+/**
+ * --node-monitor-grace-period must be above this not to mark live nodes: a kubelet whose connection
+ * to the API server died without a word notices only through client-go's HTTP/2 health check, a
+ * ping after 30s without a frame (HTTP2_READ_IDLE_TIMEOUT_SECONDS) answered within 15s
+ * (HTTP2_PING_TIMEOUT_SECONDS); until then it cannot renew its lease. kube-controller-manager's
+ * help says the grace must exceed their sum.
+ */
+export const HTTP2_HEALTH_CHECK_MS = 45_000;
+
+/** A value that is accepted but probably wrong: logged as a warning at start, once. */
+export interface ConfigWarning {
+  msg: string;
+  fields: Record<string, string>;
+}
+
+/**
+ * What to warn about in a valid Config. A grace of 45s or less in upstream mode marks live nodes Unknown,
+ * taints them and marks their pods not ready whenever their connection breaks silently (whole
+ * clusters flap after a load balancer or an API server restart). Not in companion mode: there a
+ * short grace is the point, only our own taint and condition follow (the provider still decides
+ * Ready at its own grace), and docs/deploy.md ("Managed clusters") weighs that cost.
+ */
+export function configWarnings(config: Config): ConfigWarning[] {
+  const out: ConfigWarning[] = [];
+  if (config.mode === 'upstream' && config.health.monitorGraceMs <= HTTP2_HEALTH_CHECK_MS) {
+    out.push({
+      msg: '--node-monitor-grace-period is 45s or less: live nodes will be marked Unknown',
+      fields: {
+        flag: '--node-monitor-grace-period',
+        value: formatDuration(config.health.monitorGraceMs),
+        recommended: `above ${formatDuration(HTTP2_HEALTH_CHECK_MS)} (default 50s)`,
+        why: 'a kubelet notices a dead connection to the API server only by its HTTP/2 health check (30s idle + 15s ping timeout) and cannot renew its lease until then: with a shorter grace such nodes are marked Unknown, tainted and their pods marked not ready, and when a load balancer or an API server restart cuts many connections at once the whole cluster flaps',
+      },
+    });
+  }
+  return out;
+}
+
 /** argv + environment -> Config (or FlagError). */
 export function loadConfig(
   argv: readonly string[],

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { buildConfig, loadConfig } from './config.js';
+import { buildConfig, configWarnings, loadConfig } from './config.js';
 import { FLAGS, FlagError, helpText, parseArgs } from './flags.js';
 
 const env = { POD_NAME: 'nlc-0', POD_NAMESPACE: 'nlc-system' };
@@ -224,6 +224,26 @@ describe('flags', () => {
     }
     // Just above it, the derived threshold (at least 1s) fits below the grace period.
     expect(load(['--node-monitor-grace-period=1001ms']).health.watchSilenceThresholdMs).toBe(1000);
+  });
+
+  it('warns, in upstream mode, of a --node-monitor-grace-period of 45s or less (the HTTP/2 health check needs 30s + 15s); not in companion mode', () => {
+    const warnings = (argv: string[]) => configWarnings(load(argv));
+    expect(warnings([])).toEqual([]);
+    expect(warnings(['--node-monitor-grace-period=46s'])).toEqual([]);
+    for (const grace of ['45s', '40s', '20s', '5s']) {
+      const w = warnings([`--node-monitor-grace-period=${grace}`]);
+      expect(w, grace).toHaveLength(1);
+      expect(w[0]!.msg).toBe('--node-monitor-grace-period is 45s or less: live nodes will be marked Unknown');
+      expect(w[0]!.fields).toMatchObject({
+        flag: '--node-monitor-grace-period',
+        value: grace,
+        recommended: 'above 45s (default 50s)',
+      });
+      expect(w[0]!.fields.why).toContain('HTTP/2 health check (30s idle + 15s ping timeout)');
+      expect(w[0]!.fields.why).toContain('flaps');
+    }
+    // Companion mode: a short grace is what it is for; the provider still decides Ready.
+    expect(warnings(['--mode=companion', '--node-monitor-grace-period=20s'])).toEqual([]);
   });
 
   it('derives the silence threshold from a short grace period when the flag is not set (upstream flags carry over)', () => {

@@ -51,7 +51,7 @@ export const FLAGS: readonly FlagSpec[] = [
     // Above the smallest --watch-silence-threshold (1s), which must be below it.
     greaterThan: 1000,
     max: MAX_GRACE_MS,
-    help: 'How long a node may go without a heartbeat (lease renewal or status update) before it is marked Unknown. Keep it above 45s: the HTTP/2 health check needs 30s+15s to notice a dead connection.',
+    help: 'How long a node may go without a heartbeat (lease renewal or status update) before it is marked Unknown. Keep it above 45s: the HTTP/2 health check needs 30s+15s to notice a dead connection, and lower values make clusters flap (in upstream mode 45s or less is logged as a warning at start).',
   },
   {
     group: 'Node health',

@@ -262,3 +262,38 @@ describe('the controller: a signal before its watches synced', () => {
     expect(returned).toBeLessThan(10_000);
   });
 });
+
+describe('the controller: values it accepts but warns about', () => {
+  const GRACE_WARNING = '--node-monitor-grace-period is 45s or less: live nodes will be marked Unknown';
+
+  async function startLogs(name: string, flags: string[]): Promise<Record<string, unknown>[]> {
+    const kc = kubeconfigFor(`${name}.yaml`, `https://127.0.0.1:${silent.port}`);
+    const cp = await startController([`--kubeconfig=${kc}`, ...flags], {
+      env: { POD_NAME: name, POD_NAMESPACE: 'nlc-e2e-cli-start' },
+      name,
+    });
+    cp.child.kill('SIGTERM');
+    expect((await exitWithin(cp, 15_000)).code).toBe(0);
+    return cp.logs;
+  }
+
+  it('--node-monitor-grace-period of 45s or less in upstream mode: one warning at start naming the flag, the value and why; none in companion mode or at the default', async () => {
+    const short = await startLogs('cli-start-grace', ['--node-monitor-grace-period=20s']);
+    const warned = short.filter((l) => l.msg === GRACE_WARNING);
+    console.log(`upstream, grace 20s -> ${JSON.stringify(warned)}`);
+    expect(warned).toHaveLength(1);
+    expect(warned[0]).toMatchObject({ level: 'warn', flag: '--node-monitor-grace-period', value: '20s' });
+    expect(String(warned[0]!.why)).toContain('HTTP/2 health check (30s idle + 15s ping timeout)');
+
+    const companion = await startLogs('cli-start-companion', [
+      '--mode=companion',
+      '--node-monitor-grace-period=20s',
+    ]);
+    expect(companion.find((l) => l.msg === 'Starting')).toMatchObject({ mode: 'companion' });
+    expect(companion.filter((l) => l.msg === GRACE_WARNING)).toEqual([]);
+
+    const defaults = await startLogs('cli-start-default', []);
+    expect(defaults.find((l) => l.msg === 'Starting')).toMatchObject({ nodeMonitorGracePeriod: '50s' });
+    expect(defaults.filter((l) => l.msg === GRACE_WARNING)).toEqual([]);
+  });
+});
