@@ -324,6 +324,98 @@ describe('LeaderElector', () => {
     expect(leaders()).toHaveLength(1);
   });
 
+  it('a lock it cannot read or create (403, 404 namespace, 5xx) is a warning naming the lock and the cause, once a minute per cause; a 409 lost race is not', async () => {
+    const a = replica('a_1');
+    const forbidden = new KubeApiError(
+      403,
+      {
+        kind: 'Status',
+        reason: 'Forbidden',
+        message: `leases.coordination.k8s.io "${LOCK}" is forbidden: User "system:serviceaccount:nlc-system:x" cannot get resource "leases"`,
+        code: 403,
+      },
+      {},
+      `GET /apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${LOCK}`,
+    );
+    let fault: Error | undefined = forbidden;
+    server.fault = () => fault;
+    const warnings = () => a.logs.filter((l) => l.level === 'warn');
+    a.e.start();
+    // Retried every ~3.2 s (2 s x (1 + 1.2 x 0.5)): 19 failures in the first minute, one warning.
+    await advance(59_000);
+    expect(server.calls.filter((c) => c.status === 403).length).toBeGreaterThanOrEqual(15);
+    expect(warnings()).toHaveLength(1);
+    expect(warnings()[0]).toMatchObject({
+      msg: 'Cannot read or create the leader election lock',
+      lock: `${NS}/${LOCK}`,
+      cause: '403 Forbidden',
+      hint: `RBAC: the controller's user needs get, create and update on leases in namespace ${NS}`,
+    });
+    expect(String(warnings()[0]!.err)).toContain('cannot get resource "leases"');
+    // A minute later, the same cause once more, with how often it repeated.
+    await advance(5_000);
+    expect(warnings()).toHaveLength(2);
+    expect(warnings()[1]).toMatchObject({ cause: '403 Forbidden' });
+    expect(warnings()[1]!.repeatsSinceLastWarning).toBeGreaterThanOrEqual(15);
+    // Another cause is warned about at once: the namespace does not exist (the create's 404).
+    server.fault = (req) =>
+      req.method === 'POST'
+        ? new KubeApiError(404, { kind: 'Status', reason: 'NotFound', code: 404 }, {}, 'POST leases')
+        : undefined;
+    await advance(20_000);
+    expect(warnings()).toHaveLength(3);
+    expect(warnings()[2]).toMatchObject({
+      cause: '404 NotFound',
+      hint: `namespace ${NS} does not exist (--leader-elect-resource-namespace, else POD_NAMESPACE)`,
+    });
+    fault = new KubeApiError(
+      503,
+      { kind: 'Status', reason: 'ServiceUnavailable', code: 503 },
+      {},
+      'GET lease',
+    );
+    server.fault = () => fault;
+    await advance(4_000);
+    expect(warnings()).toHaveLength(4);
+    expect(warnings()[3]).toMatchObject({ cause: '503 ServiceUnavailable' });
+    expect(warnings()[3]!.hint).toBeUndefined();
+    // Working again: said once; it then leads. (The reads between the 403s and the refused create
+    // had worked: said then too.)
+    server.fault = undefined;
+    fault = undefined;
+    await advance(FIRST_LEADER_MS + 4_000);
+    expect(a.logs.filter((l) => l.msg === 'Leader election lock requests succeed again')).toMatchObject([
+      { level: 'info', after: '403 Forbidden' },
+      { level: 'info', after: '503 ServiceUnavailable' },
+    ]);
+    expect(a.e.isLeader()).toBe(true);
+    expect(warnings()).toHaveLength(4);
+  });
+
+  it('losing the race for the lock (409) stays at debug level: no warning', async () => {
+    const a = replica('a_1');
+    a.e.start();
+    await advance(FIRST_LEADER_MS);
+    // Two pollers on the same schedule: both read the released lock, both write it, one gets 409
+    // after its read (no slow path left to take).
+    const b = replica('b_2', { watch: false });
+    const c = replica('c_3', { watch: false });
+    b.e.start();
+    c.e.start();
+    await advance(3_000);
+    void a.e.release();
+    await advance(20_000);
+    const conflicts = server.calls.filter((x) => x.method === 'PUT' && x.status === 409);
+    expect(conflicts.length).toBeGreaterThanOrEqual(1);
+    expect(new Set(conflicts.map((x) => x.who)).size).toBe(1);
+    const loser = replicas.find((r) => r.e.identity === conflicts[0]!.who)!;
+    expect(loser.logs.filter((l) => l.msg === 'Failed to acquire lease')).toMatchObject([
+      { level: 'debug', err: 'conflict' },
+    ]);
+    expect(leaders()).toHaveLength(1);
+    expect(replicas.flatMap((r) => r.logs).filter((l) => l.level === 'warn')).toEqual([]);
+  });
+
   it('a leader whose cached copy is stale takes the slow path (GET + update) and stays leader', async () => {
     // No watch: with one, the leader would have refreshed its copy from the label edit's event.
     const a = replica('a_1', { watch: false });

@@ -59,6 +59,19 @@ export interface LeaderCallbacks {
 
 export type ReleaseResult = 'released' | 'not-holder' | 'failed';
 
+/**
+ * A lock request that fails for one cause over and over (a retry every retry period) is logged as a
+ * warning once per this interval, and at once when the cause changes.
+ */
+export const LOCK_WARNING_INTERVAL_MS = 60_000;
+
+/** What failed, short and stable across retries: `403 Forbidden`, `500 InternalError`, `ECONNREFUSED`. */
+export function lockFailureCause(err: unknown): string {
+  if (err instanceof KubeApiError) return `${err.status} ${err.reason}`;
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' && code !== '' ? code : 'error';
+}
+
 /** What the API server's answers to our lock requests say about our access (monotonic times). */
 export interface ApiAccess {
   /** When the elector started. */
@@ -148,6 +161,10 @@ export class LeaderElector {
   private lastHolderSeen: string | undefined;
   private access: { okAt?: number; authenticatedAt?: number; lastError?: string } = {};
   private readonly since: number;
+  /** The last lock failure warned about (the rate limit), and how often it repeated since. */
+  private lockWarned: { cause: string; at: number; repeats: number } | undefined;
+  /** The cause last warned about, until an attempt succeeds (then said once, at info). */
+  private lockFailing: string | undefined;
   /** The lock's strategy and preferredHolder as last exported (nlc_leader_election_lock_info). */
   private lockInfo: { strategy: string; preferred_holder: string } | undefined;
 
@@ -332,6 +349,45 @@ export class LeaderElector {
     };
   }
 
+  /**
+   * A candidate's lock request failed for a reason other than a lost race (409): the lock cannot be
+   * read or created (403 RBAC, 404 a namespace that does not exist, 5xx, no connection). That keeps
+   * this replica from ever leading, so it is a warning, with the lock (in the logger's context) and
+   * the cause; once per LOCK_WARNING_INTERVAL_MS while the cause stays the same (with how often it
+   * repeated meanwhile), at once when it changes, and debug in between.
+   */
+  private warnLockFailure(err: unknown): void {
+    const cause = lockFailureCause(err);
+    const now = this.now();
+    const last = this.lockWarned;
+    if (last?.cause === cause && now - last.at < LOCK_WARNING_INTERVAL_MS) {
+      last.repeats++;
+      this.log.debug(2, 'Failed to acquire lease', { err });
+      return;
+    }
+    const hint =
+      err instanceof KubeApiError && err.status === 403
+        ? `RBAC: the controller's user needs get, create and update on leases in namespace ${this.namespace}`
+        : err instanceof KubeApiError && err.status === 404
+          ? `namespace ${this.namespace} does not exist (--leader-elect-resource-namespace, else POD_NAMESPACE)`
+          : undefined;
+    this.log.warn('Cannot read or create the leader election lock', {
+      cause,
+      err: err instanceof Error ? err.message : String(err),
+      ...(hint ? { hint } : {}),
+      ...(last?.cause === cause ? { repeatsSinceLastWarning: last.repeats } : {}),
+    });
+    this.lockWarned = { cause, at: now, repeats: 0 };
+    this.lockFailing = cause;
+  }
+
+  /** An attempt that ended without an error, after one that was warned about. */
+  private lockRequestSucceeded(): void {
+    if (this.lockFailing === undefined) return;
+    this.log.info('Leader election lock requests succeed again', { after: this.lockFailing });
+    this.lockFailing = undefined;
+  }
+
   /** Records the outcome of one lock request: `err` undefined for a success. */
   private noteAnswer(err?: unknown): void {
     const now = this.now();
@@ -481,6 +537,7 @@ export class LeaderElector {
     const o = { timeoutMs: this.requestTimeoutMs, signal: ac.signal };
     const leaderAtStart = this.s.phase === 'leader';
     this.apply(attemptStarted(this.s, this.now()));
+    let failed = false;
     try {
       let readFirst = read;
       for (let round = 0; round < 2; round++) {
@@ -555,17 +612,22 @@ export class LeaderElector {
       }
       this.apply(attemptFinished(this.cfg, this.s, this.now(), this.random()));
     } catch (err) {
+      failed = true;
       this.noteAnswer(err);
       if (this.ended()) return;
       if (this.s.phase === 'leader') {
         this.metrics.renewErrors.inc({ name: this.name });
         this.log.warn('Failed to renew lease', { err });
+      } else if (isConflict(err)) {
+        // Another replica was faster: part of the normal race.
+        this.log.debug(2, 'Failed to acquire lease', { err: 'conflict' });
       } else {
-        this.log.debug(2, 'Failed to acquire lease', { err: isConflict(err) ? 'conflict' : err });
+        this.warnLockFailure(err);
       }
       this.apply(attemptFinished(this.cfg, this.s, this.now(), this.random()));
     } finally {
       if (this.inflight === ac) this.inflight = undefined;
+      if (!failed && !this.ended()) this.lockRequestSucceeded();
     }
   }
 
