@@ -4,6 +4,10 @@ import { systemClock } from '../clock/clock.js';
 import { formatDuration } from '../clock/duration.js';
 import { type Config, configWarnings } from '../config/config.js';
 import { FlagError } from '../config/flags.js';
+import {
+  ConcurrentControllerCheck,
+  createConcurrentControllerMetrics,
+} from '../controller/concurrent-controller.js';
 import { createControllerMetrics } from '../controller/metrics.js';
 import { NodeLifecycleController } from '../controller/node-lifecycle.js';
 import { livenessChecks, readinessChecks } from '../controller/probes.js';
@@ -58,6 +62,7 @@ import {
 } from '../watch/index.js';
 import type { BuildInfo } from './build-info.js';
 import { drainWrites, runShutdown, shutdownBudget } from './shutdown.js';
+import { writeFence } from './write-fence.js';
 
 export const COMPONENT = 'node-lifecycle-controller';
 /** Source component on Events, as upstream's node lifecycle controller records them. */
@@ -329,18 +334,38 @@ export async function runController(o: RunOptions): Promise<RunningController> {
       elector,
     });
   }
+  // Upstream mode: another node-lifecycle controller (kube-controller-manager's left on) setting
+  // the nodes' Ready condition means two controllers marking the same nodes; this replica then
+  // writes nothing (unless allowed) and says why. Its reads go through a client of their own,
+  // paced apart, so they never take a rate-limiter token a mark needs.
+  const rivalClient = config.concurrentController.check
+    ? await KubeClient.fromCredentials(credentials, {
+        observer: apiObserver,
+        userAgent,
+        defaultTimeoutMs: 30_000,
+        rateLimiter: new RequestRateLimiter(2, 5, clock.scheduler),
+        maxSockets: 2,
+      })
+    : undefined;
+  const rival = rivalClient
+    ? new ConcurrentControllerCheck({
+        client: rivalClient,
+        clock,
+        logger: log,
+        metrics: createConcurrentControllerMetrics(registry),
+        // The API server names a manager after the user agent up to its first '/'.
+        ours: COMPONENT,
+        allow: config.concurrentController.allow,
+      })
+    : undefined;
+
   // Set at SIGTERM: no write starts after that (writes on the wire are left to finish).
   let stopping = false;
-  const fence = elector
-    ? () =>
-        stopping
-          ? 'shutting down'
-          : elector.canWrite()
-            ? undefined
-            : elector.isLeader()
-              ? 'leader lease not fresh enough'
-              : 'not the leader'
-    : () => (stopping ? 'shutting down' : undefined);
+  const fence = writeFence({
+    stopping: () => stopping,
+    elector,
+    refusal: rival ? () => rival.refusal() : undefined,
+  });
 
   const writer = new ApiWriter({
     client,
@@ -420,6 +445,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
   ];
   if (elector) healthChecks.push({ name: 'leaderElection', check: () => healthz.check()?.message });
   const readyChecks: Check[] = readinessChecks(probeSources, probeOptions);
+  if (rival) readyChecks.push({ name: 'concurrent-node-lifecycle', check: () => rival.readiness() });
   const http = await startHttpServers({
     metrics: { address: config.metricsAddress, registry, ...metricsServing.serving },
     probes: { address: config.probeAddress, healthz: () => healthChecks, readyz: () => readyChecks },
@@ -486,6 +512,8 @@ export async function runController(o: RunOptions): Promise<RunningController> {
             identity?.stop();
             candidate?.stop();
             candidateWatch?.stop();
+            rival?.stop();
+            rivalClient?.close();
             poolSub?.unsubscribe();
             pools?.close();
             nodeDeletes.unsubscribe();
@@ -536,6 +564,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
 
   // Nodes first, so that leases find their nodes. (A lease without a node is judged only once both
   // lists are complete, so a slow node list does not make every lease look like one.)
+  rival?.start(nodes.events$);
   nodes.start();
   let syncWait: NodeJS.Timeout | undefined;
   await Promise.race([
@@ -557,13 +586,20 @@ export async function runController(o: RunOptions): Promise<RunningController> {
   if (shuttingDown) return running;
   leases.start();
 
+  // The reconciler acts while this replica leads and nothing refuses it (another node-lifecycle
+  // controller seen, or not yet looked for); after SIGTERM never again.
+  let elected = elector === undefined;
+  const updateLeading = () => controller.setLeading(!stopping && elected && (rival?.mayAct() ?? true));
+  rival?.onChange(updateLeading);
   if (elector && lock && identity) {
     elector.events$.subscribe((ev) => {
-      if (ev.type === 'started-leading') controller.setLeading(true);
-      else if (ev.type === 'stopped-leading') controller.setLeading(false);
+      if (ev.type === 'started-leading') elected = true;
+      else if (ev.type === 'stopped-leading') elected = false;
+      updateLeading();
     });
     elector.lost$.subscribe((lost) => {
       // Fenced already; exit non-zero so Kubernetes restarts us clean (controller-runtime does the same).
+      elected = false;
       controller.setLeading(false);
       log.error('Leadership lost: exiting', { reason: lost.reason });
       o.exit(1);
@@ -608,7 +644,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     }
   } else {
     log.warn('Leader election disabled: this process acts alone; never run two like this');
-    controller.setLeading(true);
+    updateLeading();
   }
 
   return running;

@@ -29,6 +29,12 @@ export interface Config {
   nodePoolConfigPath: string | undefined;
   /** --mode: upstream's writes, or companion (beside a provider's controller). */
   mode: 'upstream' | 'companion';
+  /**
+   * Upstream mode: whether to look for another node-lifecycle controller setting the nodes' Ready
+   * condition (not in dry-run), and whether to keep writing when one is seen
+   * (--allow-concurrent-node-lifecycle-controller); src/controller/concurrent-controller.ts.
+   */
+  concurrentController: { check: boolean; allow: boolean };
   companion: { taintKey: string; evictAfterMs: number; markPodsNotReady: boolean };
   disruption: {
     evictionRate: number;
@@ -163,6 +169,10 @@ export function buildConfig(args: ParsedArgs, env: ConfigEnv, hostname: string):
     },
     nodePoolConfigPath: str('node-pool-config') || undefined,
     mode: str('mode') as 'upstream' | 'companion',
+    concurrentController: {
+      check: str('mode') === 'upstream' && !bool('dry-run'),
+      allow: bool('allow-concurrent-node-lifecycle-controller'),
+    },
     companion: companionFlags(args),
     disruption: {
       evictionRate: num('node-eviction-rate'),
@@ -246,6 +256,12 @@ function companionFlags(args: ParsedArgs): Config['companion'] {
   );
   if (!companion && set.length > 0) {
     throw new FlagError(`${set.map((f) => `--${f}`).join(', ')} need --mode=companion`);
+  }
+  if (companion && args.explicit.has('allow-concurrent-node-lifecycle-controller')) {
+    throw new FlagError(
+      '--allow-concurrent-node-lifecycle-controller is for --mode=upstream; companion mode runs beside the ' +
+        "provider's node-lifecycle controller by design",
+    );
   }
   if (companion && args.explicit.has('mark-pods-not-ready')) {
     throw new FlagError(

@@ -366,6 +366,19 @@ describe('flags', () => {
     ).toThrow(/cannot name a LeaseCandidate/);
   });
 
+  it('looks for another node-lifecycle controller in upstream mode only, not in dry-run; --allow-concurrent-node-lifecycle-controller only in upstream mode', () => {
+    expect(load([]).concurrentController).toEqual({ check: true, allow: false });
+    expect(load(['--allow-concurrent-node-lifecycle-controller']).concurrentController).toEqual({
+      check: true,
+      allow: true,
+    });
+    expect(load(['--dry-run']).concurrentController.check).toBe(false);
+    expect(load(['--mode=companion']).concurrentController.check).toBe(false);
+    expect(() => load(['--mode=companion', '--allow-concurrent-node-lifecycle-controller=false'])).toThrow(
+      '--allow-concurrent-node-lifecycle-controller is for --mode=upstream',
+    );
+  });
+
   it('lists every flag with its default in --help', () => {
     const text = helpText('usage');
     for (const f of FLAGS) {

@@ -116,6 +116,13 @@ export const FLAGS: readonly FlagSpec[] = [
   },
   {
     group: 'Mode',
+    name: 'allow-concurrent-node-lifecycle-controller',
+    kind: 'bool',
+    default: 'false',
+    help: "Upstream mode: keep writing although another node-lifecycle controller (kube-controller-manager's, not turned off) was seen setting a node's Ready condition within the last hour. Without it such a replica writes nothing, logs an error naming the node, the manager and the fix, fails /readyz and sets nlc_conflicting_controller{manager} to 1, until an hour after that controller's last such write. Not checked with --dry-run.",
+  },
+  {
+    group: 'Mode',
     name: 'companion-taint-key',
     kind: 'string',
     default: Companion.DefaultTaintKey,

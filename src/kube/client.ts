@@ -36,6 +36,11 @@ export interface KubeRequest {
   throttled?: boolean;
   /** Parses a JSON response body (default JSON.parse); a throw leaves the body as text. */
   parse?: (text: string) => unknown;
+  /**
+   * The Accept header (default application/json), e.g. metadata only:
+   * `application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`.
+   */
+  accept?: string;
 }
 
 export interface KubeResponse<T = unknown> {
@@ -593,7 +598,7 @@ export class KubeClient {
   ): Promise<http.IncomingMessage> {
     const url = this.url(req.path, req.query);
     const headers: Record<string, string | number> = {
-      Accept: 'application/json',
+      Accept: req.accept ?? 'application/json',
       'User-Agent': this.userAgent,
       ...auth.headers,
     };
