@@ -324,10 +324,13 @@ export async function runController(o: RunOptions): Promise<RunningController> {
               : 'not the leader'
     : () => (stopping ? 'shutting down' : undefined);
 
+  // Each time this replica starts leading: a write decided while leading before is never sent now.
+  let leadershipTerm = 0;
   const writer = new ApiWriter({
     client,
     fence,
     fenceDeadline: elector ? () => elector.fenceDeadline() : undefined,
+    term: () => leadershipTerm,
     dryRun: config.dryRun,
     logger: log,
     metrics: createWriterMetrics(registry),
@@ -487,8 +490,10 @@ export async function runController(o: RunOptions): Promise<RunningController> {
 
   if (elector && lock && identity) {
     elector.events$.subscribe((ev) => {
-      if (ev.type === 'started-leading') controller.setLeading(true);
-      else if (ev.type === 'stopped-leading') controller.setLeading(false);
+      if (ev.type === 'started-leading') {
+        leadershipTerm++;
+        controller.setLeading(true);
+      } else if (ev.type === 'stopped-leading') controller.setLeading(false);
     });
     elector.lost$.subscribe((lost) => {
       // Fenced already; exit non-zero so Kubernetes restarts us clean (controller-runtime does the same).

@@ -2,6 +2,7 @@ import type { Clock } from '../clock/clock.js';
 import { formatDuration } from '../clock/duration.js';
 import { type Anomaly, AnomalyKind, NODE_LEASE_NAMESPACE, type NodeHealthTracker } from '../health/index.js';
 import { KubeApiError, type KubeClient, KubeTransportError, paths } from '../kube/client.js';
+import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import type { ControllerMetrics } from './metrics.js';
 import { StorageSight } from './storage-sight.js';
@@ -11,6 +12,24 @@ import { StorageSight } from './storage-sight.js';
  * server could not reach its storage (a GET of one Lease takes milliseconds otherwise).
  */
 const SLOW_QUORUM_READ_MS = 1_000;
+
+/**
+ * What is forgiven after an outage of the API server's storage, besides the outage itself: a
+ * kubelet whose renewals failed through it backs off (client-go's lease controller: up to 7 s
+ * between attempts), so its first renewal after the storage is back may come this much later.
+ */
+export const KUBELET_RECONNECT_MS = 8_000;
+
+/** The kubelet renews its Lease every quarter of leaseDurationSeconds (default 40 s: every 10 s). */
+const RENEW_INTERVAL_FRACTION = 0.25;
+const DEFAULT_LEASE_DURATION_S = 40;
+
+/** The renew interval (ms) of the kubelet that holds this Lease, from its leaseDurationSeconds. */
+export function renewIntervalOf(lease: Lease): number {
+  const d = lease.spec?.leaseDurationSeconds;
+  const seconds = typeof d === 'number' && Number.isFinite(d) && d > 0 ? d : DEFAULT_LEASE_DURATION_S;
+  return seconds * 1000 * RENEW_INTERVAL_FRACTION;
+}
 
 /** A re-read that failed because the API server or its storage did not answer (not a refusal). */
 function storageUnavailable(err: unknown): boolean {
@@ -49,10 +68,22 @@ export class LeaseRecheck {
     return this.o.clock.scheduler.now();
   }
 
-  /** A lease write arrived on the watch: the storage accepted it, it works (again). */
-  writeSeen(leaseName: string): void {
-    const outageMs = this.storage.writeSeen(this.now());
-    if (outageMs !== undefined) this.outageEnded(outageMs, `lease ${leaseName} renewed`);
+  /**
+   * A lease write arrived on the watch: the storage accepted it, it works (again). It may end an
+   * outage a re-read showed, or a fleet-wide silence of renewals that no re-read fell into.
+   */
+  writeSeen(lease: Lease): void {
+    const name = lease.metadata.name;
+    const outageMs = this.storage.writeSeen(this.now(), {
+      lease: name,
+      renewIntervalMs: renewIntervalOf(lease),
+    });
+    if (outageMs !== undefined) this.outageEnded(outageMs, `lease ${name} renewed`);
+  }
+
+  /** The lease watch sees again after a blind spell (whose time moved deadlines already). */
+  watchSees(): void {
+    this.storage.watchSees(this.now());
   }
 
   /** A blind spell began at `since`: an outage of the storage in progress ends where it begins. */
@@ -71,19 +102,23 @@ export class LeaseRecheck {
   async confirmStale(name: string): Promise<boolean> {
     const { client, tracker, log, acting } = this.o;
     let lease: unknown;
-    const sentAt = this.now();
+    // Timed from when it leaves the process: a wait for a client-side token is not the storage's.
+    let sentAt: number | undefined;
     try {
       lease = await client.request<unknown>({
         method: 'GET',
         path: paths.lease(NODE_LEASE_NAMESPACE, name),
         timeoutMs: 5_000,
         signal: this.o.reads,
+        onSend: () => {
+          sentAt = this.now();
+        },
       });
     } catch (err) {
       if (err instanceof KubeApiError && err.isNotFound) return true; // judged on node status alone
       if (!this.o.stopped()) log.warn('Cannot confirm a stale lease; not marking', { node: name, err });
       // While blind, the spell moves deadlines, not the storage's outage.
-      if (acting() && storageUnavailable(err) && this.storage.readFailed(sentAt)) {
+      if (acting() && sentAt !== undefined && storageUnavailable(err) && this.storage.readFailed(sentAt)) {
         log.warn(
           'The API server cannot serve a quorum read: no node is judged on the time until it can (kubelets cannot renew through it either)',
           { node: name },
@@ -94,7 +129,8 @@ export class LeaseRecheck {
     // An answer that ends an outage of the API server's storage (this read was slow, or earlier
     // ones failed): kubelets could not renew through it, so every deadline moves by it first, and
     // this node is judged against its new one (below).
-    const outageMs = acting() ? this.storage.readAnswered(sentAt, this.now()) : undefined;
+    const outageMs =
+      acting() && sentAt !== undefined ? this.storage.readAnswered(sentAt, this.now()) : undefined;
     if (outageMs !== undefined) this.outageEnded(outageMs, `re-read of lease ${name}`);
     const r = tracker.observeLeaseRead(name, lease, this.now());
     this.o.noteAnomalies(r.anomalies);
@@ -123,13 +159,17 @@ export class LeaseRecheck {
     return true;
   }
 
-  /** An outage of the API server's storage ended (`endedBy`): no node is judged on its time. */
+  /**
+   * An outage of the API server's storage ended (`endedBy`): no node is judged on its time, nor on
+   * the kubelets' reconnect back-off after it (at most a fresh grace from now: the tracker caps it).
+   */
   private outageEnded(outageMs: number, endedBy: string): void {
     if (outageMs <= 0) return;
-    this.o.tracker.extendAll(outageMs, this.now());
+    this.o.tracker.extendAll(outageMs + KUBELET_RECONNECT_MS, this.now());
     this.o.metrics.storageOutageSeconds.inc(outageMs / 1000);
     this.o.log.warn('The API server could not reach its storage: every deadline moved by the outage', {
       outage: formatDuration(Math.round(outageMs)),
+      reconnectAllowance: formatDuration(KUBELET_RECONNECT_MS),
       endedBy,
     });
     this.o.deadlinesMoved();

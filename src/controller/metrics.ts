@@ -13,6 +13,8 @@ export interface ControllerMetrics {
   anomalies: Counter<'kind'>;
   watchLagDetected: Counter;
   storageOutageSeconds: Counter;
+  /** Pod writes (marks, evictions) left undone because the node renewed or we stopped acting. */
+  podWritesWithdrawn: Counter;
   reconciles: Counter<'result'>;
   /** One node's reconcile (judge, conditions, taints, pods): upstream's per-node health update. */
   updateNodeHealthDuration: Histogram;
@@ -102,7 +104,12 @@ function build(registry: Registry): ControllerMetrics {
     }),
     storageOutageSeconds: new Counter({
       name: 'nlc_storage_outage_seconds_total',
-      help: 'Seconds the API server could not reach its storage, as this controller saw it (lease re-reads failed or answered slowly, no lease write arrived): kubelets could not renew either, so every node deadline was moved later by each outage.',
+      help: "Seconds the API server could not reach its storage, as this controller saw it (lease re-reads failed or answered slowly, no lease write arrived; or no lease written by a renewing fleet for over 1.5 renew intervals): kubelets could not renew either, so every node deadline was moved later by each outage (and the kubelets' reconnect allowance, 8 s).",
+      registers: [registry],
+    }),
+    podWritesWithdrawn: new Counter({
+      name: 'nlc_pod_writes_withdrawn_total',
+      help: 'Pod writes (Ready=False, evictions) decided for a lost node and left undone because the node renewed (or this replica stopped acting) before they were sent.',
       registers: [registry],
     }),
     reconciles: new Counter({

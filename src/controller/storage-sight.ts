@@ -6,25 +6,70 @@
  * disk stall) the lease watch stays open and looks healthy, but no kubelet can renew, so every node
  * looks silent at once. Two things show the storage working: a lease write arriving on the watch
  * (storage accepted it) and a prompt answer to our quorum re-read of a lease. A re-read that fails,
- * or answers slowly with no other proof meanwhile, shows it was not. The outage runs from the last
- * proof it worked to the first proof it works again; like a blind spell of the lease watch, that
- * time does not count against any node (the caller moves every deadline by it).
+ * or answers slowly with no other proof meanwhile, shows it was not. So does a fleet-wide silence:
+ * no lease written for longer than the renew interval allows (1.5 x) while at least two leases had
+ * been renewing, ended by the next write (a storage outage that no re-read fell into). The outage
+ * runs from the last proof it worked to the first proof it works again; like a blind spell of the
+ * lease watch, that time does not count against any node (the caller moves every deadline by it).
  */
+/** A fleet silent for longer than this many renew intervals has stopped renewing at once. */
+export const FLEET_SILENCE_FACTOR = 1.5;
+
+interface LeaseWrite {
+  lease: string;
+  renewIntervalMs: number;
+  at: number;
+}
+
 export class StorageSight {
   /** When the storage last showed it works: a lease write on the watch, a prompt re-read (monotonic ms). */
   private lastProofAt: number | undefined;
   /** Start of an outage still open (a re-read failed since the last proof of writes). */
   private since: number | undefined;
-  /** End of the last outage counted: an outage is never counted twice. */
+  /** End of the last outage counted, or of the lease watch's last blind spell: never counted twice. */
   private coveredUntil = Number.NEGATIVE_INFINITY;
+  /** The last lease write seen, and the last one before it by another lease (a fleet was renewing). */
+  private lastWrite: LeaseWrite | undefined;
+  private otherWrite: LeaseWrite | undefined;
 
   /** @param slowMs A re-read slower than this, with no other proof meanwhile, shows an outage. */
   constructor(private readonly slowMs: number) {}
 
-  /** A lease write arrived on the watch at `now`. Returns the length of the outage it ends (ms), if any. */
-  writeSeen(now: number): number | undefined {
+  /**
+   * A lease write arrived on the watch at `now` (`write`: which lease, and its kubelet's renew
+   * interval). Returns the length of the outage it ends (ms), if any: one a re-read opened, or the
+   * fleet-wide silence it breaks.
+   */
+  writeSeen(now: number, write?: { lease: string; renewIntervalMs: number }): number | undefined {
+    const silentSince = this.fleetSilentSince(now);
+    if (write) {
+      const entry = { ...write, at: now };
+      if (this.lastWrite && this.lastWrite.lease !== write.lease) this.otherWrite = this.lastWrite;
+      this.lastWrite = entry;
+    }
     this.lastProofAt = now;
+    if (silentSince !== undefined) this.since = Math.min(this.since ?? silentSince, silentSince);
     return this.end(now);
+  }
+
+  /**
+   * When the silence that a write at `now` breaks began, if it was fleet-wide: no write for longer
+   * than 1.5 renew intervals after one in which two leases had been written within that span.
+   * A fleet of one node shows nothing this way (its silence is its own).
+   */
+  private fleetSilentSince(now: number): number | undefined {
+    const last = this.lastWrite;
+    const other = this.otherWrite;
+    if (!last || !other) return undefined;
+    const spanMs = FLEET_SILENCE_FACTOR * Math.max(last.renewIntervalMs, other.renewIntervalMs);
+    if (last.at - other.at > spanMs) return undefined;
+    const from = Math.max(last.at, this.coveredUntil);
+    return now - from > spanMs ? from : undefined;
+  }
+
+  /** The lease watch sees again at `at` after a blind spell: a silence before that is the spell's. */
+  watchSees(at: number): void {
+    this.coveredUntil = Math.max(this.coveredUntil, at);
   }
 
   /**

@@ -36,6 +36,11 @@ export interface KubeRequest {
   throttled?: boolean;
   /** Parses a JSON response body (default JSON.parse); a throw leaves the body as text. */
   parse?: (text: string) => unknown;
+  /**
+   * Called each time the request leaves the process (after any wait for a rate-limiter token or
+   * for credentials): a caller that times the server's answer starts its clock here.
+   */
+  onSend?: () => void;
 }
 
 export interface KubeResponse<T = unknown> {
@@ -549,6 +554,7 @@ export class KubeClient {
         this.useCert(auth.cert);
         let res: http.IncomingMessage;
         try {
+          req.onSend?.();
           res = await this.dispatch(req, auth, payload, dl);
         } catch (err) {
           if (isConnectionFailure(err)) creds.connectionFailed?.();
