@@ -1,6 +1,12 @@
 import type { Clock } from '../clock/clock.js';
 import { formatDuration } from '../clock/duration.js';
-import { type Anomaly, AnomalyKind, NODE_LEASE_NAMESPACE, type NodeHealthTracker } from '../health/index.js';
+import {
+  type Anomaly,
+  AnomalyKind,
+  NODE_LEASE_NAMESPACE,
+  type NodeHealthTracker,
+  parseMicros,
+} from '../health/index.js';
 import { KubeApiError, type KubeClient, KubeTransportError, paths } from '../kube/client.js';
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
@@ -20,15 +26,35 @@ const SLOW_QUORUM_READ_MS = 1_000;
  */
 export const KUBELET_RECONNECT_MS = 8_000;
 
+/**
+ * The reconnect back-off a kubelet can be in after renewals failed for `outageMs`: its retries
+ * double from 200 ms, so the wait after the outage is at most about as long as the outage, and
+ * never over KUBELET_RECONNECT_MS.
+ */
+export function reconnectAllowance(outageMs: number): number {
+  return Math.min(KUBELET_RECONNECT_MS, Math.max(0, outageMs));
+}
+
 /** The kubelet renews its Lease every quarter of leaseDurationSeconds (default 40 s: every 10 s). */
 const RENEW_INTERVAL_FRACTION = 0.25;
 const DEFAULT_LEASE_DURATION_S = 40;
+/** Shorter renew intervals are taken as this (two writes of a lease close together are not its rhythm). */
+const MIN_RENEW_INTERVAL_MS = 1_000;
 
-/** The renew interval (ms) of the kubelet that holds this Lease, from its leaseDurationSeconds. */
-export function renewIntervalOf(lease: Lease): number {
+/**
+ * The renew interval of the kubelet that holds `lease`: the time between this renewal and the one
+ * before (`previousRenewTime`), both on the kubelet's own clock (a duration, so clock skew does not
+ * enter, and a batch of writes replayed at once still shows the rhythm they were written at); at
+ * most a quarter of leaseDurationSeconds, at least 1 s.
+ */
+export function renewIntervalOf(lease: Lease, previousRenewTime: string | undefined): number {
   const d = lease.spec?.leaseDurationSeconds;
   const seconds = typeof d === 'number' && Number.isFinite(d) && d > 0 ? d : DEFAULT_LEASE_DURATION_S;
-  return seconds * 1000 * RENEW_INTERVAL_FRACTION;
+  const most = seconds * 1000 * RENEW_INTERVAL_FRACTION;
+  const now = parseMicros(lease.spec?.renewTime);
+  const before = parseMicros(previousRenewTime);
+  if (now === undefined || before === undefined || now <= before) return most;
+  return Math.min(most, Math.max(MIN_RENEW_INTERVAL_MS, (now - before) / 1000));
 }
 
 /** A re-read that failed because the API server or its storage did not answer (not a refusal). */
@@ -74,16 +100,22 @@ export class LeaseRecheck {
    */
   writeSeen(lease: Lease): void {
     const name = lease.metadata.name;
+    const previous = this.o.tracker.health(name)?.lastSeenRenewTime;
     const outageMs = this.storage.writeSeen(this.now(), {
       lease: name,
-      renewIntervalMs: renewIntervalOf(lease),
+      renewIntervalMs: renewIntervalOf(lease, previous),
     });
     if (outageMs !== undefined) this.outageEnded(outageMs, `lease ${name} renewed`);
   }
 
+  /** The lease watch lost sight: its silence is not the fleet's. */
+  leaseWatchLost(): void {
+    this.storage.leaseWatchLost();
+  }
+
   /** The lease watch sees again after a blind spell (whose time moved deadlines already). */
-  watchSees(): void {
-    this.storage.watchSees(this.now());
+  leaseWatchSees(): void {
+    this.storage.leaseWatchSees(this.now());
   }
 
   /** A blind spell began at `since`: an outage of the storage in progress ends where it begins. */
@@ -165,11 +197,11 @@ export class LeaseRecheck {
    */
   private outageEnded(outageMs: number, endedBy: string): void {
     if (outageMs <= 0) return;
-    this.o.tracker.extendAll(outageMs + KUBELET_RECONNECT_MS, this.now());
+    this.o.tracker.extendAll(outageMs + reconnectAllowance(outageMs), this.now());
     this.o.metrics.storageOutageSeconds.inc(outageMs / 1000);
     this.o.log.warn('The API server could not reach its storage: every deadline moved by the outage', {
       outage: formatDuration(Math.round(outageMs)),
-      reconnectAllowance: formatDuration(KUBELET_RECONNECT_MS),
+      reconnectAllowance: formatDuration(reconnectAllowance(outageMs)),
       endedBy,
     });
     this.o.deadlinesMoved();

@@ -723,6 +723,33 @@ describe('NodeLifecycleController: the API server cannot reach its storage (virt
     }
   });
 
+  it('a fleet-wide silence still going when a deadline comes (etcd back, every kubelet in its back-off): the prompt re-read ends it as an outage; nobody live is marked, a dead node is, a fresh grace later', async () => {
+    const h = harness({ nodes: 10, graceMs: 20_000 });
+    try {
+      await advance(40_000); // every kubelet renewed at 10-40 s
+      for (let i = 0; i < 10; i++) h.sim.stopKubelet(`node-${i}`);
+      await advance(1);
+      h.sim.setStorageDown(true); // the renewals at 50 s fail
+      await advance(15_000);
+      h.sim.setStorageDown(false); // at 55 s; the kubelets are backing off until 62 s
+      await advance(5_000);
+      // 60 s: every deadline (40 s + 20 s) comes due before any renewal is back.
+      expect(unknownPatches(h)).toEqual([]);
+      await advance(2_000);
+      for (let i = 0; i < 9; i++) h.sim.startKubelet(`node-${i}`); // node-9 is dead
+      await advance(40_000);
+      expect(unknownPatches(h).map((p) => p.path)).toEqual(['/api/v1/nodes/node-9/status']);
+      // From the last write (40 s) to the prompt re-read (60 s), plus the reconnect allowance:
+      // node-9's grace ran again from 60 s.
+      expect(await metric(h.registry, 'nlc_storage_outage_seconds_total')).toBeCloseTo(20, 1);
+      const markedAt = h.sim.markedUnknownAt('node-9')! - T0;
+      expect(markedAt).toBeGreaterThanOrEqual(80_000);
+      expect(markedAt).toBeLessThanOrEqual(81_000);
+    } finally {
+      await h.stop();
+    }
+  });
+
   it('a fleet of one node: its silence is its own (no outage counted when it comes back)', async () => {
     const h = harness({ nodes: 1 });
     try {
@@ -1012,7 +1039,8 @@ describe('NodeLifecycleController: writes decided before a wait (virtual time)',
   });
 
   it('a lease re-read that waits 1.5 s for a client-side token is timed from when it is sent: no outage, the dead nodes marked at their grace', async () => {
-    const h = harness({ nodes: 3, sharedLimiter: true, qps: 1, burst: 1 });
+    // Three of five nodes die at once; the two others keep renewing (no fleet-wide silence).
+    const h = harness({ nodes: 5, sharedLimiter: true, qps: 1, burst: 1 });
     try {
       await advance(20_000);
       const last = h.sim.stopKubelet('node-0');

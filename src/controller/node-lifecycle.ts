@@ -414,11 +414,12 @@ export class NodeLifecycleController {
   private trackLeaseSight(now: number, blind: WatchBlindReason | undefined): void {
     if (blind !== undefined && this.leaseBlindSince === undefined) {
       this.leaseBlindSince = this.spellStart(blind, now);
+      this.recheckLease.leaseWatchLost();
     } else if (blind === undefined && this.leaseBlindSince !== undefined) {
       this.leaseBlindMs += Math.max(0, now - this.leaseBlindSince);
       this.leaseBlindSince = undefined;
       // The spell moves deadlines by its time: a silence of renewals within it is not counted again.
-      this.recheckLease.watchSees();
+      this.recheckLease.leaseWatchSees();
     }
   }
 

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { renewIntervalOf } from './lease-recheck.js';
 import { StorageSight } from './storage-sight.js';
 
 const SLOW = 1_000;
@@ -117,11 +118,40 @@ describe('StorageSight', () => {
       const s = new StorageSight(SLOW);
       s.writeSeen(0, w('a'));
       s.writeSeen(1_000, w('b'));
-      s.watchSees(40_000);
-      expect(s.writeSeen(50_000, w('a'))).toBeUndefined(); // 10 s since sight came back
-      s.writeSeen(51_000, w('b'));
-      s.watchSees(60_000);
-      expect(s.writeSeen(80_000, w('a'))).toBe(20_000);
+      s.leaseWatchLost();
+      // Writes replayed as the watch comes back end nothing.
+      expect(s.writeSeen(40_000, w('a'))).toBeUndefined();
+      s.leaseWatchSees(40_000);
+      expect(s.writeSeen(50_000, w('b'))).toBeUndefined(); // the fleet is seen renewing again first
+      s.writeSeen(51_000, w('a'));
+      expect(s.writeSeen(80_000, w('b'))).toBe(29_000);
     });
+  });
+});
+
+describe("renewIntervalOf: the kubelet's renew interval, from two renewals on its own clock", () => {
+  const lease = (renewTime: string, leaseDurationSeconds?: number) => ({
+    metadata: { name: 'n' },
+    spec: { renewTime, ...(leaseDurationSeconds !== undefined ? { leaseDurationSeconds } : {}) },
+  });
+  it('the time between this renewal and the one before, at most a quarter of the lease duration, at least 1 s', () => {
+    expect(renewIntervalOf(lease('2026-01-01T00:00:11.000000Z'), '2026-01-01T00:00:10.000000Z')).toBe(1_000);
+    expect(renewIntervalOf(lease('2026-01-01T00:00:12.500000Z', 40), '2026-01-01T00:00:10.000000Z')).toBe(
+      2_500,
+    );
+    expect(renewIntervalOf(lease('2026-01-01T00:01:10.000000Z', 40), '2026-01-01T00:00:10.000000Z')).toBe(
+      10_000,
+    );
+    expect(renewIntervalOf(lease('2026-01-01T00:01:10.000000Z', 8), '2026-01-01T00:00:10.000000Z')).toBe(
+      2_000,
+    );
+    expect(renewIntervalOf(lease('2026-01-01T00:00:10.200000Z'), '2026-01-01T00:00:10.000000Z')).toBe(1_000);
+  });
+  it('no previous renewal, one not before it, or none parseable: a quarter of the lease duration (40 s by default)', () => {
+    expect(renewIntervalOf(lease('2026-01-01T00:00:10.000000Z'), undefined)).toBe(10_000);
+    expect(renewIntervalOf(lease('2026-01-01T00:00:10.000000Z', 20), '2026-01-01T00:00:11.000000Z')).toBe(
+      5_000,
+    );
+    expect(renewIntervalOf(lease('garbage', -1), '2026-01-01T00:00:11.000000Z')).toBe(10_000);
   });
 });

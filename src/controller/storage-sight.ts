@@ -7,16 +7,18 @@
  * looks silent at once. Two things show the storage working: a lease write arriving on the watch
  * (storage accepted it) and a prompt answer to our quorum re-read of a lease. A re-read that fails,
  * or answers slowly with no other proof meanwhile, shows it was not. So does a fleet-wide silence:
- * no lease written for longer than the renew interval allows (1.5 x) while at least two leases had
- * been renewing, ended by the next write (a storage outage that no re-read fell into). The outage
- * runs from the last proof it worked to the first proof it works again; like a blind spell of the
- * lease watch, that time does not count against any node (the caller moves every deadline by it).
+ * no lease written for longer than 1.5 renew intervals while at least two leases had been renewing
+ * (an outage too short for any deadline, and so any re-read, to fall into: the next write ends it;
+ * one still going when a re-read is answered ends there). The outage runs from the last proof it
+ * worked to the first proof it works again; like a blind spell of the lease watch, that time does
+ * not count against any node (the caller moves every deadline by it).
  */
 /** A fleet silent for longer than this many renew intervals has stopped renewing at once. */
 export const FLEET_SILENCE_FACTOR = 1.5;
 
 interface LeaseWrite {
   lease: string;
+  /** Its kubelet's renew interval (see renewIntervalOf in lease-recheck.ts). */
   renewIntervalMs: number;
   at: number;
 }
@@ -31,6 +33,8 @@ export class StorageSight {
   /** The last lease write seen, and the last one before it by another lease (a fleet was renewing). */
   private lastWrite: LeaseWrite | undefined;
   private otherWrite: LeaseWrite | undefined;
+  /** The lease watch cannot see (its silence is not the fleet's) since a spell began. */
+  private leaseWatchBlind = false;
 
   /** @param slowMs A re-read slower than this, with no other proof meanwhile, shows an outage. */
   constructor(private readonly slowMs: number) {}
@@ -41,11 +45,10 @@ export class StorageSight {
    * fleet-wide silence it breaks.
    */
   writeSeen(now: number, write?: { lease: string; renewIntervalMs: number }): number | undefined {
-    const silentSince = this.fleetSilentSince(now);
+    const silentSince = this.silentSince(now);
     if (write) {
-      const entry = { ...write, at: now };
       if (this.lastWrite && this.lastWrite.lease !== write.lease) this.otherWrite = this.lastWrite;
-      this.lastWrite = entry;
+      this.lastWrite = { ...write, at: now };
     }
     this.lastProofAt = now;
     if (silentSince !== undefined) this.since = Math.min(this.since ?? silentSince, silentSince);
@@ -53,22 +56,31 @@ export class StorageSight {
   }
 
   /**
-   * When the silence that a write at `now` breaks began, if it was fleet-wide: no write for longer
-   * than 1.5 renew intervals after one in which two leases had been written within that span.
-   * A fleet of one node shows nothing this way (its silence is its own).
+   * When a fleet-wide silence still going at `now` began: no write for longer than 1.5 renew
+   * intervals after two leases were written within that span, both since the last outage counted
+   * (a silence is counted once, until the fleet is seen renewing again). A fleet of one node shows
+   * nothing this way (its silence is its own).
    */
-  private fleetSilentSince(now: number): number | undefined {
+  private silentSince(now: number): number | undefined {
     const last = this.lastWrite;
     const other = this.otherWrite;
-    if (!last || !other) return undefined;
+    if (this.leaseWatchBlind || !last || !other || other.at < this.coveredUntil) return undefined;
     const spanMs = FLEET_SILENCE_FACTOR * Math.max(last.renewIntervalMs, other.renewIntervalMs);
     if (last.at - other.at > spanMs) return undefined;
-    const from = Math.max(last.at, this.coveredUntil);
-    return now - from > spanMs ? from : undefined;
+    return now - last.at > spanMs ? last.at : undefined;
+  }
+
+  /**
+   * The lease watch cannot see (disconnected, unsynced, silent): a silence of writes is not the
+   * fleet's until it sees again; the writes it replays on its way back end nothing.
+   */
+  leaseWatchLost(): void {
+    this.leaseWatchBlind = true;
   }
 
   /** The lease watch sees again at `at` after a blind spell: a silence before that is the spell's. */
-  watchSees(at: number): void {
+  leaseWatchSees(at: number): void {
+    this.leaseWatchBlind = false;
     this.coveredUntil = Math.max(this.coveredUntil, at);
   }
 
@@ -90,10 +102,14 @@ export class StorageSight {
 
   /**
    * A re-read sent at `sentAt` was answered at `now`. Returns the length of the outage (ms) the
-   * answer ends: one open, or one this read's slowness shows (0 when already counted). Undefined: a
-   * prompt answer, or a slow one while other proof kept arriving, shows no outage.
+   * answer ends: one open, a fleet-wide silence still going, or one this read's slowness shows (0
+   * when already counted). Undefined: a prompt answer, or a slow one while other proof kept
+   * arriving, shows no outage.
    */
   readAnswered(sentAt: number, now: number): number | undefined {
+    // A fleet-wide silence still going: the storage works now, and nobody could renew until now.
+    const silentSince = this.since === undefined ? this.silentSince(now) : undefined;
+    if (silentSince !== undefined) this.since = silentSince;
     if (this.since === undefined) {
       const provenMeanwhile = this.lastProofAt !== undefined && this.lastProofAt >= sentAt;
       if (now - sentAt < this.slowMs) {
