@@ -164,6 +164,7 @@ export class LeaseRecheck {
     const outageMs =
       acting() && sentAt !== undefined ? this.storage.readAnswered(sentAt, this.now()) : undefined;
     if (outageMs !== undefined) this.outageEnded(outageMs, `re-read of lease ${name}`);
+    else if (acting()) this.silenceAnswered(name);
     const r = tracker.observeLeaseRead(name, lease, this.now());
     this.o.noteAnomalies(r.anomalies);
     if (!r.valid) return false;
@@ -189,6 +190,28 @@ export class LeaseRecheck {
       return false;
     }
     return true;
+  }
+
+  /**
+   * A prompt re-read found the whole fleet silent (no lease written for 1.5 renew intervals): the
+   * storage works now, and either it was away until now (kubelets are in their back-off) or the
+   * fleet died. No node is judged before the kubelets could reconnect; then each on its own.
+   */
+  private silenceAnswered(name: string): void {
+    const now = this.now();
+    const silentMs = this.storage.silenceAnswered(now);
+    if (silentMs === undefined) return;
+    this.o.tracker.holdAll(now + KUBELET_RECONNECT_MS, now);
+    this.o.metrics.fleetSilences.inc();
+    this.o.log.warn(
+      'No lease written by any node for longer than they renew: no node is judged until the kubelets could reconnect',
+      {
+        silentFor: formatDuration(Math.round(silentMs)),
+        heldFor: formatDuration(KUBELET_RECONNECT_MS),
+        node: name,
+      },
+    );
+    this.o.deadlinesMoved();
   }
 
   /**

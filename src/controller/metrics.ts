@@ -13,6 +13,8 @@ export interface ControllerMetrics {
   anomalies: Counter<'kind'>;
   watchLagDetected: Counter;
   storageOutageSeconds: Counter;
+  /** Fleet-wide silences of lease writes found by a prompt re-read (judgement held 8 s). */
+  fleetSilences: Counter;
   /** Pod writes (marks, evictions) left undone because the node renewed or we stopped acting. */
   podWritesWithdrawn: Counter;
   reconciles: Counter<'result'>;
@@ -105,6 +107,11 @@ function build(registry: Registry): ControllerMetrics {
     storageOutageSeconds: new Counter({
       name: 'nlc_storage_outage_seconds_total',
       help: "Seconds the API server could not reach its storage, as this controller saw it (lease re-reads failed or answered slowly, no lease write arrived; or no lease written by a renewing fleet for over 1.5 renew intervals): kubelets could not renew either, so every node deadline was moved later by each outage (and the kubelets' reconnect allowance, 8 s).",
+      registers: [registry],
+    }),
+    fleetSilences: new Counter({
+      name: 'nlc_fleet_silences_total',
+      help: "Times a lease re-read at a deadline was answered promptly while no node had renewed its lease for over 1.5 renew intervals (etcd just back, or every node gone): no node was judged for 8 s, the kubelets' reconnect back-off.",
       registers: [registry],
     }),
     podWritesWithdrawn: new Counter({

@@ -8,10 +8,12 @@
  * (storage accepted it) and a prompt answer to our quorum re-read of a lease. A re-read that fails,
  * or answers slowly with no other proof meanwhile, shows it was not. So does a fleet-wide silence:
  * no lease written for longer than 1.5 renew intervals while at least two leases had been renewing
- * (an outage too short for any deadline, and so any re-read, to fall into: the next write ends it;
- * one still going when a re-read is answered ends there). The outage runs from the last proof it
- * worked to the first proof it works again; like a blind spell of the lease watch, that time does
- * not count against any node (the caller moves every deadline by it).
+ * (an outage too short for any deadline, and so any re-read, to fall into: the next write ends it).
+ * The outage runs from the last proof it worked to the first proof it works again; like a blind
+ * spell of the lease watch, that time does not count against any node (the caller moves every
+ * deadline by it). A silence still going when a re-read is answered promptly may be an outage just
+ * over or a fleet that died: silenceAnswered reports it, once, and the caller holds judgement for
+ * the kubelets' reconnect back-off.
  */
 /** A fleet silent for longer than this many renew intervals has stopped renewing at once. */
 export const FLEET_SILENCE_FACTOR = 1.5;
@@ -78,6 +80,18 @@ export class StorageSight {
     this.leaseWatchBlind = true;
   }
 
+  /**
+   * A re-read was answered promptly at `now` (the storage works): a fleet-wide silence still going
+   * ends here, once. Returns its length (ms), if there is one. Nobody can tell from it whether the
+   * storage was away or the fleet died: the caller gives kubelets the time to reconnect.
+   */
+  silenceAnswered(now: number): number | undefined {
+    const since = this.silentSince(now);
+    if (since === undefined) return undefined;
+    this.coveredUntil = Math.max(this.coveredUntil, now);
+    return now - since;
+  }
+
   /** The lease watch sees again at `at` after a blind spell: a silence before that is the spell's. */
   leaseWatchSees(at: number): void {
     this.leaseWatchBlind = false;
@@ -102,14 +116,10 @@ export class StorageSight {
 
   /**
    * A re-read sent at `sentAt` was answered at `now`. Returns the length of the outage (ms) the
-   * answer ends: one open, a fleet-wide silence still going, or one this read's slowness shows (0
-   * when already counted). Undefined: a prompt answer, or a slow one while other proof kept
-   * arriving, shows no outage.
+   * answer ends: one open, or one this read's slowness shows (0 when already counted). Undefined: a
+   * prompt answer, or a slow one while other proof kept arriving, shows no outage.
    */
   readAnswered(sentAt: number, now: number): number | undefined {
-    // A fleet-wide silence still going: the storage works now, and nobody could renew until now.
-    const silentSince = this.since === undefined ? this.silentSince(now) : undefined;
-    if (silentSince !== undefined) this.since = silentSince;
     if (this.since === undefined) {
       const provenMeanwhile = this.lastProofAt !== undefined && this.lastProofAt >= sentAt;
       if (now - sentAt < this.slowMs) {
