@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FLAGS } from '../../src/config/flags.js';
 import { parsePoolConfig } from '../../src/disruption/pools/config.js';
+import { type LabelSelector, matchesSelector } from '../../src/disruption/pools/selector.js';
 import { type Manifest, parseManifests } from '../support/apply.js';
 import { helm, projectHelm } from '../support/helm.js';
 import { kustomizeOverlay } from '../support/kubectl.js';
@@ -42,14 +43,55 @@ function template(
 const key = (o: Manifest) => `${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}`;
 const byKey = (l: Manifest[]) => [...l].sort((a, b) => key(a).localeCompare(key(b)));
 
-/** The chart's objects with Helm's labels taken out (each must be there first). */
-function withoutHelmLabels(objects: Manifest[]): Manifest[] {
+const INSTANCE = 'app.kubernetes.io/instance';
+
+/**
+ * Every label selector of an object of the chart: what it selects (`pods`, or the ServiceMonitor's
+ * `services`) and the selector itself (the object's own, to read or change).
+ */
+function selectorsOf(o: Manifest): { what: string; selects: 'pods' | 'services'; selector: LabelSelector }[] {
+  const spec = (o.spec ?? {}) as Record<string, unknown>;
+  const what = `${o.kind} ${o.metadata.name}`;
+  switch (o.kind) {
+    case 'Deployment':
+    case 'PodDisruptionBudget':
+      return [{ what, selects: 'pods', selector: spec.selector as LabelSelector }];
+    case 'Service':
+      return [{ what, selects: 'pods', selector: { matchLabels: spec.selector as Record<string, string> } }];
+    case 'NetworkPolicy':
+      return [{ what, selects: 'pods', selector: spec.podSelector as LabelSelector }];
+    case 'ServiceMonitor':
+      return [{ what, selects: 'services', selector: spec.selector as LabelSelector }];
+    default:
+      return [];
+  }
+}
+
+/** The labels of the pods a render's Deployment makes. */
+const podLabelsOf = (objects: Manifest[]) =>
+  (
+    objects.find((o) => o.kind === 'Deployment')!.spec as {
+      template: { metadata: { labels: Record<string, string> } };
+    }
+  ).template.metadata.labels;
+
+/**
+ * The chart's objects with what Helm's conventions add taken out (each must be there first):
+ * Helm's labels on every object's metadata, and the release's instance label in every selector and
+ * on the pods.
+ */
+function withoutHelmLabels(objects: Manifest[], release = 'node-lifecycle-controller'): Manifest[] {
   return objects.map((o) => {
     const copy = structuredClone(o);
     const labels = copy.metadata.labels ?? {};
     for (const l of HELM_LABELS) {
       expect(labels[l], `${key(o)}: label ${l}`).toBeDefined();
       delete labels[l];
+    }
+    const selected = selectorsOf(copy).map((s) => s.selector.matchLabels ?? {});
+    for (const l of copy.kind === 'Deployment' ? [...selected, podLabelsOf([copy])] : selected) {
+      expect(l[INSTANCE], `${key(o)}: ${INSTANCE} in a selector or the pods' labels`).toBe(release);
+      delete l[INSTANCE];
     }
     return copy;
   });
@@ -329,6 +371,34 @@ describe('Helm chart', () => {
       .map((r) => [r.alert, r.annotations.runbook_url]);
     expect(links.length).toBeGreaterThan(10);
     for (const [alert, url] of links) expect(url).toBe(`${base}#${alert!.toLowerCase()}`);
+  });
+
+  it("two releases in one namespace: no selector of one matches the other's pods (or the ServiceMonitor its Service)", () => {
+    const args = ['--set', 'serviceMonitor.enabled=true,networkPolicy.enabled=true'];
+    const releases = ['nlc-a', 'nlc-b'].map((r) => template(args, r, 'platform'));
+    const targets = (objects: Manifest[]) => ({
+      pods: podLabelsOf(objects),
+      services: objects.find((o) => o.kind === 'Service')!.metadata.labels ?? {},
+    });
+    for (const [mine, other] of [releases, [...releases].reverse()] as [Manifest[], Manifest[]][]) {
+      const selectors = mine.flatMap(selectorsOf);
+      expect(selectors.map((s) => s.what.split(' ')[0]).sort()).toEqual([
+        'Deployment',
+        'NetworkPolicy',
+        'PodDisruptionBudget',
+        'Service',
+        'ServiceMonitor',
+      ]);
+      for (const { what, selects, selector } of selectors) {
+        expect(matchesSelector(selector, targets(mine)[selects]), `${what} selects its own ${selects}`).toBe(
+          true,
+        );
+        expect(
+          matchesSelector(selector, targets(other)[selects]),
+          `${what} selects the other release's ${selects} ${JSON.stringify(targets(other)[selects])}`,
+        ).toBe(false);
+      }
+    }
   });
 
   it('another release name and namespace: every name and namespace follows, subjects included', () => {
