@@ -375,19 +375,36 @@ describe('Helm chart', () => {
     }
   });
 
-  it('prometheusRule.runbookBaseURL: every runbook link points there, anchors kept', () => {
+  it("prometheusRule.runbookBaseURL: the component's absolute links by default; every runbook link points at the value, anchors kept; a relative base is refused", () => {
+    const links = (args: string[]) =>
+      (
+        template(['--set', 'prometheusRule.enabled=true', ...args]).find((o) => o.kind === 'PrometheusRule')!
+          .spec as { groups: { rules: { alert: string; annotations: { runbook_url: string } }[] }[] }
+      ).groups
+        .flatMap((g) => g.rules)
+        .map((r) => [r.alert, r.annotations.runbook_url] as const);
+    const component = parseManifests(
+      readFileSync(join(MANIFESTS, 'components', 'prometheusrule', 'prometheusrule.yaml'), 'utf8'),
+    )[0]!.spec as { groups: { rules: { alert: string; annotations: { runbook_url: string } }[] }[] };
+    const defaults = links([]);
+    expect(defaults).toEqual(
+      component.groups.flatMap((g) => g.rules).map((r) => [r.alert, r.annotations.runbook_url]),
+    );
+    for (const [alert, url] of defaults)
+      expect(url, alert).toMatch(/^https?:\/\/[^#]+#nodelifecyclecontroller/);
     const base = 'https://docs.example.com/nlc/v0.2.0/operations.html';
-    const rule = template([
-      '--set',
-      `prometheusRule.enabled=true,prometheusRule.runbookBaseURL=${base}`,
-    ]).find((o) => o.kind === 'PrometheusRule')!;
-    const links = (
-      rule.spec as { groups: { rules: { alert: string; annotations: { runbook_url: string } }[] }[] }
-    ).groups
-      .flatMap((g) => g.rules)
-      .map((r) => [r.alert, r.annotations.runbook_url]);
-    expect(links.length).toBeGreaterThan(10);
-    for (const [alert, url] of links) expect(url).toBe(`${base}#${alert!.toLowerCase()}`);
+    const moved = links(['--set', `prometheusRule.runbookBaseURL=${base}`]);
+    expect(moved.length).toBeGreaterThan(10);
+    for (const [alert, url] of moved) expect(url).toBe(`${base}#${alert.toLowerCase()}`);
+    for (const bad of ['docs/operations.md', `${base}#top`, '']) {
+      const r = spawnSync(
+        projectHelm(),
+        ['template', 'x', CHART, '--set', `prometheusRule.enabled=true,prometheusRule.runbookBaseURL=${bad}`],
+        { encoding: 'utf8' },
+      );
+      expect(r.status, `runbookBaseURL=${bad}`).not.toBe(0);
+      expect(r.stderr, `runbookBaseURL=${bad}`).toMatch(/runbookBaseURL/);
+    }
   });
 
   it("two releases in one namespace: no selector of one matches the other's pods (or the ServiceMonitor its Service)", () => {
