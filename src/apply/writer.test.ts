@@ -47,6 +47,7 @@ function writer(
     fenceDeadline?: () => number | undefined;
     qps?: number;
     burst?: number;
+    term?: () => number;
   } = {},
 ) {
   const sleeps: number[] = [];
@@ -56,6 +57,7 @@ function writer(
     client,
     fence: () => opts.fence?.(now),
     fenceDeadline: opts.fenceDeadline,
+    ...(opts.term ? { term: opts.term } : {}),
     dryRun: opts.dryRun ?? false,
     logger: memoryLogger(),
     metrics: createWriterMetrics(registry),
@@ -298,6 +300,36 @@ describe('ApiWriter', () => {
       expect(requests.map((r) => (r.body as { reason: string }).reason)).toEqual(['NodeNotReady']);
     });
 
+    it('a patch decided in one leadership term that waited for a token into the next is fenced, not sent', async () => {
+      let term = 1;
+      const { w } = writer({ qps: 1, burst: 1, term: () => term });
+      script = [{ status: 200, body: node('2') }];
+      expect((await w.patchNode('n1', node('1'), addOurTaint)).kind).toBe('applied');
+      // The next write waits ~1 s for its token; meanwhile leadership was lost and won again.
+      const pending = w.patchNode('n1', node('2'), addOurTaint);
+      term = 2;
+      expect(await pending).toEqual({
+        kind: 'fenced',
+        reason: 'leadership changed since the write was decided',
+      });
+      expect(requests).toHaveLength(1);
+    });
+
+    it('a patch whose reason went away while it waited for a token is withdrawn, not sent (stillWanted after the wait)', async () => {
+      const { w, registry } = writer({ qps: 1, burst: 1 });
+      script = [{ status: 200, body: node('2') }];
+      let renewed = false;
+      const still = () => (renewed ? 'node renewed' : undefined);
+      expect((await w.patchNodeStatus('n1', node('1'), addOurTaint, still)).kind).toBe('applied');
+      const pending = w.patchNodeStatus('n1', node('2'), addOurTaint, still);
+      renewed = true; // seen while the write waited for its token
+      expect(await pending).toEqual({ kind: 'withdrawn', reason: 'node renewed' });
+      expect(requests).toHaveLength(1);
+      expect(await registry.getSingleMetricAsString('nlc_writes_total')).toContain(
+        'resource="nodes/status",outcome="withdrawn"} 1',
+      );
+    });
+
     it('a patch retried after a backoff is fenced if leadership ended during the backoff', async () => {
       const { w, sleeps } = writer({ fence: (t) => (t > 0 ? 'not the leader' : undefined) });
       script = [
@@ -334,6 +366,26 @@ describe('ApiWriter', () => {
 });
 
 describe('ApiWriter.evict (Eviction API)', () => {
+  it('an eviction whose node renewed while it waited for a token is withdrawn; one decided in an earlier term is fenced', async () => {
+    let term = 1;
+    const { w } = writer({ qps: 1, burst: 1, term: () => term });
+    script = [{ status: 201, body: { kind: 'Status', status: 'Success' } }];
+    let renewed = false;
+    const still = () => (renewed ? 'node renewed' : undefined);
+    expect(await w.evict('ns', 'a', 'u', still)).toEqual({ kind: 'applied' });
+    const withdrawn = w.evict('ns', 'b', 'u', still);
+    renewed = true;
+    expect(await withdrawn).toEqual({ kind: 'withdrawn', reason: 'node renewed' });
+    renewed = false;
+    const fenced = w.evict('ns', 'c', 'u', still);
+    term = 2;
+    expect(await fenced).toEqual({
+      kind: 'fenced',
+      reason: 'leadership changed since the write was decided',
+    });
+    expect(requests.map((r) => pathOf(r.url))).toEqual(['/api/v1/namespaces/ns/pods/a/eviction']);
+  });
+
   it('posts a policy/v1 Eviction with the uid as a precondition', async () => {
     const { w } = writer();
     script = [{ status: 201, body: { kind: 'Status', status: 'Success' } }];

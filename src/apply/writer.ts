@@ -12,6 +12,7 @@ import {
   paths,
 } from '../kube/client.js';
 import { parseSkippingManagedFields } from '../kube/json.js';
+import { DEFAULT_MAX_LOW_WAITING, RateLimiterFullError } from '../kube/rate-limit.js';
 import type { KubeObject, Node, Pod } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 
@@ -19,7 +20,11 @@ import type { Logger } from '../log/logger.js';
  * The only place that writes Nodes, Pods and Events. Every write:
  * - passes the leadership fence right before it leaves the process, after any wait (rate limiter,
  *   retry backoff), and must finish before the fence would close: its timeout, on our side and
- *   the API server's (`?timeout=`), ends at the fence deadline;
+ *   the API server's (`?timeout=`), ends at the fence deadline; a write decided in one leadership
+ *   term is never sent in the next;
+ * - is judged again after every wait: the caller's `stillWanted` says whether what decided it
+ *   still holds (a node that renewed while its mark waited for a token is not marked), and a
+ *   patch body is recomputed from the object;
  * - is a patch with a resourceVersion precondition (optimistic concurrency), recomputed from a
  *   fresh read on 409 Conflict;
  * - waits out 429 Retry-After and backs off on 5xx / transport errors;
@@ -30,6 +35,7 @@ import type { Logger } from '../log/logger.js';
 export type WriteOutcome =
   | { kind: 'applied'; object: KubeObject | undefined; attempts: number }
   | { kind: 'unchanged' }
+  | { kind: 'withdrawn'; reason: string }
   | { kind: 'dry-run'; patch: unknown }
   | { kind: 'fenced'; reason: string }
   | { kind: 'gone' }
@@ -38,6 +44,7 @@ export type WriteOutcome =
 /** What an eviction came to. */
 export type EvictOutcome =
   | { kind: 'applied' }
+  | { kind: 'withdrawn'; reason: string }
   | { kind: 'dry-run' }
   | { kind: 'blocked'; reason: string }
   | { kind: 'fenced'; reason: string }
@@ -46,6 +53,12 @@ export type EvictOutcome =
 
 /** Returns undefined when we may write now, else why not (e.g. "not leader", "lease expired"). */
 export type Fence = () => string | undefined;
+
+/**
+ * Asked after every wait, right before a write is sent: undefined while what decided the write
+ * still holds, else why it no longer does (e.g. "node renewed"): the write is then withdrawn.
+ */
+export type StillWanted = () => string | undefined;
 
 export interface WriterMetrics {
   writes: Counter<'resource' | 'outcome'>;
@@ -67,7 +80,7 @@ function buildWriterMetrics(registry: Registry): WriterMetrics {
   return {
     writes: new Counter({
       name: 'nlc_writes_total',
-      help: 'Writes to the API server by resource and outcome (applied, unchanged, dry-run, fenced, gone, failed).',
+      help: 'Writes to the API server by resource and outcome (applied, unchanged, withdrawn, dropped, dry-run, fenced, gone, failed).',
       labelNames: ['resource', 'outcome'] as const,
       registers: [registry],
     }),
@@ -101,6 +114,11 @@ export interface WriterDeps {
    * get WRITE_TIMEOUT_MS.
    */
   fenceDeadline?: () => number | undefined;
+  /**
+   * The leadership term (it changes each time this replica starts leading): a write decided in
+   * one term is fenced if the term changed while it waited. Absent without leader election.
+   */
+  term?: () => number;
   dryRun: boolean;
   logger: Logger;
   metrics: WriterMetrics;
@@ -112,7 +130,7 @@ export interface WriterDeps {
    * writer waits for its token here, before the fence check, and its writes skip the client's own
    * wait; qps/burst are then unused.
    */
-  limiter?: { acquire(signal?: AbortSignal): Promise<void> };
+  limiter?: { acquire(signal?: AbortSignal, priority?: 'normal' | 'low'): Promise<void> };
   /** Component and instance recorded on Events. */
   component: string;
   instance: string;
@@ -140,6 +158,8 @@ export class ApiWriter {
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly events = new Map<string, { name: string; namespace: string; count: number; at: number }>();
   private waiting = 0;
+  /** Events waiting for a token (the writer's own bucket): they go after every other write. */
+  private waitingEvents = 0;
   private sending = 0;
   private idleWaiters: Array<() => void> = [];
 
@@ -167,9 +187,12 @@ export class ApiWriter {
    * How long the write about to be sent may take: until the fence deadline, at most
    * WRITE_TIMEOUT_MS. A string (why not) when the fence is closed or about to close.
    */
-  private budget(): number | string {
+  private budget(term?: number): number | string {
     const why = this.d.fence();
     if (why) return why;
+    if (term !== undefined && this.d.term && this.d.term() !== term) {
+      return 'leadership changed since the write was decided';
+    }
     if (!this.d.fenceDeadline) return WRITE_TIMEOUT_MS;
     const deadline = this.d.fenceDeadline();
     if (deadline === undefined) return 'leadership fence closed';
@@ -198,24 +221,34 @@ export class ApiWriter {
     }
   }
 
-  /** Waits for a token of the client-side limiter. */
-  private async throttle(): Promise<void> {
+  /**
+   * Waits for a token of the client-side limiter. Events ('low') go after every other write and
+   * at most MAX_WAITING_EVENTS of them wait: one more is refused (RateLimiterFullError).
+   */
+  private async throttle(priority: 'normal' | 'low' = 'normal'): Promise<void> {
     const start = this.d.clock.scheduler.now();
+    const low = priority === 'low';
+    if (low && !this.d.limiter && this.waitingEvents >= DEFAULT_MAX_LOW_WAITING) {
+      throw new RateLimiterFullError(DEFAULT_MAX_LOW_WAITING);
+    }
     this.waiting++;
+    if (low) this.waitingEvents++;
     this.d.metrics.queueDepth.set(this.waiting);
     try {
       if (this.d.limiter) {
-        await this.d.limiter.acquire();
+        await this.d.limiter.acquire(undefined, priority);
         return;
       }
       for (;;) {
         const now = this.d.clock.scheduler.now();
-        if (this.bucket.tryTake(now)) break;
+        const othersWait = low && this.waiting > this.waitingEvents;
+        if (!othersWait && this.bucket.tryTake(now)) break;
         const at = this.bucket.nextTokenAt(now) ?? now + 1000;
         await this.sleep(Math.max(1, at - now));
       }
     } finally {
       this.waiting--;
+      if (low) this.waitingEvents--;
       this.d.metrics.queueDepth.set(this.waiting);
       this.d.metrics.throttleSeconds.observe((this.d.clock.scheduler.now() - start) / 1000);
     }
@@ -233,6 +266,7 @@ export class ApiWriter {
     getPath: string;
     initial: T | undefined;
     mutate: (current: T) => Record<string, unknown> | undefined;
+    stillWanted?: StillWanted | undefined;
     log: Record<string, unknown>;
   }): Promise<WriteOutcome> {
     const outcome = await this.patchInner(opts);
@@ -241,6 +275,12 @@ export class ApiWriter {
       this.d.logger.error('Write failed', { ...opts.log, resource: opts.resource, err: outcome.error });
     } else if (outcome.kind === 'fenced') {
       this.d.logger.warn('Write refused by the leadership fence', {
+        ...opts.log,
+        resource: opts.resource,
+        reason: outcome.reason,
+      });
+    } else if (outcome.kind === 'withdrawn') {
+      this.d.logger.info('Write withdrawn: what decided it no longer holds', {
         ...opts.log,
         resource: opts.resource,
         reason: outcome.reason,
@@ -255,8 +295,10 @@ export class ApiWriter {
     getPath: string;
     initial: T | undefined;
     mutate: (current: T) => Record<string, unknown> | undefined;
+    stillWanted?: StillWanted | undefined;
     log: Record<string, unknown>;
   }): Promise<WriteOutcome> {
+    const term = this.d.term?.();
     const maxConflicts = this.d.maxConflictRetries ?? 5;
     const maxErrors = this.d.maxErrorRetries ?? 5;
     let current = opts.initial;
@@ -278,20 +320,26 @@ export class ApiWriter {
           continue;
         }
       }
-      const body = opts.mutate(current);
+      let body = opts.mutate(current);
       if (body === undefined) return { kind: 'unchanged' };
+      let gone = opts.stillWanted?.();
+      if (gone !== undefined) return { kind: 'withdrawn', reason: gone };
       if (this.d.dryRun) {
         this.d.logger.info('Dry run: would patch', { ...opts.log, resource: opts.resource, patch: body });
         return { kind: 'dry-run', patch: body };
       }
+      await this.throttle();
+      // After every wait (the limiter above, a backoff before this attempt): is the write still
+      // wanted (a node may have renewed meanwhile), what is it now, may we still write, for how long?
+      gone = opts.stillWanted?.();
+      if (gone !== undefined) return { kind: 'withdrawn', reason: gone };
+      body = opts.mutate(current);
+      if (body === undefined) return { kind: 'unchanged' };
+      const budget = this.budget(term);
+      if (typeof budget === 'string') return { kind: 'fenced', reason: budget };
       const rv = current.metadata.resourceVersion;
       const meta = (body.metadata as Record<string, unknown> | undefined) ?? {};
       const withPrecondition = rv ? { ...body, metadata: { ...meta, resourceVersion: rv } } : body;
-      await this.throttle();
-      // After every wait (the limiter above, a backoff before this attempt): may we still write,
-      // and for how long?
-      const budget = this.budget();
-      if (typeof budget === 'string') return { kind: 'fenced', reason: budget };
       try {
         const object = await this.send<KubeObject>(
           { method: 'PATCH', path: opts.path, contentType: PatchType.strategic, body: withPrecondition },
@@ -335,6 +383,7 @@ export class ApiWriter {
     name: string,
     initial: Node | undefined,
     mutate: (n: Node) => Record<string, unknown> | undefined,
+    stillWanted?: StillWanted,
   ) {
     return this.patch<Node>({
       resource: 'nodes',
@@ -342,6 +391,7 @@ export class ApiWriter {
       getPath: paths.node(name),
       initial,
       mutate,
+      stillWanted,
       log: { node: name },
     });
   }
@@ -350,6 +400,7 @@ export class ApiWriter {
     name: string,
     initial: Node | undefined,
     mutate: (n: Node) => Record<string, unknown> | undefined,
+    stillWanted?: StillWanted,
   ) {
     return this.patch<Node>({
       resource: 'nodes/status',
@@ -357,6 +408,7 @@ export class ApiWriter {
       getPath: paths.node(name),
       initial,
       mutate,
+      stillWanted,
       log: { node: name },
     });
   }
@@ -366,6 +418,7 @@ export class ApiWriter {
     name: string,
     initial: Pod | undefined,
     mutate: (p: Pod) => Record<string, unknown> | undefined,
+    stillWanted?: StillWanted,
   ) {
     return this.patch<Pod>({
       resource: 'pods/status',
@@ -373,6 +426,7 @@ export class ApiWriter {
       getPath: paths.pod(ns, name),
       initial,
       mutate,
+      stillWanted,
       log: { pod: `${ns}/${name}` },
     });
   }
@@ -384,18 +438,36 @@ export class ApiWriter {
    * not evicted ('gone'). Fenced, rate limited and dry-run like every write; 5xx and transport
    * errors are retried with backoff.
    */
-  async evict(ns: string, name: string, uid: string | undefined): Promise<EvictOutcome> {
-    const outcome = await this.evictInner(ns, name, uid);
+  async evict(
+    ns: string,
+    name: string,
+    uid: string | undefined,
+    stillWanted?: StillWanted,
+  ): Promise<EvictOutcome> {
+    const outcome = await this.evictInner(ns, name, uid, stillWanted);
     this.d.metrics.writes.inc({ resource: 'pods/eviction', outcome: outcome.kind });
     const log = { pod: `${ns}/${name}`, resource: 'pods/eviction' };
     if (outcome.kind === 'failed') this.d.logger.error('Write failed', { ...log, err: outcome.error });
     else if (outcome.kind === 'fenced') {
       this.d.logger.warn('Write refused by the leadership fence', { ...log, reason: outcome.reason });
+    } else if (outcome.kind === 'withdrawn') {
+      this.d.logger.info('Write withdrawn: what decided it no longer holds', {
+        ...log,
+        reason: outcome.reason,
+      });
     }
     return outcome;
   }
 
-  private async evictInner(ns: string, name: string, uid: string | undefined): Promise<EvictOutcome> {
+  private async evictInner(
+    ns: string,
+    name: string,
+    uid: string | undefined,
+    stillWanted: StillWanted | undefined,
+  ): Promise<EvictOutcome> {
+    const term = this.d.term?.();
+    let gone = stillWanted?.();
+    if (gone !== undefined) return { kind: 'withdrawn', reason: gone };
     if (this.d.dryRun) {
       this.d.logger.info('Dry run: would evict', { pod: `${ns}/${name}` });
       return { kind: 'dry-run' };
@@ -409,7 +481,9 @@ export class ApiWriter {
     const maxErrors = this.d.maxErrorRetries ?? 5;
     for (let errors = 0; ; ) {
       await this.throttle();
-      const budget = this.budget();
+      gone = stillWanted?.();
+      if (gone !== undefined) return { kind: 'withdrawn', reason: gone };
+      const budget = this.budget(term);
       if (typeof budget === 'string') return { kind: 'fenced', reason: budget };
       try {
         await this.send({ method: 'POST', path: paths.podEviction(ns, name), body }, budget);
@@ -453,7 +527,7 @@ export class ApiWriter {
     }
     const prev = this.events.get(key);
     try {
-      await this.throttle();
+      await this.throttle('low');
       // Fenced after waiting for the token: leadership may have ended meanwhile.
       const budget = this.budget();
       if (typeof budget === 'string') {
@@ -501,6 +575,16 @@ export class ApiWriter {
       }
       this.d.metrics.writes.inc({ resource: 'events', outcome: 'applied' });
     } catch (err) {
+      if (err instanceof RateLimiterFullError) {
+        // Too many Events wait already (a mass failure): this one is dropped, counted, never
+        // allowed to hold back a mark.
+        this.d.metrics.writes.inc({ resource: 'events', outcome: 'dropped' });
+        this.d.logger.debug(2, 'Event dropped: too many waiting for the rate limiter', {
+          reason: spec.reason,
+          object: spec.involved.name,
+        });
+        return;
+      }
       if (prev) this.events.delete(key);
       this.d.metrics.writes.inc({ resource: 'events', outcome: 'failed' });
       this.d.logger.warn('Event not recorded', { reason: spec.reason, object: spec.involved.name, err });

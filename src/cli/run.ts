@@ -10,7 +10,7 @@ import {
 } from '../controller/concurrent-controller.js';
 import { createControllerMetrics } from '../controller/metrics.js';
 import { NodeLifecycleController } from '../controller/node-lifecycle.js';
-import { livenessChecks, readinessChecks } from '../controller/probes.js';
+import { LIVENESS_NO_API_ACCESS_MS, livenessChecks, readinessChecks } from '../controller/probes.js';
 import {
   createDisruptionMetrics,
   DisruptionController,
@@ -19,14 +19,17 @@ import {
   PoolConfigLoader,
 } from '../disruption/index.js';
 import {
+  CHECK_STOPPED,
+  CoordinationWatchdog,
   candidateVersions,
   checkCoordinatedElection,
   type LeaseCandidate,
   LeaseCandidatePublisher,
   watchCandidate,
 } from '../election/candidate.js';
+import { coordinatedRecheckMs } from '../election/config.js';
 import { LeaderElector } from '../election/elector.js';
-import { LeaderHealthzAdaptor } from '../election/healthz.js';
+import { LeaderHealthzAdaptor, type PendingDecision, undecidedTooLong } from '../election/healthz.js';
 import { IdentityLeases } from '../election/identity.js';
 import { lockUpdates, namedUpdates, watchLock } from '../election/lock-watch.js';
 import { createLeaderElectionMetrics } from '../election/metrics.js';
@@ -280,6 +283,8 @@ export async function runController(o: RunOptions): Promise<RunningController> {
   let candidate: LeaseCandidatePublisher | undefined;
   let candidateWatch: Reflector<LeaseCandidate> | undefined;
   const healthz = new LeaderHealthzAdaptor(20_000);
+  /** Set while the coordinated-election decision waits for a real answer from the API server. */
+  let coordinationPending: PendingDecision | undefined;
   if (le.enabled && le.coordinated) {
     let versions: ReturnType<typeof candidateVersions>;
     try {
@@ -367,10 +372,14 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     refusal: rival ? () => rival.refusal() : undefined,
   });
 
+  // Each time this replica starts acting (it starts leading, or leads again after a refusal: see
+  // updateLeading below): a write decided while acting before is never sent now.
+  let leadershipTerm = 0;
   const writer = new ApiWriter({
     client,
     fence,
     fenceDeadline: elector ? () => elector.fenceDeadline() : undefined,
+    term: () => leadershipTerm,
     dryRun: config.dryRun,
     logger: log,
     metrics: createWriterMetrics(registry),
@@ -443,7 +452,19 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     { name: 'ping', check: () => undefined },
     ...livenessChecks(probeSources, probeOptions),
   ];
-  if (elector) healthChecks.push({ name: 'leaderElection', check: () => healthz.check()?.message });
+  if (elector) {
+    healthChecks.push({
+      name: 'leaderElection',
+      check: () =>
+        healthz.check()?.message ??
+        undecidedTooLong(
+          coordinationPending,
+          clock.scheduler.now(),
+          `${le.namespace}/${le.name}`,
+          LIVENESS_NO_API_ACCESS_MS,
+        ),
+    });
+  }
   const readyChecks: Check[] = readinessChecks(probeSources, probeOptions);
   if (rival) readyChecks.push({ name: 'concurrent-node-lifecycle', check: () => rival.readiness() });
   const http = await startHttpServers({
@@ -465,6 +486,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
   /** The candidate's deletion, started as the shutdown starts (before the lock is released). */
   let candidateGone: Promise<void> | undefined;
   const coordinationCheck = new AbortController();
+  let watchdog: CoordinationWatchdog | undefined;
   const shutdown = (reason: string): Promise<void> => {
     shutdownStarted();
     shuttingDown ??= (async () => {
@@ -484,6 +506,7 @@ export async function runController(o: RunOptions): Promise<RunningController> {
             leases.stop();
             readPacer?.close();
             coordinationCheck.abort();
+            watchdog?.stop();
             // Withdrawn first, so that the coordinator does not name this replica again when the
             // lock is released.
             candidateGone = candidate?.shutdown(Math.floor(budget.tailMs / 2));
@@ -589,7 +612,13 @@ export async function runController(o: RunOptions): Promise<RunningController> {
   // The reconciler acts while this replica leads and nothing refuses it (another node-lifecycle
   // controller seen, or not yet looked for); after SIGTERM never again.
   let elected = elector === undefined;
-  const updateLeading = () => controller.setLeading(!stopping && elected && (rival?.mayAct() ?? true));
+  let acting = false;
+  const updateLeading = () => {
+    const act = !stopping && elected && (rival?.mayAct() ?? true);
+    if (act && !acting) leadershipTerm++;
+    acting = act;
+    controller.setLeading(act);
+  };
   rival?.onChange(updateLeading);
   if (elector && lock && identity) {
     elector.events$.subscribe((ev) => {
@@ -613,14 +642,21 @@ export async function runController(o: RunOptions): Promise<RunningController> {
     if (publisher && candidateWatch) {
       const w = candidateWatch;
       // Coordinated leader election, if the API server has the LeaseCandidate API and a
-      // coordinator; else ordinary leader election, said in one line.
+      // coordinator; else ordinary leader election, said in one line. Decided on real answers
+      // only: while the API server answers with failures the replica stays undecided (each failure
+      // logged) and does not campaign.
+      coordinationPending = { since: clock.scheduler.now() };
       void checkCoordinatedElection({
         client: electionClient,
         clock,
         logger: log,
         signal: coordinationCheck.signal,
+        onFailure: (cause) => {
+          if (coordinationPending) coordinationPending.lastError = cause;
+        },
       }).then((support) => {
-        if (shuttingDown) return;
+        coordinationPending = undefined;
+        if (shuttingDown || (!support.ok && support.reason === CHECK_STOPPED)) return;
         if (support.ok) {
           log.info(
             'Coordinated leader election: publishing a LeaseCandidate; the coordinator names the leader',
@@ -630,6 +666,27 @@ export async function runController(o: RunOptions): Promise<RunningController> {
           );
           w.start();
           publisher.start();
+          // Nobody leads for long: is the coordinator still there? If not, ordinary election.
+          watchdog = new CoordinationWatchdog({
+            elector,
+            clock,
+            logger: log,
+            recheckAfterMs: coordinatedRecheckMs(le.leaseDurationMs),
+            check: (signal) =>
+              checkCoordinatedElection({
+                client: electionClient,
+                clock,
+                logger: log,
+                signal: AbortSignal.any([signal, coordinationCheck.signal]),
+              }),
+            withdraw: async () => {
+              const c = candidate;
+              candidate = candidateWatch = undefined;
+              await c?.shutdown();
+              w.stop();
+            },
+          });
+          watchdog.start();
         } else {
           log.warn('Coordinated leader election unavailable: using ordinary leader election', {
             reason: support.reason,

@@ -16,9 +16,14 @@ afterEach(() => {
   vi.useRealTimers();
 });
 
-function companion(nodes: number, o: Partial<CompanionPolicyOptions> = {}): Harness {
+function companion(
+  nodes: number,
+  o: Partial<CompanionPolicyOptions> = {},
+  more: { qps?: number; burst?: number } = {},
+): Harness {
   return harness({
     nodes,
+    ...more,
     policy: companionPolicy({
       taintKey: KEY,
       identity: 'nlc-test',
@@ -264,6 +269,28 @@ describe('NodeLifecycleController in companion mode (virtual time)', () => {
         h.logs.some((l) => l.msg === 'Eviction refused for now, will retry' && l.pod === 'default/db'),
       ).toBe(true);
       expect(onlyOurFields(h)).toEqual([]);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('20 pods evicted at 1 QPS: the evictions stop as soon as the node renews', async () => {
+    const h = companion(3, { evictAfterMs: 10_000, markPodsNotReady: false }, { qps: 1, burst: 1 });
+    try {
+      for (let i = 0; i < 20; i++) h.sim.addPod('default', `web-${i}`, 'node-1');
+      await advance(20_000);
+      h.sim.stopKubelet('node-1');
+      await advance(GRACE_MS + 10_000 + 5_000); // evicting from 80 s, one pod a second
+      const before = h.sim.evictions.length;
+      expect(before).toBeGreaterThan(0);
+      expect(before).toBeLessThan(20);
+      const renewedAt = Date.now();
+      h.sim.startKubelet('node-1');
+      await advance(60_000);
+      expect(h.sim.evictions.filter((e) => e.at >= renewedAt)).toEqual([]);
+      expect(await metric(h.registry, 'nlc_pod_writes_withdrawn_total')).toBe(20 - before);
+      // And the renewal took our marks off.
+      expect(ours(node(h, 'node-1'))).toEqual([]);
     } finally {
       await h.stop();
     }

@@ -1,7 +1,14 @@
 import type { Clock } from '../clock/clock.js';
 import { formatDuration } from '../clock/duration.js';
-import { type Anomaly, AnomalyKind, NODE_LEASE_NAMESPACE, type NodeHealthTracker } from '../health/index.js';
+import {
+  type Anomaly,
+  AnomalyKind,
+  NODE_LEASE_NAMESPACE,
+  type NodeHealthTracker,
+  parseMicros,
+} from '../health/index.js';
 import { KubeApiError, type KubeClient, KubeTransportError, paths } from '../kube/client.js';
+import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import type { ControllerMetrics } from './metrics.js';
 import { StorageSight } from './storage-sight.js';
@@ -11,6 +18,44 @@ import { StorageSight } from './storage-sight.js';
  * server could not reach its storage (a GET of one Lease takes milliseconds otherwise).
  */
 const SLOW_QUORUM_READ_MS = 1_000;
+
+/**
+ * What is forgiven after an outage of the API server's storage, besides the outage itself: a
+ * kubelet whose renewals failed through it backs off (client-go's lease controller: up to 7 s
+ * between attempts), so its first renewal after the storage is back may come this much later.
+ */
+export const KUBELET_RECONNECT_MS = 8_000;
+
+/**
+ * The reconnect back-off a kubelet can be in after renewals failed for `outageMs`: its retries
+ * double from 200 ms, so the wait after the outage is at most about as long as the outage, and
+ * never over KUBELET_RECONNECT_MS.
+ */
+export function reconnectAllowance(outageMs: number): number {
+  return Math.min(KUBELET_RECONNECT_MS, Math.max(0, outageMs));
+}
+
+/** The kubelet renews its Lease every quarter of leaseDurationSeconds (default 40 s: every 10 s). */
+const RENEW_INTERVAL_FRACTION = 0.25;
+const DEFAULT_LEASE_DURATION_S = 40;
+/** Shorter renew intervals are taken as this (two writes of a lease close together are not its rhythm). */
+const MIN_RENEW_INTERVAL_MS = 1_000;
+
+/**
+ * The renew interval of the kubelet that holds `lease`: the time between this renewal and the one
+ * before (`previousRenewTime`), both on the kubelet's own clock (a duration, so clock skew does not
+ * enter, and a batch of writes replayed at once still shows the rhythm they were written at); at
+ * most a quarter of leaseDurationSeconds, at least 1 s.
+ */
+export function renewIntervalOf(lease: Lease, previousRenewTime: string | undefined): number {
+  const d = lease.spec?.leaseDurationSeconds;
+  const seconds = typeof d === 'number' && Number.isFinite(d) && d > 0 ? d : DEFAULT_LEASE_DURATION_S;
+  const most = seconds * 1000 * RENEW_INTERVAL_FRACTION;
+  const now = parseMicros(lease.spec?.renewTime);
+  const before = parseMicros(previousRenewTime);
+  if (now === undefined || before === undefined || now <= before) return most;
+  return Math.min(most, Math.max(MIN_RENEW_INTERVAL_MS, (now - before) / 1000));
+}
 
 /** A re-read that failed because the API server or its storage did not answer (not a refusal). */
 function storageUnavailable(err: unknown): boolean {
@@ -49,10 +94,28 @@ export class LeaseRecheck {
     return this.o.clock.scheduler.now();
   }
 
-  /** A lease write arrived on the watch: the storage accepted it, it works (again). */
-  writeSeen(leaseName: string): void {
-    const outageMs = this.storage.writeSeen(this.now());
-    if (outageMs !== undefined) this.outageEnded(outageMs, `lease ${leaseName} renewed`);
+  /**
+   * A lease write arrived on the watch: the storage accepted it, it works (again). It may end an
+   * outage a re-read showed, or a fleet-wide silence of renewals that no re-read fell into.
+   */
+  writeSeen(lease: Lease): void {
+    const name = lease.metadata.name;
+    const previous = this.o.tracker.health(name)?.lastSeenRenewTime;
+    const outageMs = this.storage.writeSeen(this.now(), {
+      lease: name,
+      renewIntervalMs: renewIntervalOf(lease, previous),
+    });
+    if (outageMs !== undefined) this.outageEnded(outageMs, `lease ${name} renewed`);
+  }
+
+  /** The lease watch lost sight: its silence is not the fleet's. */
+  leaseWatchLost(): void {
+    this.storage.leaseWatchLost();
+  }
+
+  /** The lease watch sees again after a blind spell (whose time moved deadlines already). */
+  leaseWatchSees(): void {
+    this.storage.leaseWatchSees(this.now());
   }
 
   /** A blind spell began at `since`: an outage of the storage in progress ends where it begins. */
@@ -71,19 +134,23 @@ export class LeaseRecheck {
   async confirmStale(name: string): Promise<boolean> {
     const { client, tracker, log, acting } = this.o;
     let lease: unknown;
-    const sentAt = this.now();
+    // Timed from when it leaves the process: a wait for a client-side token is not the storage's.
+    let sentAt: number | undefined;
     try {
       lease = await client.request<unknown>({
         method: 'GET',
         path: paths.lease(NODE_LEASE_NAMESPACE, name),
         timeoutMs: 5_000,
         signal: this.o.reads,
+        onSend: () => {
+          sentAt = this.now();
+        },
       });
     } catch (err) {
       if (err instanceof KubeApiError && err.isNotFound) return true; // judged on node status alone
       if (!this.o.stopped()) log.warn('Cannot confirm a stale lease; not marking', { node: name, err });
       // While blind, the spell moves deadlines, not the storage's outage.
-      if (acting() && storageUnavailable(err) && this.storage.readFailed(sentAt)) {
+      if (acting() && sentAt !== undefined && storageUnavailable(err) && this.storage.readFailed(sentAt)) {
         log.warn(
           'The API server cannot serve a quorum read: no node is judged on the time until it can (kubelets cannot renew through it either)',
           { node: name },
@@ -94,8 +161,10 @@ export class LeaseRecheck {
     // An answer that ends an outage of the API server's storage (this read was slow, or earlier
     // ones failed): kubelets could not renew through it, so every deadline moves by it first, and
     // this node is judged against its new one (below).
-    const outageMs = acting() ? this.storage.readAnswered(sentAt, this.now()) : undefined;
+    const outageMs =
+      acting() && sentAt !== undefined ? this.storage.readAnswered(sentAt, this.now()) : undefined;
     if (outageMs !== undefined) this.outageEnded(outageMs, `re-read of lease ${name}`);
+    else if (acting()) this.silenceAnswered(name);
     const r = tracker.observeLeaseRead(name, lease, this.now());
     this.o.noteAnomalies(r.anomalies);
     if (!r.valid) return false;
@@ -123,13 +192,39 @@ export class LeaseRecheck {
     return true;
   }
 
-  /** An outage of the API server's storage ended (`endedBy`): no node is judged on its time. */
+  /**
+   * A prompt re-read found the whole fleet silent (no lease written for 1.5 renew intervals): the
+   * storage works now, and either it was away until now (kubelets are in their back-off) or the
+   * fleet died. No node is judged before the kubelets could reconnect; then each on its own.
+   */
+  private silenceAnswered(name: string): void {
+    const now = this.now();
+    const silentMs = this.storage.silenceAnswered(now);
+    if (silentMs === undefined) return;
+    this.o.tracker.holdAll(now + KUBELET_RECONNECT_MS, now);
+    this.o.metrics.fleetSilences.inc();
+    this.o.log.warn(
+      'No lease written by any node for longer than they renew: no node is judged until the kubelets could reconnect',
+      {
+        silentFor: formatDuration(Math.round(silentMs)),
+        heldFor: formatDuration(KUBELET_RECONNECT_MS),
+        node: name,
+      },
+    );
+    this.o.deadlinesMoved();
+  }
+
+  /**
+   * An outage of the API server's storage ended (`endedBy`): no node is judged on its time, nor on
+   * the kubelets' reconnect back-off after it (at most a fresh grace from now: the tracker caps it).
+   */
   private outageEnded(outageMs: number, endedBy: string): void {
     if (outageMs <= 0) return;
-    this.o.tracker.extendAll(outageMs, this.now());
+    this.o.tracker.extendAll(outageMs + reconnectAllowance(outageMs), this.now());
     this.o.metrics.storageOutageSeconds.inc(outageMs / 1000);
     this.o.log.warn('The API server could not reach its storage: every deadline moved by the outage', {
       outage: formatDuration(Math.round(outageMs)),
+      reconnectAllowance: formatDuration(reconnectAllowance(outageMs)),
       endedBy,
     });
     this.o.deadlinesMoved();

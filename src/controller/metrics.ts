@@ -13,6 +13,10 @@ export interface ControllerMetrics {
   anomalies: Counter<'kind'>;
   watchLagDetected: Counter;
   storageOutageSeconds: Counter;
+  /** Fleet-wide silences of lease writes found by a prompt re-read (judgement held 8 s). */
+  fleetSilences: Counter;
+  /** Pod writes (marks, evictions) left undone because the node renewed or we stopped acting. */
+  podWritesWithdrawn: Counter;
   reconciles: Counter<'result'>;
   /** One node's reconcile (judge, conditions, taints, pods): upstream's per-node health update. */
   updateNodeHealthDuration: Histogram;
@@ -102,7 +106,17 @@ function build(registry: Registry): ControllerMetrics {
     }),
     storageOutageSeconds: new Counter({
       name: 'nlc_storage_outage_seconds_total',
-      help: 'Seconds the API server could not reach its storage, as this controller saw it (lease re-reads failed or answered slowly, no lease write arrived): kubelets could not renew either, so every node deadline was moved later by each outage.',
+      help: "Seconds the API server could not reach its storage, as this controller saw it (lease re-reads failed or answered slowly, no lease write arrived; or no lease written by a renewing fleet for over 1.5 renew intervals): kubelets could not renew either, so every node deadline was moved later by each outage (and the kubelets' reconnect allowance, 8 s).",
+      registers: [registry],
+    }),
+    fleetSilences: new Counter({
+      name: 'nlc_fleet_silences_total',
+      help: "Times a lease re-read at a deadline was answered promptly while no node had renewed its lease for over 1.5 renew intervals (etcd just back, or every node gone): no node was judged for 8 s, the kubelets' reconnect back-off.",
+      registers: [registry],
+    }),
+    podWritesWithdrawn: new Counter({
+      name: 'nlc_pod_writes_withdrawn_total',
+      help: 'Pod writes (Ready=False, evictions) decided for a lost node and left undone because the node renewed (or this replica stopped acting) before they were sent.',
       registers: [registry],
     }),
     reconciles: new Counter({

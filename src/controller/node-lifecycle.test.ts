@@ -3,6 +3,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { parseDuration } from '../clock/duration.js';
 import { KubeApiError, KubeTransportError } from '../kube/client.js';
 import { EventLoopSampler } from '../metrics/event-loop.js';
+import { KUBELET_RECONNECT_MS } from './lease-recheck.js';
 import { WorkQueue } from './queue.js';
 import { advance, GRACE_MS, type Harness, harness, metric, SILENCE_MS } from './testing/harness.js';
 
@@ -650,8 +651,10 @@ describe('NodeLifecycleController: the API server cannot reach its storage (virt
       );
       h.sim.onRequest = undefined;
       const { markedAt, blind } = await cutThenMarked(h, 'node-3', lastRenewal);
-      // Grace + the outage before the cut (3 s) + the spell, each once.
-      expect(markedAt - lastRenewal).toBeLessThanOrEqual(GRACE_MS + 3_000 + blind + 1_000);
+      // Grace + the outage before the cut (3 s) and the kubelets' reconnect allowance + the spell, each once.
+      expect(markedAt - lastRenewal).toBeLessThanOrEqual(
+        GRACE_MS + 3_000 + KUBELET_RECONNECT_MS + blind + 1_000,
+      );
       expect(h.logs.filter((l) => l.msg === OUTAGE_LOG).map((l) => l.endedBy)).toEqual([
         'blind (disconnected)',
       ]);
@@ -680,6 +683,102 @@ describe('NodeLifecycleController: the API server cannot reach its storage (virt
     }
   });
 
+  it('etcd away 44 s with a 50 s grace (no deadline, no re-read inside the outage): the fleet-wide silence counts as an outage; a kubelet back 6.5 s after etcd is not marked, a dead node is, after grace + outage + the reconnect allowance', async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      await advance(20_000); // every kubelet renewed at 10 s and 20 s
+      h.sim.stopKubelet('node-0'); // backs off through the outage, comes back late
+      h.sim.stopKubelet('node-9'); // dies during the outage
+      await advance(11_000);
+      h.sim.renew('node-0'); // at 31 s (the others renewed at 30 s)
+      h.sim.renew('node-9');
+      const lastRenewal = now();
+      await advance(1_000);
+      h.sim.setStorageDown(true); // at 32 s: the renewals at 40-70 s fail
+      await advance(44_000);
+      h.sim.setStorageDown(false); // at 76 s: the other kubelets renew at 80 s
+      const upAt = now();
+      await advance(6_500);
+      // node-0 at 82.5 s, 51.5 s after its last renewal: past its grace (81 s) if the silence
+      // were the nodes' own.
+      h.sim.renew('node-0');
+      for (let i = 0; i < 15; i++) {
+        await advance(10_000);
+        h.sim.renew('node-0');
+      }
+      expect(h.sim.readyOf('node-0')).toBe('True');
+      expect(unknownPatches(h).map((p) => p.path)).toEqual(['/api/v1/nodes/node-9/status']);
+      // From the last write seen (31 s) to the first one after the silence (80 s).
+      const outageS = (await metric(h.registry, 'nlc_storage_outage_seconds_total'))!;
+      expect(outageS).toBeGreaterThanOrEqual(49);
+      expect(outageS).toBeLessThanOrEqual(49.1);
+      expect(h.logs.filter((l) => l.msg === OUTAGE_LOG).map((l) => l.reconnectAllowance)).toEqual(['8s']);
+      // The dead node's grace runs from the renewals' return (the outage and the reconnect
+      // allowance forgiven, at most a fresh grace from then).
+      const markedAt = h.sim.markedUnknownAt('node-9')!;
+      expect(markedAt - lastRenewal).toBeGreaterThanOrEqual(GRACE_MS + outageS * 1000);
+      expect(markedAt - upAt).toBeLessThanOrEqual(4_000 + GRACE_MS + 1_000);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a fleet-wide silence still going when a deadline comes (etcd back, every kubelet in its back-off): judgement is held for the reconnect back-off; nobody live is marked, a dead node is, 8 s later', async () => {
+    const h = harness({ nodes: 10, graceMs: 20_000 });
+    try {
+      await advance(40_000); // every kubelet renewed at 10-40 s
+      for (let i = 0; i < 10; i++) h.sim.stopKubelet(`node-${i}`);
+      await advance(1);
+      h.sim.setStorageDown(true); // the renewals at 50 s fail
+      await advance(15_000);
+      h.sim.setStorageDown(false); // at 55 s; the kubelets are backing off until 62 s
+      await advance(5_000);
+      // 60 s: every deadline (40 s + 20 s) comes due before any renewal is back.
+      expect(unknownPatches(h)).toEqual([]);
+      await advance(2_000);
+      for (let i = 0; i < 9; i++) h.sim.startKubelet(`node-${i}`); // node-9 is dead
+      await advance(40_000);
+      expect(unknownPatches(h).map((p) => p.path)).toEqual(['/api/v1/nodes/node-9/status']);
+      expect(await metric(h.registry, 'nlc_fleet_silences_total')).toBe(1);
+      const held = h.logs.filter((l) => String(l.msg).startsWith('No lease written by any node'));
+      expect(held.map((l) => [l.silentFor, l.heldFor])).toEqual([['20.001s', '8s']]); // from the last write, at 40 s
+      // Judged again 8 s after the prompt re-read at 60 s, not a grace later.
+      const markedAt = h.sim.markedUnknownAt('node-9')! - T0;
+      expect(markedAt).toBeGreaterThanOrEqual(68_000);
+      expect(markedAt).toBeLessThanOrEqual(69_000);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a fleet of one node: its silence is its own (no outage counted when it comes back)', async () => {
+    const h = harness({ nodes: 1 });
+    try {
+      await advance(20_000);
+      h.sim.stopKubelet('node-0');
+      await advance(30_000); // 30 s of silence: more than 1.5 renew intervals, less than the grace
+      h.sim.renew('node-0');
+      await advance(1_000);
+      expect(await metric(h.registry, 'nlc_storage_outage_seconds_total')).toBe(0);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('renewals 10 s apart from a fleet whose other nodes died count no outage; a dead node is marked at its grace', async () => {
+    const h = harness({ nodes: 3 });
+    try {
+      await advance(20_000);
+      const lastRenewal = h.sim.stopKubelet('node-1');
+      h.sim.stopKubelet('node-2');
+      await advance(GRACE_MS + 5_000);
+      expect(await metric(h.registry, 'nlc_storage_outage_seconds_total')).toBe(0);
+      expect(h.sim.markedUnknownAt('node-1')! - lastRenewal).toBeLessThanOrEqual(GRACE_MS + 1_000);
+    } finally {
+      await h.stop();
+    }
+  });
+
   it('a re-read answered 3.5 s late (etcd restarting as the deadline passed) is not judged: the node gets the outage first', async () => {
     const h = harness({ nodes: 10 });
     try {
@@ -691,9 +790,10 @@ describe('NodeLifecycleController: the API server cannot reach its storage (virt
       h.sim.setStorageDown(false); // the re-read sent at 70 s is answered now, at 73.5 s
       await advance(1);
       expect(unknownPatches(h)).toEqual([]);
-      // The outage counted from the last write seen (the renewals at 60 s): node-0's deadline moved
-      // from 70 s to 83.5 s; it is dead, so it is marked then.
-      await advance(9_800);
+      // The outage counted from the last write seen (the renewals at 60 s), 13.5 s, and the
+      // kubelets' reconnect allowance (8 s): node-0's deadline moved from 70 s to 91.5 s; it is
+      // dead, so it is marked then.
+      await advance(17_800);
       expect(unknownPatches(h)).toEqual([]);
       await advance(1_000);
       expect(unknownPatches(h).map((p) => p.path)).toEqual(['/api/v1/nodes/node-0/status']);
@@ -881,6 +981,106 @@ describe('NodeLifecycleController: marks go ahead of ordinary work (virtual time
       expect(urgent.mock.calls.map(([k]) => k)).toEqual([dead]);
     } finally {
       urgent.mockRestore();
+      await h.stop();
+    }
+  });
+});
+
+describe('NodeLifecycleController: writes decided before a wait (virtual time)', () => {
+  const podPatches = (h: Harness) =>
+    h.sim.patches.filter((p) => p.path.endsWith('/status') && p.path.includes('/pods/'));
+
+  it('a partition heals while marks wait for tokens: no node is marked after its renewal was seen', async () => {
+    // 15 of 20 nodes cut off at 20 s; their marks at 70 s go out at 1 QPS (with their taints).
+    const h = harness({ nodes: 20, qps: 1, burst: 1 });
+    try {
+      await advance(20_000);
+      for (let i = 0; i < 15; i++) h.sim.stopKubelet(`node-${i}`);
+      await advance(GRACE_MS + 3_000);
+      const marksBefore = unknownPatches(h).length;
+      expect(marksBefore).toBeGreaterThan(0);
+      expect(marksBefore).toBeLessThan(15);
+      const healedAt = now();
+      for (let i = 0; i < 15; i++) h.sim.startKubelet(`node-${i}`);
+      await advance(30_000);
+      // Every mark left the process before the renewals arrived; none after.
+      expect(unknownPatches(h).filter((p) => p.at >= healedAt)).toEqual([]);
+      expect(unknownPatches(h)).toHaveLength(marksBefore);
+      expect(
+        await metric(h.registry, 'nlc_writes_total', { resource: 'nodes/status', outcome: 'withdrawn' }),
+      ).toBeGreaterThan(0);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('pods marked Ready=False at 1 QPS: the writes stop as soon as the node renews', async () => {
+    const h = harness({ nodes: 3, qps: 1, burst: 1 });
+    try {
+      for (let i = 0; i < 20; i++) h.sim.addPod('default', `web-${i}`, 'node-1');
+      await advance(20_000);
+      h.sim.stopKubelet('node-1');
+      await advance(GRACE_MS + 5_000); // marked at 70 s; its pods from then on, one a second
+      const before = podPatches(h).length;
+      expect(before).toBeGreaterThan(0);
+      expect(before).toBeLessThan(20);
+      const renewedAt = now();
+      h.sim.startKubelet('node-1');
+      await advance(5_000);
+      h.sim.setReady('node-1', 'True'); // the kubelet's status update follows its renewal
+      await advance(60_000);
+      expect(podPatches(h).filter((p) => p.at >= renewedAt)).toEqual([]);
+      expect(await metric(h.registry, 'nlc_pod_writes_withdrawn_total')).toBe(20 - before);
+      expect(h.logs.some((l) => l.msg === 'Pod writes stopped: what decided them no longer holds')).toBe(
+        true,
+      );
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a lease re-read that waits 1.5 s for a client-side token is timed from when it is sent: no outage, the dead nodes marked at their grace', async () => {
+    // Three of five nodes die at once; the two others keep renewing (no fleet-wide silence).
+    const h = harness({ nodes: 5, sharedLimiter: true, qps: 1, burst: 1 });
+    try {
+      await advance(20_000);
+      const last = h.sim.stopKubelet('node-0');
+      h.sim.stopKubelet('node-1');
+      h.sim.stopKubelet('node-2');
+      await advance(GRACE_MS - 500);
+      // Two other requests queue ahead of the re-reads due at 70 s.
+      void h.limiter!.acquire();
+      void h.limiter!.acquire();
+      await advance(15_000);
+      expect(await metric(h.registry, 'nlc_storage_outage_seconds_total')).toBe(0);
+      for (const n of ['node-0', 'node-1', 'node-2']) {
+        expect(h.sim.markedUnknownAt(n)! - last, n).toBeLessThanOrEqual(GRACE_MS + 12_000);
+      }
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('500 Events queued in the shared limiter hold back neither the re-read nor the mark; those beyond 100 are dropped and counted', async () => {
+    const h = harness({ nodes: 5, sharedLimiter: true, qps: 5, burst: 5 });
+    try {
+      await advance(20_000);
+      const last = h.sim.stopKubelet('node-3');
+      await advance(GRACE_MS - 1_000);
+      for (let i = 0; i < 500; i++) {
+        void h.writer.event({
+          involved: { kind: 'Node', name: `other-${i}`, apiVersion: 'v1' },
+          type: 'Normal',
+          reason: 'Test',
+          message: `event ${i}`,
+        });
+      }
+      await advance(3_000);
+      expect(h.sim.markedUnknownAt('node-3')! - last).toBeLessThanOrEqual(GRACE_MS + 1_000);
+      expect(await metric(h.registry, 'nlc_writes_total', { resource: 'events', outcome: 'dropped' })).toBe(
+        400 - 5,
+      );
+    } finally {
       await h.stop();
     }
   });

@@ -1,4 +1,4 @@
-import type { ApiWriter, WriteOutcome } from '../apply/writer.js';
+import type { ApiWriter, StillWanted, WriteOutcome } from '../apply/writer.js';
 import { type Clock, timerDelay } from '../clock/clock.js';
 import { formatDuration } from '../clock/duration.js';
 import { everyOnTicks, type Ticker } from '../clock/ticker.js';
@@ -311,7 +311,7 @@ export class NodeLifecycleController {
     const now = this.now();
     const lease = ev.object;
     // A write the storage accepted: it works (again).
-    if (ev.type === 'Apply') this.recheckLease.writeSeen(lease.metadata.name);
+    if (ev.type === 'Apply') this.recheckLease.writeSeen(lease);
     if (ev.type === 'Delete') {
       this.o.tracker.forgetLease(lease.metadata.name);
     } else {
@@ -414,9 +414,12 @@ export class NodeLifecycleController {
   private trackLeaseSight(now: number, blind: WatchBlindReason | undefined): void {
     if (blind !== undefined && this.leaseBlindSince === undefined) {
       this.leaseBlindSince = this.spellStart(blind, now);
+      this.recheckLease.leaseWatchLost();
     } else if (blind === undefined && this.leaseBlindSince !== undefined) {
       this.leaseBlindMs += Math.max(0, now - this.leaseBlindSince);
       this.leaseBlindSince = undefined;
+      // The spell moves deadlines by its time: a silence of renewals within it is not counted again.
+      this.recheckLease.leaseWatchSees();
     }
   }
 
@@ -712,6 +715,34 @@ export class NodeLifecycleController {
     return out.kind === 'fenced';
   }
 
+  /**
+   * Whether a write decided now still holds after its waits (a token, a backoff): we still act,
+   * and a node past its grace when it was decided (`lost`) has not renewed since. A renewal does
+   * not change the Node, so no resourceVersion precondition would catch it.
+   */
+  private stillWanted(name: string, lost: boolean): StillWanted {
+    return () => {
+      if (!this.acting()) return `not acting (${this.blindReason})`;
+      if (lost && !this.o.tracker.isTimedOut(name, this.now())) return 'node renewed';
+      return undefined;
+    };
+  }
+
+  /** As stillWanted, and the node, if it changed since `decided`, still wants its pods looked at. */
+  private podsStillWanted(name: string, decided: Node): StillWanted {
+    const base = this.stillWanted(name, this.o.tracker.isTimedOut(name, this.now()));
+    return () => {
+      const why = base();
+      if (why !== undefined) return why;
+      const node = this.writtenNodes.current(name, this.o.nodes.store.get(name), this.now());
+      if (!node) return 'node deleted';
+      if (node.metadata.resourceVersion === decided.metadata.resourceVersion) return undefined;
+      return this.o.policy.podsWanted(node, false, true)
+        ? undefined
+        : 'node no longer wants its pods looked at';
+    };
+  }
+
   /** The tracker's view of one node at `now`, for the policy. */
   private view(name: string, now: number): NodeView {
     const h = this.o.tracker.health(name);
@@ -742,15 +773,20 @@ export class NodeLifecycleController {
       if (write.kind === 'lost' && !(await this.recheckLease.confirmStale(name))) return undefined;
       if (!this.acting()) return undefined;
       const deadline = write.kind === 'lost' ? tracker.health(name)?.deadline : undefined;
-      const out = await writer.patchNodeStatus(name, node, (current) => {
-        if (current === node) return write.patch;
-        // Someone changed the node since our copy: judge it again from the fresh object.
-        const t = this.now();
-        tracker.observeNode(current, t);
-        const again = policy.status(current, this.view(name, t), this.o.clock.wall());
-        return again?.kind === write.kind ? again.patch : undefined;
-      });
-      if (this.failedWrite(out)) return undefined;
+      const out = await writer.patchNodeStatus(
+        name,
+        node,
+        (current) => {
+          if (current === node) return write.patch;
+          // Someone changed the node since our copy: judge it again from the fresh object.
+          const t = this.now();
+          tracker.observeNode(current, t);
+          const again = policy.status(current, this.view(name, t), this.o.clock.wall());
+          return again?.kind === write.kind ? again.patch : undefined;
+        },
+        this.stillWanted(name, write.kind === 'lost'),
+      );
+      if (this.failedWrite(out) || out.kind === 'withdrawn') return undefined;
       now = this.now();
       if (out.kind === 'applied' || out.kind === 'dry-run') {
         if (write.unknown) tracker.noteMarkedUnknown(write.unknown, now);
@@ -778,17 +814,27 @@ export class NodeLifecycleController {
     }
 
     // 2. Taints.
-    const taintsDue = await this.taints.run(name, node);
+    const taintsDue = await this.taints.run(
+      name,
+      node,
+      this.stillWanted(name, this.o.tracker.isTimedOut(name, this.now())),
+    );
     if (taintsDue === 'fenced') return undefined;
 
     // 3. Pods. How long the node has been in its rate-limited step (companion: evicting), on our clock.
     const since = policy.inRateLimitedStep(node) ? (this.stepSince.get(name) ?? this.now()) : undefined;
     if (since === undefined) this.stepSince.delete(name);
     else this.stepSince.set(name, since);
-    const podsDue = await this.pods.run(name, node, flipped, {
-      master: this.o.disruption.masterDisruptionActive,
-      ...(since !== undefined ? { evictingForMs: this.now() - since } : {}),
-    });
+    const podsDue = await this.pods.run(
+      name,
+      node,
+      flipped,
+      {
+        master: this.o.disruption.masterDisruptionActive,
+        ...(since !== undefined ? { evictingForMs: this.now() - since } : {}),
+      },
+      this.podsStillWanted(name, node),
+    );
     return taintsDue === undefined || podsDue === undefined
       ? (taintsDue ?? podsDue)
       : Math.min(taintsDue, podsDue);

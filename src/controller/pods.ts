@@ -1,4 +1,4 @@
-import type { ApiWriter } from '../apply/writer.js';
+import type { ApiWriter, StillWanted } from '../apply/writer.js';
 import type { Clock } from '../clock/clock.js';
 import type { EventRecord } from '../health/index.js';
 import { type KubeClient, paths } from '../kube/client.js';
@@ -43,12 +43,17 @@ export class PodStep {
     this.checkedAt.delete(name);
   }
 
-  /** Brings the node's pods in line; returns when to look again (ms), or undefined. */
+  /**
+   * Brings the node's pods in line; returns when to look again (ms), or undefined. `stillWanted`
+   * is asked before each pod's write and after its waits: once what decided the work no longer
+   * holds (the node renewed, we stopped acting), the remaining pods are left alone.
+   */
   async run(
     name: string,
     node: Node,
     flipped: boolean,
     ctx: Omit<PodContext, 'trigger'>,
+    stillWanted?: StillWanted,
   ): Promise<number | undefined> {
     const { policy, writer, metrics, log } = this.o;
     if (!policy.podsWanted(node, flipped, this.checkedAt.has(name))) {
@@ -103,13 +108,30 @@ export class PodStep {
     });
     let failures = 0;
     let done = 0;
+    const stop = (reason: string, left: number) => {
+      metrics.podWritesWithdrawn.inc(left);
+      log.info('Pod writes stopped: what decided them no longer holds', {
+        node: name,
+        reason,
+        podsLeft: left,
+      });
+      return undefined;
+    };
+    const total = work.marks.length + work.evictions.length;
     for (const d of work.marks) {
       const pod = pods.items.find((p) => p.metadata.namespace === d.namespace && p.metadata.name === d.name);
-      const out = await writer.patchPodStatus(d.namespace, d.name, pod, (current) => {
-        if (current === pod) return d.patch as unknown as Record<string, unknown>;
-        const again = policy.pods(node, [current], wall(), { ...ctx, trigger: 'retry' }).marks[0];
-        return again?.patch as unknown as Record<string, unknown> | undefined;
-      });
+      const out = await writer.patchPodStatus(
+        d.namespace,
+        d.name,
+        pod,
+        (current) => {
+          if (current === pod) return d.patch as unknown as Record<string, unknown>;
+          const again = policy.pods(node, [current], wall(), { ...ctx, trigger: 'retry' }).marks[0];
+          return again?.patch as unknown as Record<string, unknown> | undefined;
+        },
+        stillWanted,
+      );
+      if (out.kind === 'withdrawn') return stop(out.reason, total - done - failures);
       if (out.kind === 'fenced') return undefined;
       if (out.kind === 'failed') failures++;
       if (out.kind === 'applied' || out.kind === 'dry-run') {
@@ -124,7 +146,8 @@ export class PodStep {
     }
     let blocked = 0;
     for (const e of work.evictions) {
-      const out = await writer.evict(e.namespace, e.name, e.uid);
+      const out = await writer.evict(e.namespace, e.name, e.uid, stillWanted);
+      if (out.kind === 'withdrawn') return stop(out.reason, total - done - failures - blocked);
       if (out.kind === 'fenced') return undefined;
       if (out.kind === 'failed') failures++;
       if (out.kind === 'blocked') {

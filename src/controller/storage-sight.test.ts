@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { renewIntervalOf } from './lease-recheck.js';
 import { StorageSight } from './storage-sight.js';
 
 const SLOW = 1_000;
@@ -70,5 +71,87 @@ describe('StorageSight', () => {
     expect(s.watchBlind(16_000)).toBe(6_000);
     // After the spell: a slow read counts from the spell's start at the earliest.
     expect(s.readAnswered(30_000, 32_000)).toBe(16_000);
+  });
+
+  describe('a fleet-wide silence of lease writes (no re-read fell into it)', () => {
+    const R = 10_000; // the kubelets' renew interval (leaseDurationSeconds 40)
+    const w = (lease: string) => ({ lease, renewIntervalMs: R });
+
+    it('no write for longer than 1.5 renew intervals after two leases renewed: an outage from the last write to the next', () => {
+      const s = new StorageSight(SLOW);
+      s.writeSeen(10_000, w('a'));
+      s.writeSeen(10_500, w('b'));
+      expect(s.writeSeen(25_500, w('a'))).toBeUndefined(); // 15 s: not longer than 1.5 intervals
+      expect(s.writeSeen(41_001, w('b'))).toBe(15_501);
+      expect(s.writeSeen(41_002, w('a'))).toBeUndefined(); // counted once
+    });
+
+    it('one lease renewing alone shows nothing: its silence is its own', () => {
+      const s = new StorageSight(SLOW);
+      s.writeSeen(0, w('a'));
+      s.writeSeen(10_000, w('a'));
+      expect(s.writeSeen(60_000, w('a'))).toBeUndefined();
+      // Another lease after it, long after: the two were not renewing together.
+      expect(s.writeSeen(90_000, w('b'))).toBeUndefined();
+      expect(s.writeSeen(100_000, w('a'))).toBeUndefined();
+      expect(s.writeSeen(130_000, w('b'))).toBe(30_000); // now they were (within 10 s)
+    });
+
+    it("the span follows the leases' renew interval (leaseDurationSeconds / 4)", () => {
+      const s = new StorageSight(SLOW);
+      const short = (lease: string) => ({ lease, renewIntervalMs: 1_000 });
+      s.writeSeen(0, short('a'));
+      s.writeSeen(100, short('b'));
+      expect(s.writeSeen(1_600, short('a'))).toBeUndefined(); // 1.5 s
+      expect(s.writeSeen(3_101, short('b'))).toBe(1_501);
+    });
+
+    it("an open outage a re-read showed ends at the write, from the earlier of its start and the silence's", () => {
+      const s = new StorageSight(SLOW);
+      s.writeSeen(0, w('a'));
+      s.writeSeen(1_000, w('b'));
+      expect(s.readFailed(30_000)).toBe(true); // from the last proof: the write at 1 s
+      expect(s.writeSeen(50_000, w('a'))).toBe(49_000);
+    });
+
+    it("a silence the lease watch was blind for is the spell's: counted only from when it sees again", () => {
+      const s = new StorageSight(SLOW);
+      s.writeSeen(0, w('a'));
+      s.writeSeen(1_000, w('b'));
+      s.leaseWatchLost();
+      // Writes replayed as the watch comes back end nothing.
+      expect(s.writeSeen(40_000, w('a'))).toBeUndefined();
+      s.leaseWatchSees(40_000);
+      expect(s.writeSeen(50_000, w('b'))).toBeUndefined(); // the fleet is seen renewing again first
+      s.writeSeen(51_000, w('a'));
+      expect(s.writeSeen(80_000, w('b'))).toBe(29_000);
+    });
+  });
+});
+
+describe("renewIntervalOf: the kubelet's renew interval, from two renewals on its own clock", () => {
+  const lease = (renewTime: string, leaseDurationSeconds?: number) => ({
+    metadata: { name: 'n' },
+    spec: { renewTime, ...(leaseDurationSeconds !== undefined ? { leaseDurationSeconds } : {}) },
+  });
+  it('the time between this renewal and the one before, at most a quarter of the lease duration, at least 1 s', () => {
+    expect(renewIntervalOf(lease('2026-01-01T00:00:11.000000Z'), '2026-01-01T00:00:10.000000Z')).toBe(1_000);
+    expect(renewIntervalOf(lease('2026-01-01T00:00:12.500000Z', 40), '2026-01-01T00:00:10.000000Z')).toBe(
+      2_500,
+    );
+    expect(renewIntervalOf(lease('2026-01-01T00:01:10.000000Z', 40), '2026-01-01T00:00:10.000000Z')).toBe(
+      10_000,
+    );
+    expect(renewIntervalOf(lease('2026-01-01T00:01:10.000000Z', 8), '2026-01-01T00:00:10.000000Z')).toBe(
+      2_000,
+    );
+    expect(renewIntervalOf(lease('2026-01-01T00:00:10.200000Z'), '2026-01-01T00:00:10.000000Z')).toBe(1_000);
+  });
+  it('no previous renewal, one not before it, or none parseable: a quarter of the lease duration (40 s by default)', () => {
+    expect(renewIntervalOf(lease('2026-01-01T00:00:10.000000Z'), undefined)).toBe(10_000);
+    expect(renewIntervalOf(lease('2026-01-01T00:00:10.000000Z', 20), '2026-01-01T00:00:11.000000Z')).toBe(
+      5_000,
+    );
+    expect(renewIntervalOf(lease('garbage', -1), '2026-01-01T00:00:11.000000Z')).toBe(10_000);
   });
 });

@@ -6,25 +6,96 @@
  * disk stall) the lease watch stays open and looks healthy, but no kubelet can renew, so every node
  * looks silent at once. Two things show the storage working: a lease write arriving on the watch
  * (storage accepted it) and a prompt answer to our quorum re-read of a lease. A re-read that fails,
- * or answers slowly with no other proof meanwhile, shows it was not. The outage runs from the last
- * proof it worked to the first proof it works again; like a blind spell of the lease watch, that
- * time does not count against any node (the caller moves every deadline by it).
+ * or answers slowly with no other proof meanwhile, shows it was not. So does a fleet-wide silence:
+ * no lease written for longer than 1.5 renew intervals while at least two leases had been renewing
+ * (an outage too short for any deadline, and so any re-read, to fall into: the next write ends it).
+ * The outage runs from the last proof it worked to the first proof it works again; like a blind
+ * spell of the lease watch, that time does not count against any node (the caller moves every
+ * deadline by it). A silence still going when a re-read is answered promptly may be an outage just
+ * over or a fleet that died: silenceAnswered reports it, once, and the caller holds judgement for
+ * the kubelets' reconnect back-off.
  */
+/** A fleet silent for longer than this many renew intervals has stopped renewing at once. */
+export const FLEET_SILENCE_FACTOR = 1.5;
+
+interface LeaseWrite {
+  lease: string;
+  /** Its kubelet's renew interval (see renewIntervalOf in lease-recheck.ts). */
+  renewIntervalMs: number;
+  at: number;
+}
+
 export class StorageSight {
   /** When the storage last showed it works: a lease write on the watch, a prompt re-read (monotonic ms). */
   private lastProofAt: number | undefined;
   /** Start of an outage still open (a re-read failed since the last proof of writes). */
   private since: number | undefined;
-  /** End of the last outage counted: an outage is never counted twice. */
+  /** End of the last outage counted, or of the lease watch's last blind spell: never counted twice. */
   private coveredUntil = Number.NEGATIVE_INFINITY;
+  /** The last lease write seen, and the last one before it by another lease (a fleet was renewing). */
+  private lastWrite: LeaseWrite | undefined;
+  private otherWrite: LeaseWrite | undefined;
+  /** The lease watch cannot see (its silence is not the fleet's) since a spell began. */
+  private leaseWatchBlind = false;
 
   /** @param slowMs A re-read slower than this, with no other proof meanwhile, shows an outage. */
   constructor(private readonly slowMs: number) {}
 
-  /** A lease write arrived on the watch at `now`. Returns the length of the outage it ends (ms), if any. */
-  writeSeen(now: number): number | undefined {
+  /**
+   * A lease write arrived on the watch at `now` (`write`: which lease, and its kubelet's renew
+   * interval). Returns the length of the outage it ends (ms), if any: one a re-read opened, or the
+   * fleet-wide silence it breaks.
+   */
+  writeSeen(now: number, write?: { lease: string; renewIntervalMs: number }): number | undefined {
+    const silentSince = this.silentSince(now);
+    if (write) {
+      if (this.lastWrite && this.lastWrite.lease !== write.lease) this.otherWrite = this.lastWrite;
+      this.lastWrite = { ...write, at: now };
+    }
     this.lastProofAt = now;
+    if (silentSince !== undefined) this.since = Math.min(this.since ?? silentSince, silentSince);
     return this.end(now);
+  }
+
+  /**
+   * When a fleet-wide silence still going at `now` began: no write for longer than 1.5 renew
+   * intervals after two leases were written within that span, both since the last outage counted
+   * (a silence is counted once, until the fleet is seen renewing again). A fleet of one node shows
+   * nothing this way (its silence is its own).
+   */
+  private silentSince(now: number): number | undefined {
+    const last = this.lastWrite;
+    const other = this.otherWrite;
+    if (this.leaseWatchBlind || !last || !other || other.at < this.coveredUntil) return undefined;
+    const spanMs = FLEET_SILENCE_FACTOR * Math.max(last.renewIntervalMs, other.renewIntervalMs);
+    if (last.at - other.at > spanMs) return undefined;
+    return now - last.at > spanMs ? last.at : undefined;
+  }
+
+  /**
+   * The lease watch cannot see (disconnected, unsynced, silent): a silence of writes is not the
+   * fleet's until it sees again; the writes it replays on its way back end nothing.
+   */
+  leaseWatchLost(): void {
+    this.leaseWatchBlind = true;
+  }
+
+  /**
+   * A re-read was answered promptly at `now` (the storage works): a fleet-wide silence still going
+   * ends here, once. Returns its length (ms), if there is one. Nobody can tell from it whether the
+   * storage was away or the fleet died: the caller gives kubelets the time to reconnect.
+   */
+  silenceAnswered(now: number): number | undefined {
+    const since = this.silentSince(now);
+    if (since === undefined) return undefined;
+    this.coveredUntil = Math.max(this.coveredUntil, now);
+    return now - since;
+  }
+
+  /** The lease watch sees again at `at` after a blind spell: a silence before that is the spell's. */
+  leaseWatchSees(at: number): void {
+    this.leaseWatchBlind = false;
+    this.coveredUntil = Math.max(this.coveredUntil, at);
   }
 
   /**

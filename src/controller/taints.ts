@@ -1,4 +1,4 @@
-import type { ApiWriter } from '../apply/writer.js';
+import type { ApiWriter, StillWanted } from '../apply/writer.js';
 import type { Clock } from '../clock/clock.js';
 import { type DisruptionController, zoneKeyOf } from '../disruption/index.js';
 import { taintsPatch } from '../health/index.js';
@@ -47,8 +47,12 @@ export class TaintStep {
     this.admitted.delete(name);
   }
 
-  /** Returns 'fenced', or when the rate-limited step comes due (ms). */
-  async run(name: string, node: Node): Promise<'fenced' | number | undefined> {
+  /**
+   * Returns 'fenced', or when the rate-limited step comes due (ms). `stillWanted`: a write that
+   * adds the rate-limited step (NoExecute) is withdrawn if what decided it no longer holds after
+   * its waits (the node renewed).
+   */
+  async run(name: string, node: Node, stillWanted?: StillWanted): Promise<'fenced' | number | undefined> {
     const { disruption, writer, policy } = this.o;
     // An admission that arrives while this reconcile is in flight belongs to the next run (the
     // queue re-runs a key added during processing): decide and settle only with what we had now.
@@ -71,11 +75,16 @@ export class TaintStep {
     }
     let added = false;
     const before = node.spec?.taints ?? [];
-    const out = await writer.patchNode(name, node, (current) => {
-      const t = current === node ? first : policy.taints(current, wall(), ctx);
-      added = t.addsNoExecute;
-      return t.taints ? (taintsPatch(t.taints) as unknown as Record<string, unknown>) : undefined;
-    });
+    const out = await writer.patchNode(
+      name,
+      node,
+      (current) => {
+        const t = current === node ? first : policy.taints(current, wall(), ctx);
+        added = t.addsNoExecute;
+        return t.taints ? (taintsPatch(t.taints) as unknown as Record<string, unknown>) : undefined;
+      },
+      () => (added ? stillWanted?.() : undefined),
+    );
     if (ctx.admitted && this.admitted.delete(name)) {
       const ok = (out.kind === 'applied' || out.kind === 'dry-run') && added;
       disruption.settle(name, ok ? 'applied' : out.kind === 'failed' ? 'failed' : 'dropped', this.now());

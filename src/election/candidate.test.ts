@@ -6,16 +6,19 @@ import { KubeApiError, type KubeRequest } from '../kube/client.js';
 import { memoryLogger } from '../log/logger.js';
 import { Subject } from '../rx/index.js';
 import {
+  CoordinationWatchdog,
   candidatePaths,
   candidateVersions,
   checkCoordinatedElection,
   type LeaseCandidate,
   LeaseCandidatePublisher,
 } from './candidate.js';
-import { candidateNameProblem } from './config.js';
+import { candidateNameProblem, coordinatedRecheckMs, resolveLeaderElectionConfig } from './config.js';
+import { LeaderElector } from './elector.js';
 import type { KubeRequester } from './lease-api.js';
 import { createLeaderElectionMetrics } from './metrics.js';
 import { microTime, microTimeAfter } from './record.js';
+import { FakeLeaseServer } from './testing/fake-lease-api.js';
 
 const NS = 'nlc-system';
 const ME = 'nlc-0_abc';
@@ -379,12 +382,163 @@ describe('checkCoordinatedElection (the fall-back decision)', () => {
     });
   });
 
-  it('an unreachable API server decides nothing: discovery is retried', async () => {
+  it('an unreachable API server decides nothing: discovery is retried, each failure a warning with its cause', async () => {
     const client = stub([status(503), new Error('ECONNREFUSED'), served], renewed);
     const { result, logs } = await check(client);
     expect(result).toEqual({ ok: true });
     expect(client.calls.filter((c) => c === candidatePaths.group)).toHaveLength(3);
-    expect(logs.filter((l) => String(l.msg).startsWith('Cannot ask the API server'))).toHaveLength(1);
+    expect(
+      logs.filter((l) => String(l.msg).startsWith('Cannot ask the API server')).map((l) => [l.level, l.err]),
+    ).toEqual([
+      ['warn', expect.stringMatching(/503/)],
+      ['warn', expect.stringMatching(/ECONNREFUSED/)],
+    ]);
+  });
+
+  /** Runs a check for `ms` of virtual time; `result()` is undefined while it is undecided. */
+  function running(client: KubeRequester, o: { signal?: AbortSignal } = {}) {
+    const logger = memoryLogger(10);
+    const failures: string[] = [];
+    let result: Awaited<ReturnType<typeof checkCoordinatedElection>> | undefined;
+    const p = checkCoordinatedElection({
+      client,
+      clock,
+      logger,
+      signal: o.signal,
+      onFailure: (c) => failures.push(c),
+    }).then((r) => {
+      result = r;
+      return r;
+    });
+    return { p, result: () => result, logs: logger.lines, failures };
+  }
+
+  it("the coordinator's lease answered 500 and 429 for 60 s: undecided (never 'coordinated' for want of an answer); real answers then decide", async () => {
+    // The API is served; every read of the coordinator's lease fails for the first 60 s.
+    let failing = true;
+    let n = 0;
+    const answer = (fail: () => Answer, real: () => Answer) => () => (failing ? fail() : real());
+    const client = stub(
+      [served],
+      answer(
+        () => (n++ % 2 === 0 ? status(500) : status(429)),
+        () => status(404),
+      ),
+    );
+    const c = running(client);
+    await advance(60_000);
+    expect(c.result()).toBeUndefined();
+    // Each failure a warning with its cause; the backoff doubles (2 s, 4 s, 8 s, 16 s, 30 s...).
+    const warned = c.logs.filter((l) =>
+      String(l.msg).startsWith('Cannot ask the API server for kube-system'),
+    );
+    expect(warned.length).toBeGreaterThanOrEqual(4);
+    expect(warned.length).toBeLessThanOrEqual(6);
+    expect(warned.every((l) => l.level === 'warn')).toBe(true);
+    expect(warned.map((l) => String(l.err)).join(' ')).toMatch(/500.*429/);
+    expect(c.failures).toHaveLength(warned.length);
+    // Still failing 10 minutes on: still undecided, at most one warning per 30 s.
+    await advance(10 * 60_000);
+    expect(c.result()).toBeUndefined();
+    const later = c.logs.filter((l) => String(l.msg).startsWith('Cannot ask the API server for kube-system'));
+    expect(later.length - warned.length).toBeLessThanOrEqual(21);
+    expect(later.at(-1)?.retryIn).toBe('30s');
+    // Real answers (404: no coordinator's lease) for 30 s decide: no coordinator.
+    failing = false;
+    await advance(31_000 + 30_000);
+    expect(c.result()).toEqual({
+      ok: false,
+      reason:
+        'no coordinator: kube-system/leader-election-controller was missing for 30s (kube-apiserver runs it only with --feature-gates=CoordinatedLeaderElection=true)',
+    });
+  });
+
+  it('a coordinator that renews once the API server answers again: coordinated, without a note', async () => {
+    let failing = true;
+    let reads = 0;
+    const client = stub([served], () => (failing ? status(503) : renewed(reads++)));
+    const c = running(client);
+    await advance(45_000);
+    expect(c.result()).toBeUndefined();
+    failing = false;
+    await advance(35_000);
+    expect(c.result()).toEqual({ ok: true });
+  });
+
+  it('discovery answered 500 and 429 for 10 minutes: undecided, backoff capped at 30 s; a 404 then decides', async () => {
+    let failing = true;
+    let n = 0;
+    const client: KubeRequester & { calls: string[] } = {
+      calls: [],
+      request: async <T>(req: KubeRequest): Promise<T> => {
+        client.calls.push(req.path);
+        await new Promise((r) => setTimeout(r, 1));
+        if (failing) throw n++ % 2 === 0 ? status(500) : status(429);
+        throw status(404);
+      },
+    };
+    const c = running(client);
+    await advance(10 * 60_000);
+    expect(c.result()).toBeUndefined();
+    // 2+4+8+16 s, then every 30 s: ~23 requests in 10 minutes, each failure a warning.
+    expect(client.calls.length).toBeGreaterThanOrEqual(20);
+    expect(client.calls.length).toBeLessThanOrEqual(25);
+    const warned = c.logs.filter((l) => String(l.msg).startsWith('Cannot ask the API server whether'));
+    expect(warned).toHaveLength(client.calls.length);
+    expect(warned.slice(0, 5).map((l) => l.retryIn)).toEqual(['2s', '4s', '8s', '16s', '30s']);
+    failing = false;
+    await advance(30_000);
+    expect(c.result()).toEqual({
+      ok: false,
+      reason: 'the API server does not serve coordination.k8s.io/v1beta1 (404)',
+    });
+  });
+
+  it("a 429's Retry-After is honoured (up to the cap)", async () => {
+    const tooMany = new KubeApiError(429, { kind: 'Status', code: 429 }, { 'retry-after': '20' }, 'x');
+    const client = stub([tooMany, served], renewed);
+    const c = running(client);
+    await advance(19_000);
+    expect(client.calls).toEqual([candidatePaths.group]);
+    await advance(5_000);
+    expect(c.result()).toEqual({ ok: true });
+  });
+
+  it('the same lease before and after failures that span the window: not renewed (real answers 30 s apart)', async () => {
+    let n = 0;
+    // Read once, then 40 s of 503, then the same lease again.
+    const start = Date.now();
+    const client = stub([served], () =>
+      n++ === 0 || Date.now() - start > 40_000 ? renewed(0) : status(503),
+    );
+    const c = running(client);
+    await advance(35_000);
+    expect(c.result()).toBeUndefined();
+    await advance(60_000);
+    // (The failures' backoff: 2+4+8+16+30 s, so the second real answer came 61 s after the first.)
+    expect(c.result()).toMatchObject({
+      ok: false,
+      reason: expect.stringMatching(/was not renewed for 1m1s /),
+    });
+  });
+
+  it("the coordinator's lease created during the window: coordinated (a coordinator acquired it)", async () => {
+    const start = Date.now();
+    const client = stub([served], () => (Date.now() - start < 20_000 ? status(404) : renewed(0)));
+    const c = running(client);
+    await advance(21_000);
+    expect(c.result()).toEqual({ ok: true });
+  });
+
+  it('stop ends a check in its backoff at once, deciding nothing', async () => {
+    const ac = new AbortController();
+    const client = stub([status(503)], renewed);
+    const c = running(client, { signal: ac.signal });
+    await advance(20_000);
+    expect(c.result()).toBeUndefined();
+    ac.abort();
+    await advance(1);
+    expect(c.result()).toEqual({ ok: false, reason: 'stopped' });
   });
 
   it('a coordinator lease we may not read (403): coordinated as asked, with a note', async () => {
@@ -392,5 +546,187 @@ describe('checkCoordinatedElection (the fall-back decision)', () => {
       ok: true,
       note: expect.stringMatching(/403/),
     });
+  });
+});
+
+describe('CoordinationWatchdog (the fall-back after the decision)', () => {
+  const LOCK_NAME = 'node-lifecycle-controller';
+  const served = { resources: [{ name: 'leasecandidates' }] };
+  const apiStatus = (code: number) => new KubeApiError(code, { kind: 'Status', code }, {}, 'x');
+  const clock: Clock = { scheduler: asyncScheduler, wall: () => Date.now() };
+
+  /**
+   * A coordinated elector on the in-memory lease server, its watchdog, and kube-apiserver's
+   * coordination answers: `api` decides what discovery and the coordinator's lease answer now.
+   */
+  function setup(api: { discovery: () => unknown; coordinator: () => unknown }) {
+    const server = new FakeLeaseServer();
+    const logger = memoryLogger(10);
+    const elector = (who: string) =>
+      new LeaderElector({
+        config: resolveLeaderElectionConfig({ namespace: NS, identity: who }),
+        client: server.as(who),
+        clock,
+        logger,
+        metrics: createLeaderElectionMetrics(new Registry()),
+        lockUpdates$: server.watch(NS, LOCK_NAME),
+        coordinated: true,
+      });
+    const apiClient: KubeRequester = {
+      request: async <T>(req: KubeRequest): Promise<T> => {
+        await new Promise((r) => setTimeout(r, 1));
+        const a = req.path === candidatePaths.group ? api.discovery() : api.coordinator();
+        if (a instanceof Error) throw a;
+        return a as T;
+      },
+    };
+    const withdrawn: string[] = [];
+    const watch = (e: LeaderElector) => {
+      const w = new CoordinationWatchdog({
+        elector: e,
+        clock,
+        logger,
+        recheckAfterMs: coordinatedRecheckMs(15_000),
+        check: (signal) => checkCoordinatedElection({ client: apiClient, clock, logger, signal }),
+        withdraw: async () => {
+          withdrawn.push(e.identity);
+        },
+      });
+      w.start();
+      return w;
+    };
+    /** kube-apiserver's coordinator names a holder (a 5 s lease, its strategy). */
+    const coordinate = (holderIdentity: string) =>
+      server.put(NS, {
+        metadata: { name: LOCK_NAME, resourceVersion: server.get(NS, LOCK_NAME)?.metadata.resourceVersion },
+        spec: {
+          holderIdentity,
+          leaseDurationSeconds: 5,
+          renewTime: microTime(Date.now()),
+          strategy: 'OldestEmulationVersion',
+        },
+      });
+    return { server, logs: logger.lines, elector, watch, withdrawn, coordinate };
+  }
+  let renewals = 0;
+  const renewing = () => ({
+    spec: { holderIdentity: 'apiserver-1', renewTime: microTime(T0 + 2_000 * renewals++) },
+  });
+
+  it('decided coordinated, nobody leads for 4 lease durations: re-checks; the API gone (404), it withdraws and leads by ordinary election', async () => {
+    let gone = false;
+    const t = setup({
+      discovery: () => (gone ? apiStatus(404) : served),
+      coordinator: renewing,
+    });
+    const a = t.elector('a_1');
+    a.start();
+    const w = t.watch(a);
+    // The API server stops serving LeaseCandidates (a downgrade, a runtime-config change).
+    gone = true;
+    await advance(60_000 - 100);
+    expect(w.rechecks).toBe(0);
+    expect(a.coordinated).toBe(true);
+    expect(t.server.get(NS, LOCK_NAME)).toBeUndefined();
+    // Nobody has led for 60 s (its first look at +4 ms): the re-check finds no API, it falls back.
+    await advance(1_200);
+    expect(w.rechecks).toBe(1);
+    expect(a.coordinated).toBe(false);
+    expect(t.withdrawn).toEqual(['a_1']);
+    expect(t.logs.filter((l) => String(l.msg).includes('the coordinator is gone'))).toMatchObject([
+      { level: 'warn', reason: 'the API server does not serve coordination.k8s.io/v1beta1 (404)' },
+    ]);
+    // Ordinary election at once: the lock, missing for far longer than a lease duration, is created.
+    await advance(50);
+    expect(a.isLeader()).toBe(true);
+    expect(t.server.get(NS, LOCK_NAME)?.spec?.holderIdentity).toBe('a_1');
+    a.stop();
+    w.stop();
+  });
+
+  it('the coordinator gone (its lease no longer renewed): falls back after the 30 s of its check', async () => {
+    let stale = false;
+    const t = setup({
+      discovery: () => served,
+      coordinator: () =>
+        stale ? { spec: { holderIdentity: 'apiserver-1', renewTime: microTime(T0) } } : renewing(),
+    });
+    const a = t.elector('a_1');
+    a.start();
+    const w = t.watch(a);
+    stale = true;
+    await advance(61_000);
+    expect(w.rechecks).toBe(1);
+    expect(a.coordinated).toBe(true);
+    // Its lease is read unchanged for 30 s from the re-check's first read (at 61 s).
+    await advance(29_900);
+    expect(a.coordinated).toBe(true);
+    await advance(1_200);
+    expect(a.coordinated).toBe(false);
+    await advance(50);
+    expect(a.isLeader()).toBe(true);
+    a.stop();
+    w.stop();
+  });
+
+  it('the coordinator still there: no fall-back, another re-check only after another 4 lease durations', async () => {
+    const t = setup({ discovery: () => served, coordinator: renewing });
+    const a = t.elector('a_1');
+    a.start();
+    const w = t.watch(a);
+    // The re-check at 61 s sees the coordinator's lease renewed at its second read (62 s).
+    await advance(63_000);
+    expect(w.rechecks).toBe(1);
+    expect(a.coordinated).toBe(true);
+    expect(t.logs.filter((l) => String(l.msg).startsWith('The coordinator is there'))).toHaveLength(1);
+    await advance(58_000);
+    expect(w.rechecks).toBe(1);
+    await advance(3_000);
+    expect(w.rechecks).toBe(2);
+    expect(a.coordinated).toBe(true);
+    expect(t.withdrawn).toEqual([]);
+    expect(t.server.get(NS, LOCK_NAME)).toBeUndefined();
+    a.stop();
+    w.stop();
+  });
+
+  it('a re-check the API server answers only with failures decides nothing: no fall-back', async () => {
+    let failing = false;
+    const t = setup({
+      discovery: () => (failing ? apiStatus(503) : served),
+      coordinator: renewing,
+    });
+    const a = t.elector('a_1');
+    a.start();
+    const w = t.watch(a);
+    failing = true;
+    await advance(10 * 60_000);
+    expect(w.rechecks).toBe(1);
+    expect(a.coordinated).toBe(true);
+    expect(t.server.get(NS, LOCK_NAME)).toBeUndefined();
+    a.stop();
+    w.stop();
+  });
+
+  it('a standby that sees the coordinator elect and the leader renew never re-checks', async () => {
+    const t = setup({ discovery: () => apiStatus(404), coordinator: renewing });
+    const a = t.elector('a_1');
+    const b = t.elector('b_2');
+    a.start();
+    b.start();
+    const wa = t.watch(a);
+    const wb = t.watch(b);
+    await advance(1_000);
+    t.coordinate('b_2');
+    // b renews the lock one lease duration after its first look (a hand-over from a holder it never saw).
+    await advance(20 * 60_000);
+    expect(b.isLeader()).toBe(true);
+    expect(a.isLeader()).toBe(false);
+    expect([wa.rechecks, wb.rechecks]).toEqual([0, 0]);
+    expect(a.coordinated && b.coordinated).toBe(true);
+    a.stop();
+    b.stop();
+    wa.stop();
+    wb.stop();
   });
 });

@@ -406,81 +406,123 @@ export interface CoordinationCheckOptions {
   client: KubeRequester;
   clock: Clock;
   logger: Logger;
-  /** Between failed discovery requests (the API server unreachable: we do not decide on that). */
+  /**
+   * The wait after the first request that brought no answer (5xx, 429, a transport failure or a
+   * timeout: the API server did not say whether it serves the API or runs a coordinator); it
+   * doubles with each such failure in a row, up to maxRetryMs (a 429's Retry-After, if longer).
+   */
   retryMs?: number;
-  /** How long the coordinator's lease may go unrenewed, as we see it, before we say there is none. */
+  /** The longest wait between retries: it also bounds the warnings, one per failure. */
+  maxRetryMs?: number;
+  /**
+   * How long the coordinator's lease must be seen unchanged (or missing), between two real answers,
+   * before we say there is no coordinator.
+   */
   coordinatorWaitMs?: number;
   /** Between reads of the coordinator's lease. */
   pollMs?: number;
-  /** Ends the check early (shutdown): resolves { ok: false }. */
+  /** Ends the check early (shutdown): resolves { ok: false, reason: 'stopped' }. */
   signal?: AbortSignal;
+  /** Each request that brought no answer, with its cause (for probes: what keeps us undecided). */
+  onFailure?: (cause: string) => void;
 }
 
 export const COORDINATION_CHECK_DEFAULTS = {
   retryMs: 2_000,
+  maxRetryMs: 30_000,
   /** 2 x kube-apiserver's --coordinated-leadership-lease-duration (15 s): a restarted server has acquired it by then. */
   coordinatorWaitMs: 30_000,
   pollMs: 1_000,
 } as const;
 
+/** The result of checkCoordinatedElection when its signal ended it: decides nothing. */
+export const CHECK_STOPPED = 'stopped';
+
 /**
- * Whether coordinated leader election can work against this API server, asked once at start:
- * 1. discovery of coordination.k8s.io/v1beta1 lists leasecandidates (404 or no entry: it cannot);
+ * Whether coordinated leader election can work against this API server, decided only from real
+ * answers:
+ * 1. discovery of coordination.k8s.io/v1beta1 lists leasecandidates (404, or no entry: it cannot);
  * 2. a coordinator runs: kube-system/leader-election-controller, the lease kube-apiserver's
- *    coordinator holds, is seen RENEWED (its renewTime changes while we read it, never compared
- *    with our clock) within coordinatorWaitMs. kube-apiserver serves the API with
- *    --runtime-config=coordination.k8s.io/v1beta1=true alone, but runs the coordinator only with
- *    the CoordinatedLeaderElection feature gate too: candidates would then wait for ever.
- * A lease we may not read (403) is not held against the mode: it is used, with a note. Other
- * failures are retried: an unreachable API server decides nothing.
+ *    coordinator holds, is seen RENEWED (its holder or renewTime changes between two reads, or it
+ *    appears, never compared with our clock). It runs none when two real answers (the lease, or a
+ *    404) at least coordinatorWaitMs apart show it unchanged or missing. kube-apiserver serves the
+ *    API with --runtime-config=coordination.k8s.io/v1beta1=true alone, but runs the coordinator
+ *    only with the CoordinatedLeaderElection feature gate too: candidates would then wait for ever.
+ * A lease we may not read (403) is not held against the mode: it is used, with a note.
+ * Nothing else is an answer: a 5xx, a 429, a 401, a transport failure or a timeout says nothing
+ * about the API or the coordinator. While requests only fail the check stays undecided, however
+ * long: it retries with a backoff (retryMs doubling to maxRetryMs) and logs each failure as a
+ * warning with its cause. It never decides "coordinated" for want of an answer (a replica that
+ * did would wait for a coordinator that may not exist, and no replica would lead).
  */
 export async function checkCoordinatedElection(o: CoordinationCheckOptions): Promise<CoordinationSupport> {
   const retryMs = o.retryMs ?? COORDINATION_CHECK_DEFAULTS.retryMs;
+  const maxRetryMs = Math.max(retryMs, o.maxRetryMs ?? COORDINATION_CHECK_DEFAULTS.maxRetryMs);
   const pollMs = o.pollMs ?? COORDINATION_CHECK_DEFAULTS.pollMs;
   const waitMs = o.coordinatorWaitMs ?? COORDINATION_CHECK_DEFAULTS.coordinatorWaitMs;
   const now = () => o.clock.scheduler.now();
   const sleep = (ms: number) =>
     new Promise<void>((resolve) => {
-      o.clock.scheduler.schedule(() => resolve(), timerDelay(ms));
+      const signal = o.signal;
+      const done = () => {
+        timer.unsubscribe();
+        signal?.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = o.clock.scheduler.schedule(done, timerDelay(ms));
+      signal?.addEventListener('abort', done, { once: true });
     });
   const stopped = () => o.signal?.aborted === true;
   const status = (err: unknown) => (err instanceof KubeApiError ? err.status : undefined);
+  /** Failed requests in a row (any request): the backoff. */
+  let failures = 0;
+  const retry = async (what: string, err: unknown) => {
+    failures++;
+    const asked = err instanceof KubeApiError ? (err.retryAfterSeconds ?? 0) * 1000 : 0;
+    const delay = Math.min(maxRetryMs, Math.max(asked, retryMs * 2 ** Math.min(failures - 1, 20)));
+    const cause = err instanceof Error ? err.message : String(err);
+    o.onFailure?.(cause);
+    o.logger.warn(`Cannot ask the API server ${what}; undecided, retrying`, {
+      err,
+      failures,
+      retryIn: formatDuration(delay),
+    });
+    await sleep(delay);
+  };
 
-  for (let failures = 0; ; failures++) {
-    if (stopped()) return { ok: false, reason: 'stopped' };
+  for (;;) {
+    if (stopped()) return { ok: false, reason: CHECK_STOPPED };
     try {
       const list = await o.client.request<{ resources?: { name?: string }[] }>({
         method: 'GET',
         path: candidatePaths.group,
         timeoutMs: CANDIDATE_DEFAULTS.requestTimeoutMs,
       });
+      if (stopped()) return { ok: false, reason: CHECK_STOPPED };
       if (!(list.resources ?? []).some((r) => r.name === 'leasecandidates')) {
         return {
           ok: false,
           reason: `the API server's ${LEASE_CANDIDATE_GROUP_VERSION} has no leasecandidates`,
         };
       }
+      failures = 0;
       break;
     } catch (err) {
+      if (stopped()) return { ok: false, reason: CHECK_STOPPED };
       if (status(err) === 404) {
         return { ok: false, reason: `the API server does not serve ${LEASE_CANDIDATE_GROUP_VERSION} (404)` };
       }
-      if (failures % 10 === 0) {
-        o.logger.warn('Cannot ask the API server whether it serves LeaseCandidates; retrying', {
-          err,
-          retryIn: formatDuration(retryMs),
-        });
-      }
-      await sleep(retryMs);
+      await retry('whether it serves LeaseCandidates', err);
     }
   }
 
   const what = `${COORDINATOR_LEASE.namespace}/${COORDINATOR_LEASE.name}`;
-  const deadline = now() + waitMs;
-  let first: string | undefined;
-  let lastError: unknown;
+  const MISSING = '\u0000missing';
+  /** The first real answer of the current window: the lease's holder and renewTime, or MISSING. */
+  let first: { seen: string; at: number } | undefined;
   for (;;) {
-    if (stopped()) return { ok: false, reason: 'stopped' };
+    if (stopped()) return { ok: false, reason: CHECK_STOPPED };
+    let seen: string;
     try {
       const lease = await o.client.request<{
         spec?: { renewTime?: string | null; holderIdentity?: string | null };
@@ -489,28 +531,187 @@ export async function checkCoordinatedElection(o: CoordinationCheckOptions): Pro
         path: `/apis/coordination.k8s.io/v1/namespaces/${COORDINATOR_LEASE.namespace}/leases/${COORDINATOR_LEASE.name}`,
         timeoutMs: CANDIDATE_DEFAULTS.requestTimeoutMs,
       });
-      const seen = `${lease.spec?.holderIdentity ?? ''}|${lease.spec?.renewTime ?? ''}`;
-      if (first === undefined) first = seen;
-      else if (seen !== first) return { ok: true };
-      lastError = undefined;
+      seen = `${lease.spec?.holderIdentity ?? ''}|${lease.spec?.renewTime ?? ''}`;
     } catch (err) {
+      if (stopped()) return { ok: false, reason: CHECK_STOPPED };
       if (status(err) === 403)
         return { ok: true, note: `cannot read ${what} (403): not checked whether a coordinator runs` };
-      if (status(err) !== 404) lastError = err;
+      if (status(err) !== 404) {
+        await retry(`for ${what} (whether a coordinator runs)`, err);
+        continue;
+      }
+      seen = MISSING;
     }
-    if (now() >= deadline) break;
-    await sleep(Math.min(pollMs, Math.max(0, deadline - now())));
+    if (stopped()) return { ok: false, reason: CHECK_STOPPED };
+    failures = 0;
+    const t = now();
+    if (first === undefined) first = { seen, at: t };
+    else if (seen !== first.seen) {
+      // Renewed, or created: a coordinator runs. Deleted: none renews it; watch it anew.
+      if (seen !== MISSING) return { ok: true };
+      first = { seen, at: t };
+    }
+    const left = first.at + waitMs - t;
+    if (left <= 0) {
+      const span = Math.max(waitMs, Math.floor((t - first.at) / 1000) * 1000);
+      return {
+        ok: false,
+        reason:
+          `no coordinator: ${what} was ${first.seen === MISSING ? 'missing' : 'not renewed'} for ${formatDuration(span)} ` +
+          '(kube-apiserver runs it only with --feature-gates=CoordinatedLeaderElection=true)',
+      };
+    }
+    await sleep(Math.min(pollMs, left));
   }
-  if (lastError !== undefined) {
-    return {
-      ok: true,
-      note: `could not read ${what} (${String(lastError)}): not checked whether a coordinator runs`,
-    };
+}
+
+/** What the watchdog needs from the elector (LeaderElector implements it). */
+export interface CoordinatedElectorView {
+  /** Whether the elector still runs coordinated leader election. */
+  readonly coordinated: boolean;
+  /** How long nobody has led the lock as this replica observes it (undefined: someone leads, or it cannot tell). */
+  leaderlessFor(): number | undefined;
+  /** Switches a campaigning candidate to ordinary leader election; false when it leads or has ended. */
+  useOrdinaryElection(): boolean;
+}
+
+export interface CoordinationWatchdogOptions {
+  elector: CoordinatedElectorView;
+  clock: Clock;
+  logger: Logger;
+  /** Re-check the coordinator once nobody has led the lock for this long (coordinatedRecheckMs). */
+  recheckAfterMs: number;
+  /** The re-check: checkCoordinatedElection with the given signal (aborted by stop()). */
+  check: (signal: AbortSignal) => Promise<CoordinationSupport>;
+  /**
+   * Withdraws this replica's candidacy (deletes its LeaseCandidate, stops its watch) before the
+   * elector falls back, so that a coordinator that comes back does not name a replica that no
+   * longer waits for it. Failures are the callee's to log.
+   */
+  withdraw?: () => Promise<void>;
+  /** How often the elector is asked how long nobody has led (no request). Default 1 s. */
+  intervalMs?: number;
+}
+
+/**
+ * The fall-back after the decision: a replica that decided "coordinated" waits for the coordinator
+ * to name a holder. When nobody has led the lock for recheckAfterMs (as the elector observes it:
+ * every read shows no holder, or one whose lease ran out), it checks again whether the coordinator
+ * is there (checkCoordinatedElection: the LeaseCandidate API served, the coordinator's lease
+ * renewed). Absent (a real answer says so), the replica withdraws its LeaseCandidate and runs
+ * ordinary leader election, as the fall-back at start does. Present, it says so and checks again
+ * after another recheckAfterMs without a leader; the liveness check (the elector's
+ * checkLeaderless) restarts a replica that nobody has led for longer still.
+ */
+export class CoordinationWatchdog {
+  private readonly o: CoordinationWatchdogOptions;
+  private readonly log: Logger;
+  private timer: Subscription | undefined;
+  private abort: AbortController | undefined;
+  private running = false;
+  private checking = false;
+  /** No re-check before this (monotonic): one after each re-check that found the coordinator. */
+  private notBefore = Number.NEGATIVE_INFINITY;
+  /** Re-checks run so far (tests, diagnostics). */
+  rechecks = 0;
+
+  constructor(o: CoordinationWatchdogOptions) {
+    this.o = o;
+    this.log = o.logger.with({ component: 'leader-election' });
   }
-  return {
-    ok: false,
-    reason:
-      `no coordinator: ${what} was ${first === undefined ? 'missing' : 'not renewed'} for ${formatDuration(waitMs)} ` +
-      '(kube-apiserver runs it only with --feature-gates=CoordinatedLeaderElection=true)',
-  };
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.arm();
+  }
+
+  stop(): void {
+    this.running = false;
+    this.timer?.unsubscribe();
+    this.timer = undefined;
+    this.abort?.abort();
+    this.abort = undefined;
+  }
+
+  private arm(): void {
+    this.timer?.unsubscribe();
+    if (!this.running) return;
+    this.timer = this.o.clock.scheduler.schedule(
+      () => {
+        this.timer = undefined;
+        this.tick();
+      },
+      timerDelay(this.o.intervalMs ?? 1_000),
+    );
+  }
+
+  private tick(): void {
+    if (!this.running) return;
+    if (!this.o.elector.coordinated) {
+      this.stop();
+      return;
+    }
+    const idle = this.o.elector.leaderlessFor();
+    if (this.checking || idle === undefined || idle < this.o.recheckAfterMs) {
+      this.arm();
+      return;
+    }
+    if (this.o.clock.scheduler.now() < this.notBefore) {
+      this.arm();
+      return;
+    }
+    void this.recheck(idle);
+  }
+
+  private async recheck(idle: number): Promise<void> {
+    this.checking = true;
+    this.rechecks++;
+    const ac = new AbortController();
+    this.abort = ac;
+    this.log.warn(
+      'Nobody has led the lock under coordinated leader election: checking whether the coordinator is still there',
+      { leaderlessFor: formatDuration(Math.round(idle)), after: formatDuration(this.o.recheckAfterMs) },
+    );
+    let support: CoordinationSupport;
+    try {
+      support = await this.o.check(ac.signal);
+    } catch (err) {
+      support = {
+        ok: true,
+        note: `the re-check failed: ${err instanceof Error ? err.message : String(err)}`,
+      };
+    } finally {
+      this.checking = false;
+      if (this.abort === ac) this.abort = undefined;
+    }
+    if (!this.running || ac.signal.aborted) return;
+    if (support.ok) {
+      this.notBefore = this.o.clock.scheduler.now() + this.o.recheckAfterMs;
+      this.log.warn('The coordinator is there but names no leader; checking again if nobody leads', {
+        ...(support.note ? { note: support.note } : {}),
+        recheckIn: formatDuration(this.o.recheckAfterMs),
+      });
+      this.arm();
+      return;
+    }
+    if (!this.o.elector.useOrdinaryElection()) {
+      // Named meanwhile (or ended): the coordinator answered after all; keep watching.
+      this.log.info('Not falling back: this replica leads, or leader election has ended', {
+        reason: support.reason,
+      });
+      this.notBefore = this.o.clock.scheduler.now() + this.o.recheckAfterMs;
+      this.arm();
+      return;
+    }
+    this.running = false;
+    this.log.warn('Coordinated leader election: the coordinator is gone; using ordinary leader election', {
+      reason: support.reason,
+    });
+    try {
+      await this.o.withdraw?.();
+    } catch (err) {
+      this.log.warn('Failed to withdraw the lease candidate', { err });
+    }
+  }
 }

@@ -49,6 +49,29 @@ export const LEADER_ELECTION_DEFAULTS: LeaderElectionTiming & { name: string } =
   name: COMPONENT_NAME,
 };
 
+/**
+ * Liveness: /healthz fails when nobody has led the lock for longer than this while this replica is
+ * an eligible candidate that reads the lock (LeaderElector.checkLeaderless): 10 lease durations,
+ * at least 2 minutes (2m30s at the defaults). Longer than every wait a normal election has: a
+ * fresh lock's first leader (1 lease duration), a dead leader's lease running out (1 lease
+ * duration and a poll), the coordinator's ping window (5 s), and the coordinated fall-back
+ * (coordinatedRecheckMs, then up to 30 s of checking, then an ordinary acquisition).
+ */
+export function leaderlessLimitMs(leaseDurationMs: number): number {
+  return Math.max(10 * leaseDurationMs, 120_000);
+}
+
+/**
+ * Coordinated leader election: when nobody has led the lock for this long, a replica checks
+ * whether the coordinator is still there and falls back to ordinary election if it is not
+ * (CoordinationWatchdog): 4 lease durations, at least 30 s (1 minute at the defaults). The
+ * coordinator elects within its 5 s ping window once the lock is free; 30 s is as long as a
+ * restarted kube-apiserver takes to acquire the coordinator's own lease (2 x 15 s).
+ */
+export function coordinatedRecheckMs(leaseDurationMs: number): number {
+  return Math.max(4 * leaseDurationMs, 30_000);
+}
+
 export class LeaderElectionConfigError extends Error {
   readonly problems: readonly string[];
   constructor(problems: string[]) {

@@ -712,7 +712,38 @@ describe('LeaderElector', () => {
       a.e.start();
       await advance(FIRST_LEADER_MS);
       expect(leaders()).toEqual(['a_1']);
-      expect(() => a.e.useOrdinaryElection()).toThrow(/after start/);
+      // Leading: nothing changes.
+      expect(a.e.useOrdinaryElection()).toBe(false);
+    });
+
+    it('useOrdinaryElection() while campaigning: takes a lock nobody holds at once; refused (false) while leading', async () => {
+      const a = replica('a_1', { coordinated: true });
+      a.e.start();
+      // The coordinator never names anyone: a never writes the lock.
+      await advance(5 * 15_000);
+      expect(lock()).toBeUndefined();
+      expect(a.e.leaderlessFor()).toBeGreaterThanOrEqual(5 * 15_000 - 10);
+      const switched = Date.now();
+      expect(a.e.useOrdinaryElection()).toBe(true);
+      expect(a.e.coordinated).toBe(false);
+      expect(await metric(a, 'nlc_leader_election_coordinated')).toBe(0);
+      await advance(20);
+      expect(leaders()).toEqual(['a_1']);
+      expect(a.started()! - switched).toBeLessThan(10);
+      expect(a.e.leaderlessFor()).toBeUndefined();
+      // A coordinated leader does not switch.
+      const b = replica('b_2', { coordinated: true, watch: false });
+      const c = replica('c_3', { coordinated: true });
+      server.remove(NS, LOCK);
+      a.e.stop();
+      b.e.start();
+      c.e.start();
+      await advance(20);
+      coordinate({ holderIdentity: 'c_3' });
+      await advance(15_100);
+      expect(leaders()).toEqual(['c_3']);
+      expect(c.e.useOrdinaryElection()).toBe(false);
+      expect(c.e.coordinated).toBe(true);
     });
   });
 

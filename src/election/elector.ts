@@ -4,7 +4,7 @@ import { KubeApiError } from '../kube/client.js';
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import { BehaviorSubject, type Observable, ReplaySubject, Subject, type Subscription } from '../rx/index.js';
-import type { LeaderElectionConfig } from './config.js';
+import { JITTER_FACTOR, type LeaderElectionConfig, leaderlessLimitMs } from './config.js';
 import { isConflict, type KubeRequester, LeaseApi } from './lease-api.js';
 import {
   attemptFinished,
@@ -15,6 +15,7 @@ import {
   fenceDeadline,
   healthCheck,
   initialState,
+  liveUntil,
   lose,
   type MachineConfig,
   observe,
@@ -167,6 +168,12 @@ export class LeaderElector {
   private lockFailing: string | undefined;
   /** The lock's strategy and preferredHolder as last exported (nlc_leader_election_lock_info). */
   private lockInfo: { strategy: string; preferred_holder: string } | undefined;
+  /** When start() ran (monotonic). */
+  private startedAt: number | undefined;
+  /** Until when the last leader we observed was live (monotonic): its lease by our observation. */
+  private leaderUntil = Number.NEGATIVE_INFINITY;
+  /** The first answer of the current run of answered lock requests (no gap longer than observeGapMs). */
+  private observingSince: number | undefined;
 
   constructor(opts: LeaderElectorOptions) {
     const c = opts.config;
@@ -212,19 +219,88 @@ export class LeaderElector {
   }
 
   /**
-   * Before start() only: run ordinary leader election although coordinated was asked for (the API
-   * server has no LeaseCandidate API or no coordinator).
+   * Run ordinary leader election although coordinated was asked for (the API server has no
+   * LeaseCandidate API or no coordinator): before start(), or later while a candidate (the
+   * fall-back after nobody led the lock for long, see CoordinationWatchdog). A candidate in
+   * coordinated mode never wrote the lock, so from here on it campaigns by the ordinary rules at
+   * once (a lock whose holder's lease ran out, or one missing for a lease duration, is taken).
+   * Returns false, changing nothing, when this replica leads or leader election has ended.
    */
-  useOrdinaryElection(): void {
-    if (this.running || this.s.phase !== 'candidate') throw new Error('useOrdinaryElection() after start()');
+  useOrdinaryElection(): boolean {
+    if (this.s.phase !== 'candidate') return false;
+    if (!this.cfg.coordinated) return true;
     this.cfg = { ...this.cfg, coordinated: false };
     this.metrics.coordinated.set({ name: this.name }, 0);
+    if (this.running) {
+      this.log.info('Switched to ordinary leader election: campaigning for the lock ourselves');
+      // Our polls so far did not try to take a free lock (as after setEligible(true)): try at once.
+      this.s = { ...this.s, lastAttempt: undefined };
+      this.tick();
+    }
+    return true;
+  }
+
+  /**
+   * How long nobody has led the lock as this replica observes it, or undefined when a leader is
+   * live (we lead, or the lock names a holder whose lease has not run out by our observation) or
+   * when this replica cannot tell: it is not campaigning (not started, stopped, lost), or its reads
+   * of the lock are not answered (an API server outage: the api-access and lock-access probes
+   * judge that). Counted from the latest of: the end of the last live lease observed, our start,
+   * and the start of the current run of answered lock reads (so an outage does not count as time
+   * without a leader). Whether this replica may lead (eligible) does not matter here.
+   */
+  leaderlessFor(now: number = this.now()): number | undefined {
+    if (!this.running || this.s.phase !== 'candidate') return undefined;
+    const okAt = this.access.okAt;
+    if (okAt === undefined || now - okAt > this.observeGapMs() || this.observingSince === undefined) {
+      return undefined;
+    }
+    const from = Math.max(this.leaderUntil, this.startedAt ?? now, this.observingSince);
+    return now >= from ? now - from : undefined;
+  }
+
+  /**
+   * Liveness (with check()): an Error when nobody has led the lock for more than `limitMs`
+   * (default leaderlessLimitMs(leaseDuration): 10 lease durations, at least 2 minutes) as this
+   * replica observes it (leaderlessFor), while it is eligible: it could lead, and nobody does. A
+   * standby that sees another replica lead is healthy; so is a replica that cannot see (not
+   * eligible: readiness says so, and a blind replica must not lead) or cannot reach the API server.
+   * A replica that becomes eligible after a long blind spell is judged at once; it takes a free
+   * lock at once (ordinary) or answers the coordinator's pending ping, so that lasts seconds.
+   */
+  checkLeaderless(
+    limitMs: number = leaderlessLimitMs(this.cfg.leaseDurationMs),
+    now: number = this.now(),
+  ): Error | undefined {
+    if (!this.s.eligible) return undefined;
+    const idle = this.leaderlessFor(now);
+    if (idle === undefined || idle <= limitMs) return undefined;
+    const lock = this.s.lock;
+    const seen =
+      lock.kind === 'absent'
+        ? 'the lock is missing'
+        : lock.kind === 'present' && lock.record.holderIdentity !== ''
+          ? `its holder ${lock.record.holderIdentity} stopped renewing`
+          : 'the lock names no holder';
+    const mode = this.cfg.coordinated
+      ? 'coordinated leader election: the coordinator has named nobody'
+      : `ordinary leader election: this replica could not take it${this.access.lastError ? ` (last error: ${this.access.lastError})` : ''}`;
+    return new Error(
+      `nobody has led the lock ${this.namespace}/${this.name} for ${formatDuration(Math.round(idle / 100) * 100)} ` +
+        `(limit ${formatDuration(limitMs)}): ${seen}; ${mode}`,
+    );
+  }
+
+  /** The longest gap between two answered lock reads of a campaigning candidate, plus a timeout. */
+  private observeGapMs(): number {
+    return this.cfg.leaseDurationMs + this.cfg.retryPeriodMs * (1 + JITTER_FACTOR) + this.requestTimeoutMs;
   }
 
   /** Starts campaigning. Idempotent; cannot restart after stop()/release()/loss. */
   start(): void {
     if (this.running || this.s.phase === 'stopped' || this.s.phase === 'lost') return;
     this.running = true;
+    this.startedAt = this.now();
     this.log.info('Attempting to acquire leader lease');
     this.watchSub = this.opts.lockUpdates$?.subscribe({
       next: (lease) => this.onWatch(lease),
@@ -393,6 +469,8 @@ export class LeaderElector {
     const now = this.now();
     const status = err instanceof KubeApiError ? err.status : undefined;
     if (err === undefined || status === 404 || status === 409) {
+      const prev = this.access.okAt;
+      if (prev === undefined || now - prev > this.observeGapMs()) this.observingSince = now;
       this.access = { okAt: now, authenticatedAt: now };
     } else if (status === 403 || status === 429) {
       this.access = { ...this.access, authenticatedAt: now, lastError: (err as Error).message };
@@ -640,6 +718,7 @@ export class LeaderElector {
     const prev = this.s;
     this.s = next;
     const at = this.now();
+    this.leaderUntil = Math.max(this.leaderUntil, liveUntil(this.cfg, next));
     const holder = observedHolder(next);
     // A leader about to create its deleted lock again has not handed anything over.
     const recreating = next.phase === 'leader' && next.lock.kind === 'absent';

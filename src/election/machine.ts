@@ -166,6 +166,17 @@ export function recordLeaseMs(cfg: MachineConfig, r: LeaderRecord): number {
   return r.leaseDurationSeconds > 0 ? r.leaseDurationSeconds * 1000 : cfg.leaseDurationMs;
 }
 
+/**
+ * Until when (monotonic) the lock shows a leader by our observation: a holder's lease from the
+ * moment we saw its record change (the expiry every candidate judges by). -Infinity when the lock
+ * is unknown, missing or names no holder.
+ */
+export function liveUntil(cfg: MachineConfig, s: ElectionState): number {
+  const lock = s.lock;
+  if (lock.kind !== 'present' || lock.record.holderIdentity === '') return Number.NEGATIVE_INFINITY;
+  return lock.since + recordLeaseMs(cfg, lock.record);
+}
+
 /** The holder as last observed: '' for none/absent, undefined while unknown. */
 export function observedHolder(s: ElectionState): string | undefined {
   if (s.lock.kind === 'unknown') return undefined;

@@ -513,6 +513,25 @@ describe('grace and timeout', () => {
     expect(t.health('a')?.probeTimestamp).toBe(10_000);
   });
 
+  it('holdAll: no node timed out before `until`, at most a fresh grace from now; later deadlines stay', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('a', [ready('True', 1)]), 0); // due at 50 s
+    t.observeNode(node('b', [ready('True', 1)]), 58_000); // due at 108 s
+    expect(t.popDue(50_001)).toEqual(['a']);
+    t.holdAll(68_000, 60_000);
+    expect(t.health('a')?.probeTimestamp).toBe(18_000);
+    expect(t.health('b')?.probeTimestamp).toBe(58_000);
+    expect(t.popDue(68_000)).toEqual([]);
+    expect(t.popDue(68_001)).toEqual(['a']);
+    // Never past now: a hold beyond a grace gives a fresh grace from now.
+    t.holdAll(500_000, 100_000);
+    expect(t.health('a')?.probeTimestamp).toBe(100_000);
+    // Nothing for a hold that is over or not finite.
+    t.holdAll(90_000, 120_000);
+    t.holdAll(Number.NaN, 120_000);
+    expect(t.health('a')?.probeTimestamp).toBe(100_000);
+  });
+
   it('recheckAll reports every timed-out node and repairs the schedule', () => {
     const t = new NodeHealthTracker();
     t.observeNode(node('a', [ready('True', 1)]), 0);

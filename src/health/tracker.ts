@@ -469,6 +469,18 @@ export class NodeHealthTracker {
     });
   }
 
+  /**
+   * No node is timed out before `until` (at most a fresh grace from `now`): every probe moves to at
+   * least `until - grace`, never past `now`. For a silence whose cause is not known (a whole fleet
+   * quiet at once): a kubelet that could not renew through it gets the time to reconnect. O(N).
+   */
+  holdAll(until: number, now: number): void {
+    if (!Number.isFinite(now) || !Number.isFinite(until) || until <= now) return;
+    this.rescheduleAll((entry) => {
+      entry.probe = Math.max(entry.probe, Math.min(until - entry.graceMs, now));
+    });
+  }
+
   /** Moves every entry's probe (`move`), clears `reported` and rebuilds the heap at the new deadlines. O(N). */
   private rescheduleAll(move: (entry: Entry) => void): void {
     const scheduled: Entry[] = [];

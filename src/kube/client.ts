@@ -41,6 +41,11 @@ export interface KubeRequest {
    * `application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`.
    */
   accept?: string;
+  /**
+   * Called each time the request leaves the process (after any wait for a rate-limiter token or
+   * for credentials): a caller that times the server's answer starts its clock here.
+   */
+  onSend?: () => void;
 }
 
 export interface KubeResponse<T = unknown> {
@@ -554,6 +559,7 @@ export class KubeClient {
         this.useCert(auth.cert);
         let res: http.IncomingMessage;
         try {
+          req.onSend?.();
           res = await this.dispatch(req, auth, payload, dl);
         } catch (err) {
           if (isConnectionFailure(err)) creds.connectionFailed?.();

@@ -1,7 +1,7 @@
 import { VirtualTimeScheduler } from 'rxjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { monotonicScheduler } from '../clock/clock.js';
-import { RequestRateLimiter } from './rate-limit.js';
+import { RateLimiterFullError, RequestRateLimiter } from './rate-limit.js';
 import { type LoopbackServer, loopbackServer } from './testing.js';
 
 /** Moves virtual time forward by `ms` in 10 ms steps, letting promise callbacks run at each. */
@@ -37,6 +37,27 @@ describe('RequestRateLimiter (client-go token bucket, FIFO waiters, virtual time
       [6, 400],
     ]);
     expect(lim.waiting).toBe(0);
+  });
+
+  it('low-priority waiters (Events) go after every other waiter, and at most maxLowWaiting of them queue', async () => {
+    const s = new VirtualTimeScheduler();
+    const lim = new RequestRateLimiter(10, 1, s, 2);
+    await lim.acquire();
+    const order: string[] = [];
+    const refused: unknown[] = [];
+    for (const n of ['e1', 'e2', 'e3']) {
+      lim.acquire(undefined, 'low').then(
+        () => order.push(n),
+        (err) => refused.push(err),
+      );
+    }
+    for (const n of ['r1', 'r2']) void lim.acquire().then(() => order.push(n));
+    await advance(s, 0);
+    expect(refused).toHaveLength(1);
+    expect(refused[0]).toBeInstanceOf(RateLimiterFullError);
+    expect(lim.waiting).toBe(4);
+    await advance(s, 400);
+    expect(order).toEqual(['r1', 'r2', 'e1', 'e2']);
   });
 
   it('refills up to burst while idle, never more', async () => {

@@ -127,7 +127,15 @@ describe('CLI errors (no API server needed)', () => {
         tooLong,
         JSON.stringify({ pools: [{ name: 'off', selector: {}, nodeMonitorGracePeriod: '720h' }] }),
       );
+      // Nested 100,000 levels deep (a RangeError escaped validation: exit 1, "Failed to start"),
+      // and 2 MiB (read up to 1 MiB and a byte).
+      const deep = path.join(dir, 'deep.json');
+      writeFileSync(deep, `{"pools":[${'['.repeat(100_000)}${']'.repeat(100_000)}]}`);
+      const huge = path.join(dir, 'huge.json');
+      writeFileSync(huge, '{"pools":[]}'.padEnd(2 * 1024 * 1024, ' '));
       for (const [file, problem] of [
+        [deep, 'nested deeper than 32 levels of objects and lists (at pools[0][0]'],
+        [huge, 'too large: at least 1048577 bytes; a pool config may have at most 1048576 bytes'],
         [invalid, '"5 minutes"'],
         [missing, 'cannot read'],
         [atThreshold, 'pools[0] "edge": nodeMonitorGracePeriod: "45s": out of range; accepted: '],

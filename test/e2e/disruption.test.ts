@@ -216,6 +216,34 @@ describe('per-pool grace periods', () => {
       ctl.child.kill('SIGHUP');
       const err = await ctl.waitForLog('Pool config invalid, keeping the previous one', 5000);
       expect(JSON.stringify(err)).toContain('nodeMonitorGracePeriod');
+
+      // A file nested 100,000 levels deep (quoting it in the error threw RangeError, and SIGHUP's
+      // unhandled rejection exited the process): refused the same way, by SIGHUP and by the file
+      // watch, counted; the process lives on and a later good file is applied.
+      const invalidBefore = await ctl.metric('nlc_pool_config_reloads_total', { result: 'invalid' });
+      const reloadedBefore = ctl.logs.filter((l) => l.msg === 'Pool config reloaded').length;
+      writeFileSync(file, `{"pools":[${'['.repeat(100_000)}${']'.repeat(100_000)}]}`);
+      ctl.child.kill('SIGHUP');
+      const deep = await ctl.waitForLog('Pool config invalid, keeping the previous one', 5000, (l) =>
+        JSON.stringify(l.errors).includes('nested deeper than 32 levels'),
+      );
+      expect(deep).toMatchObject({ path: file, reason: 'SIGHUP' });
+      await waitUntil(
+        async () =>
+          (await ctl.metric('nlc_pool_config_reloads_total', { result: 'invalid' })) >= invalidBefore + 2,
+        { timeoutMs: 5000, what: 'the deep file refused by SIGHUP and by the file watch' },
+      );
+      writeFileSync(file, pools('9s'));
+      ctl.child.kill('SIGHUP');
+      await waitUntil(
+        () => ctl.logs.filter((l) => l.msg === 'Pool config reloaded').length > reloadedBefore,
+        {
+          timeoutMs: 5000,
+          what: 'the good file applied after the deep one',
+        },
+      );
+      expect(ctl.child.exitCode).toBeNull();
+      expect(ctl.child.signalCode).toBeNull();
     } finally {
       await ctl.kill();
       fleet.stop();

@@ -8,6 +8,7 @@ import { COMPONENT_NAME } from '../../src/election/config.js';
 import { KubeClient, paths } from '../../src/kube/client.js';
 import type { Lease } from '../../src/kube/types.js';
 import type { ControlPlaneOptions } from '../../src/localcluster/control-plane.js';
+import { ApiHttpProxy } from '../support/api-http-proxy.js';
 import { ApiResolver, serverSideApply } from '../support/apply.js';
 import { startCluster, type TestCluster } from '../support/cluster.js';
 import {
@@ -782,4 +783,160 @@ describe('fall-back: the gate asked for, the API server without it', () => {
     expect(g.decided).toBeGreaterThanOrEqual(30_000);
     expect(g.decided).toBeLessThan(35_000);
   });
+
+  it("failed checks decide nothing (40 s of 503/429 from the coordinator's lease); decided coordinated with no coordinator, nobody leads: it checks again and falls back", async () => {
+    dumpOnFailure();
+    // kube-apiserver with the LeaseCandidate API but no coordinator; the replica reaches it through
+    // a proxy that answers the coordinator's lease as the test says.
+    const other = await startCluster({
+      audit: true,
+      apiserverArgs: ['--runtime-config=coordination.k8s.io/v1beta1=true'],
+    });
+    const tmp = mkdtempSync(path.join(os.tmpdir(), 'nlc-coord-'));
+    const proxy = await ApiHttpProxy.start(other.cp);
+    const healthz: { at: number; status: number; body: string }[] = [];
+    let sampling = true;
+    try {
+      await other.admin.request({
+        method: 'POST',
+        path: paths.namespaces(),
+        body: { metadata: { name: NS } },
+      });
+      const kubeconfig = path.join(tmp, 'via-proxy.kubeconfig');
+      proxy.writeKubeconfig(other.cp, kubeconfig);
+      const coordinatorLease = (r: { method: string; url: string }) =>
+        r.method === 'GET' && r.url.startsWith('/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/');
+      let n = 0;
+      const failing = proxy.answer(coordinatorLease, () => {
+        const code = n++ % 2 === 0 ? 503 : 429;
+        return { status: code, body: { kind: 'Status', apiVersion: 'v1', status: 'Failure', code } };
+      });
+      const t0 = performance.now();
+      const r = await replica('h-0', { on: other, kubeconfig });
+      const sampler = (async () => {
+        while (sampling) {
+          const res = await fetch(`http://127.0.0.1:${r.probesPort}/healthz?verbose`).catch(() => undefined);
+          if (res) healthz.push({ at: performance.now() - t0, status: res.status, body: await res.text() });
+          await sleep(1_000);
+        }
+      })();
+      // A kubelet's lease, renewed every second, so that the replica's lease watch stays in contact
+      // (this cluster has no node): a replica that cannot see may not lead.
+      const nodeLease = paths.lease('kube-node-lease', 'h-node');
+      const renewer = (async () => {
+        while (sampling) {
+          const spec = { holderIdentity: 'h-node', leaseDurationSeconds: 40, renewTime: microNow() };
+          await other.admin
+            .request<Lease>({ method: 'GET', path: nodeLease })
+            .then((l) => other.admin.request({ method: 'PUT', path: nodeLease, body: { ...l, spec } }))
+            .catch(() =>
+              other.admin.request({
+                method: 'POST',
+                path: paths.leases('kube-node-lease'),
+                body: { metadata: { name: 'h-node' }, spec },
+              }),
+            )
+            .catch(() => undefined);
+          await sleep(1_000);
+        }
+      })();
+      const candidates = async () =>
+        (
+          (
+            await other.admin.request<{ items: LeaseCandidate[] }>({
+              method: 'GET',
+              path: candidatePaths.list(NS),
+            })
+          ).items ?? []
+        ).map((c) => c.metadata.name);
+
+      // 1. 40 s of failures: undecided (the old check took 30 s of them for "a coordinator runs").
+      await sleep(Math.max(0, 40_000 - (performance.now() - t0)));
+      const decisions = () => r.logs.filter((l) => String(l.msg).startsWith('Coordinated leader election'));
+      expect(decisions()).toEqual([]);
+      const warned = r.logs.filter((l) =>
+        String(l.msg).startsWith('Cannot ask the API server for kube-system/leader-election-controller'),
+      );
+      console.log(`undecided after 40 s of 503/429: ${warned.length} warnings, ${n} failed reads`);
+      expect(warned.length).toBeGreaterThanOrEqual(4);
+      expect(warned.length).toBe(n);
+      expect(warned.every((l) => l.level === 'warn' && /\b(503|429)\b/.test(JSON.stringify(l.err)))).toBe(
+        true,
+      );
+      expect(await candidates()).toEqual([]);
+      expect(lockWrites('h-0', LOCK, other)).toEqual([]);
+
+      // 2. A coordinator that renews (as the proxy shows it): coordinated, at the next retry.
+      failing();
+      let renewals = 0;
+      const fake = proxy.answer(coordinatorLease, () => ({
+        status: 200,
+        body: {
+          apiVersion: 'coordination.k8s.io/v1',
+          kind: 'Lease',
+          metadata: { name: 'leader-election-controller', namespace: 'kube-system' },
+          spec: {
+            holderIdentity: 'apiserver-test',
+            renewTime: `2026-01-01T00:00:${String(renewals++ % 60).padStart(2, '0')}.000000Z`,
+          },
+        },
+      }));
+      const decided = await r.waitForLog(
+        'Coordinated leader election: publishing a LeaseCandidate; the coordinator names the leader',
+        35_000,
+      );
+      const decidedAt = performance.now() - t0;
+      expect(decided.note).toBeUndefined();
+      // Gone again: the proxy passes the reads on (404: kube-apiserver runs no coordinator here).
+      fake();
+      await waitUntil(async () => (await candidates()).includes('h-0'), {
+        timeoutMs: 10_000,
+        what: 'h-0 candidate',
+      });
+
+      // 3. Nobody names it: after 30 s without a leader (4 lease durations, at least 30 s) it checks
+      // again, finds no coordinator (its lease missing for 30 s), withdraws and leads by ordinary election.
+      const recheck = await r.waitForLog(
+        'Nobody has led the lock under coordinated leader election: checking whether the coordinator is still there',
+        45_000,
+      );
+      const recheckAt = performance.now() - t0;
+      const fellBack = await r.waitForLog(
+        'Coordinated leader election: the coordinator is gone; using ordinary leader election',
+        40_000,
+      );
+      const fellBackAt = performance.now() - t0;
+      await waitUntil(async () => (await master(r)) === 1, {
+        timeoutMs: LEASE_MS + 5_000,
+        what: 'h-0 leading',
+      });
+      const ledAt = performance.now() - t0;
+      console.log(
+        `coordinated after ${decidedAt.toFixed(0)} ms; re-check at ${recheckAt.toFixed(0)} ms ` +
+          `(${String(recheck.leaderlessFor)} without a leader); fell back at ${fellBackAt.toFixed(0)} ms, leading at ${ledAt.toFixed(0)} ms`,
+      );
+      expect(decidedAt).toBeGreaterThan(40_000);
+      expect(recheckAt - decidedAt).toBeGreaterThanOrEqual(30_000);
+      expect(fellBack.reason).toMatch(
+        /^no coordinator: kube-system\/leader-election-controller was missing for 30s/,
+      );
+      expect(ledAt - fellBackAt).toBeLessThan(LEASE_MS + 1_000);
+      expect(await candidates()).toEqual([]);
+      expect(sampleValue(await r.metrics(), 'nlc_leader_election_coordinated', { name: LOCK })).toBe(0);
+      expect(lockWrites('h-0', LOCK, other).map((e) => e.verb)).toContain('create');
+      // /healthz stayed 200 throughout: undecided for less than 5 minutes, without a leader for
+      // less than 2 minutes (the fall-back came first).
+      sampling = false;
+      await Promise.all([sampler, renewer]);
+      expect(healthz.length).toBeGreaterThan(60);
+      expect(healthz.filter((h) => h.status !== 200)).toEqual([]);
+      await r.kill('SIGTERM');
+      procs.delete('h-0');
+    } finally {
+      sampling = false;
+      await proxy.close();
+      await other.stop();
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  }, 300_000);
 });

@@ -23,6 +23,9 @@ export interface ProxiedRequest {
  *   just never show that node's renewals. Its GETs are answered as usual.
  * - `delay(pred, ms)`: requests matching `pred` are forwarded only after `ms` (a slow API server
  *   for those requests); one the client gives up on is dropped.
+ * - `answer(pred, fn)`: requests matching `pred` are answered by the proxy itself with the status
+ *   and JSON body `fn` returns (an API server failing those requests, or showing another object),
+ *   never forwarded.
  */
 export class ApiHttpProxy {
   /** Requests seen, in arrival order. */
@@ -31,6 +34,10 @@ export class ApiHttpProxy {
   readonly dropped = new Map<string, number>();
   private readonly held = new Set<string>();
   private delays: Array<{ pred: (r: ProxiedRequest) => boolean; ms: number }> = [];
+  private answers: Array<{
+    pred: (r: ProxiedRequest) => boolean;
+    fn: (r: ProxiedRequest) => { status: number; body: unknown };
+  }> = [];
   private readonly pending = new Set<ProxiedRequest>();
   private readonly agent: https.Agent;
 
@@ -77,6 +84,18 @@ export class ApiHttpProxy {
     };
   }
 
+  /** Requests matching `pred` are answered with `fn`'s status and JSON body (until cleared). */
+  answer(
+    pred: (r: ProxiedRequest) => boolean,
+    fn: (r: ProxiedRequest) => { status: number; body: unknown },
+  ): () => void {
+    const a = { pred, fn };
+    this.answers.push(a);
+    return () => {
+      this.answers = this.answers.filter((x) => x !== a);
+    };
+  }
+
   /** A kubeconfig for the controller: this proxy as the server, with the admin token. */
   writeKubeconfig(cp: LocalControlPlane, to: string): void {
     const text = [
@@ -103,6 +122,14 @@ export class ApiHttpProxy {
   private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
     const seen: ProxiedRequest = { method: req.method ?? 'GET', url: req.url ?? '/' };
     this.requests.push(seen);
+    const answer = this.answers.find((a) => a.pred(seen));
+    if (answer) {
+      const { status, body } = answer.fn(seen);
+      req.resume();
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body));
+      return;
+    }
     const ms = this.delays.find((d) => d.pred(seen))?.ms ?? 0;
     let gone = false;
     res.on('close', () => {
@@ -148,6 +175,9 @@ export class ApiHttpProxy {
       delete headers['transfer-encoding'];
     }
     res.writeHead(upRes.statusCode ?? 502, headers);
+    // A watch with nothing to tell (an empty namespace) must still get its headers now, as from
+    // kube-apiserver; Node sends them with the first body byte otherwise.
+    res.flushHeaders();
     if (!filtered) {
       upRes.pipe(res);
       return;

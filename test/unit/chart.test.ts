@@ -7,12 +7,13 @@
  * pools, runbook links, names and namespaces.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FLAGS } from '../../src/config/flags.js';
 import { parsePoolConfig } from '../../src/disruption/pools/config.js';
+import { type LabelSelector, matchesSelector } from '../../src/disruption/pools/selector.js';
 import { type Manifest, parseManifests } from '../support/apply.js';
 import { helm, projectHelm } from '../support/helm.js';
 import { kustomizeOverlay } from '../support/kubectl.js';
@@ -42,14 +43,55 @@ function template(
 const key = (o: Manifest) => `${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}`;
 const byKey = (l: Manifest[]) => [...l].sort((a, b) => key(a).localeCompare(key(b)));
 
-/** The chart's objects with Helm's labels taken out (each must be there first). */
-function withoutHelmLabels(objects: Manifest[]): Manifest[] {
+const INSTANCE = 'app.kubernetes.io/instance';
+
+/**
+ * Every label selector of an object of the chart: what it selects (`pods`, or the ServiceMonitor's
+ * `services`) and the selector itself (the object's own, to read or change).
+ */
+function selectorsOf(o: Manifest): { what: string; selects: 'pods' | 'services'; selector: LabelSelector }[] {
+  const spec = (o.spec ?? {}) as Record<string, unknown>;
+  const what = `${o.kind} ${o.metadata.name}`;
+  switch (o.kind) {
+    case 'Deployment':
+    case 'PodDisruptionBudget':
+      return [{ what, selects: 'pods', selector: spec.selector as LabelSelector }];
+    case 'Service':
+      return [{ what, selects: 'pods', selector: { matchLabels: spec.selector as Record<string, string> } }];
+    case 'NetworkPolicy':
+      return [{ what, selects: 'pods', selector: spec.podSelector as LabelSelector }];
+    case 'ServiceMonitor':
+      return [{ what, selects: 'services', selector: spec.selector as LabelSelector }];
+    default:
+      return [];
+  }
+}
+
+/** The labels of the pods a render's Deployment makes. */
+const podLabelsOf = (objects: Manifest[]) =>
+  (
+    objects.find((o) => o.kind === 'Deployment')!.spec as {
+      template: { metadata: { labels: Record<string, string> } };
+    }
+  ).template.metadata.labels;
+
+/**
+ * The chart's objects with what Helm's conventions add taken out (each must be there first):
+ * Helm's labels on every object's metadata, and the release's instance label in every selector and
+ * on the pods.
+ */
+function withoutHelmLabels(objects: Manifest[], release = 'node-lifecycle-controller'): Manifest[] {
   return objects.map((o) => {
     const copy = structuredClone(o);
     const labels = copy.metadata.labels ?? {};
     for (const l of HELM_LABELS) {
       expect(labels[l], `${key(o)}: label ${l}`).toBeDefined();
       delete labels[l];
+    }
+    const selected = selectorsOf(copy).map((s) => s.selector.matchLabels ?? {});
+    for (const l of copy.kind === 'Deployment' ? [...selected, podLabelsOf([copy])] : selected) {
+      expect(l[INSTANCE], `${key(o)}: ${INSTANCE} in a selector or the pods' labels`).toBe(release);
+      delete l[INSTANCE];
     }
     return copy;
   });
@@ -64,16 +106,33 @@ const pod = (objects: Manifest[]) =>
   };
 
 describe('Helm chart', () => {
-  it('helm lint --strict passes, with the default values and with each ci/ values file', () => {
-    expect(helm(['lint', '--strict', CHART])).toMatch(/1 chart\(s\) linted, 0 chart\(s\) failed/);
+  it('helm lint --strict passes without a warning, with the default values and with each ci/ values file', () => {
+    /** stdout and stderr of a helm run that must succeed (helm warns on stderr, e.g. of symlinks). */
+    const lint = (args: string[]) => {
+      const r = spawnSync(projectHelm(), ['lint', '--strict', CHART, ...args], { encoding: 'utf8' });
+      expect(r.status, `helm lint ${args.join(' ')}: ${r.stderr}${r.stdout}`).toBe(0);
+      // Chart.yaml has no icon: helm reports it as INFO, not a warning.
+      expect(r.stdout.split('\n').filter((l) => /WARNING|ERROR/.test(l))).toEqual([]);
+      expect(r.stderr).toBe('');
+      return r.stdout;
+    };
+    expect(lint([])).toMatch(/1 chart\(s\) linted, 0 chart\(s\) failed/);
     const ci = readdirSync(join(CHART, 'ci'));
     expect(ci.sort()).toEqual(['companion-values.yaml', 'control-plane-values.yaml', 'kind-values.yaml']);
-    for (const f of ci) {
-      expect(helm(['lint', '--strict', CHART, '-f', join(CHART, 'ci', f)]), f).toMatch(/0 chart\(s\) failed/);
-    }
+    for (const f of ci) expect(lint(['-f', join(CHART, 'ci', f)]), f).toMatch(/0 chart\(s\) failed/);
   });
 
-  it('helm package: one archive holding the alert rules the link points at', () => {
+  it("files/prometheusrule.yaml is a file of the chart (no link out of it) identical to the kustomize component's", () => {
+    const copy = join(CHART, 'files', 'prometheusrule.yaml');
+    const source = join(MANIFESTS, 'components', 'prometheusrule', 'prometheusrule.yaml');
+    expect(lstatSync(copy).isFile(), `${copy} is a regular file, not a link`).toBe(true);
+    expect(
+      readFileSync(copy, 'utf8') === readFileSync(source, 'utf8'),
+      `the chart's alert rules differ from the component's, the one to edit; copy it: cp ${relative(REPO, source)} ${relative(REPO, copy)}`,
+    ).toBe(true);
+  });
+
+  it('helm package: one archive holding the alert rules of the kustomize component', () => {
     const out = mkdtempSync(join(tmpdir(), 'nlc-chart-'));
     try {
       helm(['package', CHART, '--destination', out]);
@@ -316,19 +375,64 @@ describe('Helm chart', () => {
     }
   });
 
-  it('prometheusRule.runbookBaseURL: every runbook link points there, anchors kept', () => {
+  it("prometheusRule.runbookBaseURL: the component's absolute links by default; every runbook link points at the value, anchors kept; a relative base is refused", () => {
+    const links = (args: string[]) =>
+      (
+        template(['--set', 'prometheusRule.enabled=true', ...args]).find((o) => o.kind === 'PrometheusRule')!
+          .spec as { groups: { rules: { alert: string; annotations: { runbook_url: string } }[] }[] }
+      ).groups
+        .flatMap((g) => g.rules)
+        .map((r) => [r.alert, r.annotations.runbook_url] as const);
+    const component = parseManifests(
+      readFileSync(join(MANIFESTS, 'components', 'prometheusrule', 'prometheusrule.yaml'), 'utf8'),
+    )[0]!.spec as { groups: { rules: { alert: string; annotations: { runbook_url: string } }[] }[] };
+    const defaults = links([]);
+    expect(defaults).toEqual(
+      component.groups.flatMap((g) => g.rules).map((r) => [r.alert, r.annotations.runbook_url]),
+    );
+    for (const [alert, url] of defaults)
+      expect(url, alert).toMatch(/^https?:\/\/[^#]+#nodelifecyclecontroller/);
     const base = 'https://docs.example.com/nlc/v0.2.0/operations.html';
-    const rule = template([
-      '--set',
-      `prometheusRule.enabled=true,prometheusRule.runbookBaseURL=${base}`,
-    ]).find((o) => o.kind === 'PrometheusRule')!;
-    const links = (
-      rule.spec as { groups: { rules: { alert: string; annotations: { runbook_url: string } }[] }[] }
-    ).groups
-      .flatMap((g) => g.rules)
-      .map((r) => [r.alert, r.annotations.runbook_url]);
-    expect(links.length).toBeGreaterThan(10);
-    for (const [alert, url] of links) expect(url).toBe(`${base}#${alert!.toLowerCase()}`);
+    const moved = links(['--set', `prometheusRule.runbookBaseURL=${base}`]);
+    expect(moved.length).toBeGreaterThan(10);
+    for (const [alert, url] of moved) expect(url).toBe(`${base}#${alert.toLowerCase()}`);
+    for (const bad of ['docs/operations.md', `${base}#top`, '']) {
+      const r = spawnSync(
+        projectHelm(),
+        ['template', 'x', CHART, '--set', `prometheusRule.enabled=true,prometheusRule.runbookBaseURL=${bad}`],
+        { encoding: 'utf8' },
+      );
+      expect(r.status, `runbookBaseURL=${bad}`).not.toBe(0);
+      expect(r.stderr, `runbookBaseURL=${bad}`).toMatch(/runbookBaseURL/);
+    }
+  });
+
+  it("two releases in one namespace: no selector of one matches the other's pods (or the ServiceMonitor its Service)", () => {
+    const args = ['--set', 'serviceMonitor.enabled=true,networkPolicy.enabled=true'];
+    const releases = ['nlc-a', 'nlc-b'].map((r) => template(args, r, 'platform'));
+    const targets = (objects: Manifest[]) => ({
+      pods: podLabelsOf(objects),
+      services: objects.find((o) => o.kind === 'Service')!.metadata.labels ?? {},
+    });
+    for (const [mine, other] of [releases, [...releases].reverse()] as [Manifest[], Manifest[]][]) {
+      const selectors = mine.flatMap(selectorsOf);
+      expect(selectors.map((s) => s.what.split(' ')[0]).sort()).toEqual([
+        'Deployment',
+        'NetworkPolicy',
+        'PodDisruptionBudget',
+        'Service',
+        'ServiceMonitor',
+      ]);
+      for (const { what, selects, selector } of selectors) {
+        expect(matchesSelector(selector, targets(mine)[selects]), `${what} selects its own ${selects}`).toBe(
+          true,
+        );
+        expect(
+          matchesSelector(selector, targets(other)[selects]),
+          `${what} selects the other release's ${selects} ${JSON.stringify(targets(other)[selects])}`,
+        ).toBe(false);
+      }
+    }
   });
 
   it('another release name and namespace: every name and namespace follows, subjects included', () => {

@@ -869,15 +869,21 @@ describe('PrometheusRule', () => {
     }
   });
 
-  it('every runbook_url points at its own section of docs/operations.md (relative to the repository)', () => {
+  it("every runbook_url is an absolute http(s) URL, one documented base for all, whose anchor is the alert's heading in docs/operations.md", () => {
     const anchors = markdownAnchors(OPERATIONS_MD);
+    const bases = new Set<string>();
     for (const a of alerts()) {
       const url = a.annotations?.runbook_url ?? '';
-      const m = /^docs\/operations\.md#([\w-]+)$/.exec(url);
-      expect(m, `${a.alert}: ${url}`).not.toBeNull();
-      expect(m![1], `${a.alert} runbook anchor`).toBe(a.alert.toLowerCase());
-      expect(anchors.has(m![1]!), `docs/operations.md has a section "${a.alert}"`).toBe(true);
+      const m = /^(https?:\/\/[^\s#]+)#([\w-]+)$/.exec(url);
+      expect(m, `${a.alert}: ${url} is <absolute http(s) base>#<anchor>`).not.toBeNull();
+      expect(new URL(url).hash, `${a.alert}: ${url}`).toBe(`#${a.alert.toLowerCase()}`);
+      bases.add(m![1]!);
+      expect(anchors.has(m![2]!), `docs/operations.md has a section "${a.alert}"`).toBe(true);
     }
+    expect(bases.size, [...bases].join(' ')).toBe(1);
+    // The default base is stated where the links are explained (docs/deploy.md, "Monitoring").
+    const [base] = bases;
+    expect(readFileSync(join(REPO, 'docs', 'deploy.md'), 'utf8')).toContain(`\`${base}\``);
   });
 
   it('every selector of every alert picks the job of the ServiceMonitor; per-install alerts group by namespace', () => {

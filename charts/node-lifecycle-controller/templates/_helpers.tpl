@@ -22,9 +22,16 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
-{{/* What selects the controller's pods (the Deployment, the Service, the PDB, the NetworkPolicy). */}}
+{{/*
+What selects the controller's pods (the Deployment, the Service, the PDB, the NetworkPolicy) and,
+with the component label, the ServiceMonitor's Service: the name and the release, so that two
+releases in one namespace never select each other's pods. The Deployment's selector is immutable:
+an upgrade from a chart whose selector had the name only needs the Deployment deleted first
+(CHANGELOG).
+*/}}
 {{- define "nlc.selector" -}}
 app.kubernetes.io/name: node-lifecycle-controller
+app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{- define "nlc.image" -}}

@@ -10,7 +10,8 @@ import type { Clock } from '../../clock/clock.js';
 import type { Ticker } from '../../clock/ticker.js';
 import { createDisruptionMetrics, DisruptionController } from '../../disruption/index.js';
 import { NodeHealthTracker } from '../../health/index.js';
-import type { KubeClient } from '../../kube/client.js';
+import type { KubeClient, KubeRequest } from '../../kube/client.js';
+import { RequestRateLimiter } from '../../kube/rate-limit.js';
 import type { Lease, Node } from '../../kube/types.js';
 import { memoryLogger } from '../../log/logger.js';
 import type { MarkingPolicy } from '../../policy/index.js';
@@ -42,6 +43,10 @@ export interface Harness {
   scheduled: number[];
   /** Every line the controller logged. */
   logs: Array<Record<string, unknown>>;
+  /** The shared client-side rate limiter (sharedLimiter), to queue other requests ahead. */
+  limiter: RequestRateLimiter | undefined;
+  /** The controller's writer (to record Events beside its own writes). */
+  writer: ApiWriter;
   stop(): Promise<void>;
 }
 
@@ -66,6 +71,11 @@ export function harness(o: {
   burst?: number;
   /** The controller's workers (default 8). */
   workers?: number;
+  /**
+   * One client-side rate limiter (qps, burst) for every request, reads and writes alike, as
+   * run.ts wires it (default: the writer's own, reads unthrottled).
+   */
+  sharedLimiter?: boolean;
 }): Harness {
   const sim = new SimApiServer(now);
   for (let i = 0; i < o.nodes; i++) sim.addNode(`node-${i}`);
@@ -83,7 +93,17 @@ export function harness(o: {
   };
   const registry = new Registry();
   const logger = memoryLogger(2);
-  const client = sim.client as unknown as KubeClient;
+  const limiter = o.sharedLimiter
+    ? new RequestRateLimiter(o.qps ?? 50, o.burst ?? 100, clock.scheduler)
+    : undefined;
+  const client = (limiter
+    ? {
+        request: async (req: KubeRequest) => {
+          if (!req.throttled) await limiter.acquire(req.signal);
+          return sim.client.request(req);
+        },
+      }
+    : sim.client) as unknown as KubeClient;
   const random = () => 0.5; // nominal backoff delays, no jitter
   const nodes = new Reflector<Node>({
     resource: 'nodes',
@@ -109,6 +129,7 @@ export function harness(o: {
     clock,
     qps: o.qps ?? 50,
     burst: o.burst ?? 100,
+    ...(limiter ? { limiter } : {}),
     component: 'node-controller',
     instance: 'test',
   });
@@ -174,6 +195,8 @@ export function harness(o: {
     blindIntervals,
     scheduled,
     logs: logger.lines,
+    limiter,
+    writer,
     async stop() {
       sim.stopAll();
       nodes.dispose();

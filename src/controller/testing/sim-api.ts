@@ -153,6 +153,16 @@ export class SimApiServer {
     );
   }
 
+  /** A stopped kubelet runs again: it renews now and every `renewMs` from now on. */
+  startKubelet(name: string, renewMs = 10_000): void {
+    if (this.kubelets.has(name)) return;
+    this.renew(name);
+    this.kubelets.set(
+      name,
+      setInterval(() => this.renew(name), renewMs),
+    );
+  }
+
   /** The kubelet stops (the node dies). Returns the monotonic time of its last renewal. */
   stopKubelet(name: string): number {
     clearInterval(this.kubelets.get(name));
@@ -437,6 +447,7 @@ export class SimApiServer {
   readonly client = {
     request: async <T>(req: KubeRequest): Promise<T> => {
       const what = `${req.method} ${req.path}`;
+      req.onSend?.();
       await this.pass(what, req.signal, req.timeoutMs ?? 30_000);
       await this.storageUp(what, req.signal, req.timeoutMs ?? 30_000);
       const instead = await this.onRequest?.(req);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  MAX_POOL_CONFIG_BYTES,
   type PoolConfig,
   PoolConfigError,
   parsePoolConfig,
@@ -402,6 +403,101 @@ describe('parsePoolConfig', () => {
     const r = parsePoolConfig('pools:\n  - name: a\n');
     expect(r.ok).toBe(false);
     expect(r.ok ? '' : r.errors[0]!.text).toMatch(/^not valid JSON: .*only JSON is supported\)$/s);
+  });
+});
+
+describe('pool config input that breaks recursion or memory', () => {
+  /** `levels` lists (or objects) nested in each other; the innermost is empty. */
+  const nested = (levels: number, kind: 'array' | 'object'): string =>
+    kind === 'array'
+      ? `${'['.repeat(levels)}${']'.repeat(levels)}`
+      : `${'{"a":'.repeat(levels - 1)}{}${'}'.repeat(levels - 1)}`;
+  const texts = (r: ReturnType<typeof parsePoolConfig>) => (r.ok ? [] : r.errors.map((e) => e.text));
+
+  it.each([
+    ['lists as a pool', (n: number) => `{"pools":[${nested(n, 'array')}]}`, 'pools[0][0][0]'],
+    ['objects in an unknown field', (n: number) => `{"pools":[],"x":${nested(n, 'object')}}`, 'x.a.a.a'],
+    [
+      'lists as a label value',
+      (n: number) =>
+        `{"pools":[{"name":"a","selector":{"matchLabels":{"k":${nested(n, 'array')}}},"nodeMonitorGracePeriod":"1m"}]}`,
+      'pools[0].selector.matchLabels.k[0][0]',
+    ],
+  ])('refuses 100,000 nested %s with an error, not a RangeError', (_what, make, at) => {
+    const r = parsePoolConfig(make(100_000));
+    expect(r.ok).toBe(false);
+    const [text, ...rest] = texts(r);
+    expect(rest).toEqual([]);
+    expect(text).toMatch(
+      /^nested deeper than 32 levels of objects and lists \(at .*; a pool config needs 7\)$/,
+    );
+    expect(text).toContain(`(at ${at}`);
+  });
+
+  it('accepts 32 levels and refuses 33 (the document is level 1)', () => {
+    // {"pools":[],"x":<31 nested lists>}: the innermost list is level 32.
+    expect(texts(parsePoolConfig(`{"pools":[],"x":${nested(31, 'array')}}`))).toEqual([
+      expect.stringMatching(/^x: \[\[\[.*: unknown field; accepted fields: pools$/),
+    ]);
+    expect(texts(parsePoolConfig(`{"pools":[],"x":${nested(32, 'array')}}`))).toEqual([
+      // The path (x and 31 indices) is cut to 80 characters, as values are.
+      `nested deeper than 32 levels of objects and lists (at x${'[0]'.repeat(25)}[...; a pool config needs 7)`,
+    ]);
+  });
+
+  it('validates a document whose values are too deep to quote, or that throws, into errors', () => {
+    let deep: unknown = [];
+    for (let i = 0; i < 100_000; i++) deep = [deep];
+    expect(validatePoolConfig({ pools: [deep] }).ok).toBe(false);
+    const cyclic: Record<string, unknown> = { pools: [] };
+    cyclic.x = cyclic;
+    const c = validatePoolConfig(cyclic);
+    expect(c.ok ? [] : c.errors.map((e) => e.text)).toEqual([
+      expect.stringMatching(/^cannot validate the pool config: Converting circular structure to JSON/),
+    ]);
+    const throwing = {
+      get pools(): unknown {
+        throw new RangeError('boom');
+      },
+    };
+    const t = validatePoolConfig(throwing);
+    expect(t.ok ? [] : t.errors.map((e) => e.text)).toEqual(['cannot validate the pool config: boom']);
+  });
+
+  it('refuses text over 1 MiB (counted in UTF-8 bytes) and accepts 1 MiB', () => {
+    const good = '{"pools":[]}';
+    const padded = (bytes: number, pad = ' ') =>
+      good + pad.repeat((bytes - good.length) / Buffer.byteLength(pad));
+    expect(parsePoolConfig(padded(MAX_POOL_CONFIG_BYTES)).ok).toBe(true);
+    expect(texts(parsePoolConfig(padded(MAX_POOL_CONFIG_BYTES + 1)))).toEqual([
+      'too large: 1048577 bytes; a pool config may have at most 1048576 bytes (1 MiB, what a ConfigMap holds)',
+    ]);
+    // 2-byte characters: fewer characters than the limit, more bytes.
+    const wide = `{"pools":[],"x":"${'é'.repeat(MAX_POOL_CONFIG_BYTES / 2)}"}`;
+    expect(wide.length).toBeLessThan(MAX_POOL_CONFIG_BYTES);
+    expect(texts(parsePoolConfig(wide))).toEqual([expect.stringMatching(/^too large: 1048595 bytes;/)]);
+  });
+
+  it('reports the first 50 errors and warnings of a huge file and counts the rest', () => {
+    const bad = parsePoolConfig(JSON.stringify({ pools: Array.from({ length: 20_000 }, () => 'x') }));
+    const errors = texts(bad);
+    expect(errors).toHaveLength(51);
+    expect(errors[49]).toMatch(/^pools\[49\]: "x": must be an object/);
+    expect(errors[50]).toBe('19950 more errors not shown (20000 in all)');
+    const warned = parsePoolConfig(
+      JSON.stringify({
+        pools: Array.from({ length: 60 }, (_, i) => ({
+          name: `p${i}`,
+          selector: {},
+          nodeMonitorGracePeriod: '10s',
+        })),
+      }),
+    );
+    expect(warned.ok).toBe(true);
+    // Each pool warns for its 10s grace, each after the first for being shadowed by pools[0].
+    expect(warned.warnings).toHaveLength(51);
+    expect(warned.warnings[50]?.text).toBe('69 more warnings not shown (119 in all)');
+    expect(warned.ok && warned.config.pools).toHaveLength(60);
   });
 });
 

@@ -49,6 +49,22 @@ export interface PoolGraceBounds {
   watchSilenceThresholdMs?: number;
 }
 
+/**
+ * The largest pool config accepted, in bytes: 1 MiB, what a ConfigMap can hold. A file is never
+ * read past it, so a huge file cannot exhaust the controller's memory.
+ */
+export const MAX_POOL_CONFIG_BYTES = 1024 * 1024;
+
+/**
+ * The deepest nesting of objects and lists accepted. A valid file needs 7 levels (the document,
+ * `pools`, a pool, `selector`, `matchExpressions`, a requirement, `values`); deeper input is
+ * refused before validation, which walks (and quotes) values recursively.
+ */
+export const MAX_POOL_CONFIG_DEPTH = 32;
+
+/** At most this many errors (and as many warnings) are reported; the rest are counted. */
+export const MAX_POOL_CONFIG_ISSUES = 50;
+
 /** client-go's HTTP/2 health check: 30s ping timeout + 15s read-idle timeout (reference §1). */
 export const HTTP2_HEALTH_CHECK_MS = 45_000;
 
@@ -124,9 +140,55 @@ function show(value: unknown): string {
   return s.length > 80 ? `${s.slice(0, 77)}...` : s;
 }
 
+/** An issue of the whole document (no pool, no field): its text is the message alone. */
+function documentIssue(message: string): PoolConfigIssue {
+  return { path: '', field: '', value: undefined, message, text: message };
+}
+
+/**
+ * Where `doc` nests objects or lists deeper than `limit` levels (the document itself is level 1):
+ * the path of the first value too deep, or undefined. Iterative, so any depth is walked without
+ * recursion; each object is visited once.
+ */
+function tooDeepAt(doc: unknown, limit: number): string | undefined {
+  interface Entry {
+    value: unknown;
+    depth: number;
+    key: string;
+    parent: Entry | undefined;
+  }
+  const seen = new WeakSet<object>();
+  const stack: Entry[] = [{ value: doc, depth: 1, key: '', parent: undefined }];
+  for (;;) {
+    const e = stack.pop();
+    if (e === undefined) return undefined;
+    const v = e.value;
+    if (typeof v !== 'object' || v === null || seen.has(v)) continue;
+    if (e.depth > limit) {
+      const keys: string[] = [];
+      for (let p: Entry | undefined = e; p !== undefined; p = p.parent) keys.push(p.key);
+      const path = keys.reverse().join('').replace(/^\./, '');
+      return path.length > 80 ? `${path.slice(0, 77)}...` : path;
+    }
+    seen.add(v);
+    if (Array.isArray(v)) {
+      v.forEach((value: unknown, i) => {
+        stack.push({ value, depth: e.depth + 1, key: `[${i}]`, parent: e });
+      });
+    } else {
+      for (const [k, value] of Object.entries(v)) {
+        stack.push({ value, depth: e.depth + 1, key: `.${k}`, parent: e });
+      }
+    }
+  }
+}
+
 class Collector {
   readonly errors: PoolConfigIssue[] = [];
   readonly warnings: PoolConfigIssue[] = [];
+  /** Every error found, reported or not. */
+  errorCount = 0;
+  private warningCount = 0;
   poolIndex: number | undefined;
   poolName: string | undefined;
 
@@ -143,10 +205,20 @@ class Collector {
     return out;
   }
   error(path: string, field: string, value: unknown, message: string): void {
-    this.errors.push(this.issue(path, field, value, message));
+    if (++this.errorCount <= MAX_POOL_CONFIG_ISSUES)
+      this.errors.push(this.issue(path, field, value, message));
   }
   warn(path: string, field: string, value: unknown, message: string): void {
-    this.warnings.push(this.issue(path, field, value, message));
+    if (++this.warningCount <= MAX_POOL_CONFIG_ISSUES) {
+      this.warnings.push(this.issue(path, field, value, message));
+    }
+  }
+  /** Says how many issues were found beyond those reported. */
+  finish(): void {
+    const more = (n: number, what: string) =>
+      documentIssue(`${n - MAX_POOL_CONFIG_ISSUES} more ${what} not shown (${n} in all)`);
+    if (this.errorCount > MAX_POOL_CONFIG_ISSUES) this.errors.push(more(this.errorCount, 'errors'));
+    if (this.warningCount > MAX_POOL_CONFIG_ISSUES) this.warnings.push(more(this.warningCount, 'warnings'));
   }
 }
 
@@ -311,18 +383,46 @@ function validateSelector(c: Collector, raw: unknown, base: string): LabelSelect
   return ok ? selector : undefined;
 }
 
-/** Validates a parsed pool config document; collects every problem. */
+/**
+ * Validates a parsed pool config document; collects every problem (the first
+ * {@link MAX_POOL_CONFIG_ISSUES} of each kind are reported). Total: a document nested deeper than
+ * {@link MAX_POOL_CONFIG_DEPTH} levels, or anything else that makes the check throw, is an error
+ * result, never an exception.
+ */
 export function validatePoolConfig(doc: unknown, bounds: PoolGraceBounds = {}): PoolConfigResult {
-  const c = new Collector();
+  const fail = (message: string): PoolConfigResult => ({
+    ok: false,
+    errors: [documentIssue(message)],
+    warnings: [],
+  });
+  try {
+    const deep = tooDeepAt(doc, MAX_POOL_CONFIG_DEPTH);
+    if (deep !== undefined) {
+      return fail(
+        `nested deeper than ${MAX_POOL_CONFIG_DEPTH} levels of objects and lists (at ${deep}; ` +
+          'a pool config needs 7)',
+      );
+    }
+    const c = new Collector();
+    const result = validateDocument(c, doc, bounds);
+    c.finish();
+    return result ?? { ok: false, errors: c.errors, warnings: c.warnings };
+  } catch (err) {
+    return fail(`cannot validate the pool config: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+/** The checks of validatePoolConfig; undefined when `c` holds errors. */
+function validateDocument(c: Collector, doc: unknown, bounds: PoolGraceBounds): PoolConfigResult | undefined {
   if (!isObject(doc)) {
     c.error('', '', doc, 'the pool config must be a JSON object {"pools": [...]}');
-    return { ok: false, errors: c.errors, warnings: c.warnings };
+    return undefined;
   }
   unknownFields(c, doc, new Set(['pools']), '');
   const rawPools = doc.pools;
   if (!Array.isArray(rawPools)) {
     c.error('pools', 'pools', rawPools, 'must be a list of pools');
-    return { ok: false, errors: c.errors, warnings: c.warnings };
+    return undefined;
   }
   const pools: NodePool[] = [];
   const names = new Map<string, number>();
@@ -340,7 +440,7 @@ export function validatePoolConfig(doc: unknown, bounds: PoolGraceBounds = {}): 
       );
       return;
     }
-    const errorsBefore = c.errors.length;
+    const errorsBefore = c.errorCount;
     unknownFields(c, raw, POOL_FIELDS, base);
     const name = raw.name;
     if (typeof name !== 'string' || !POOL_NAME_RE.test(name) || name.length > 63) {
@@ -382,7 +482,7 @@ export function validatePoolConfig(doc: unknown, bounds: PoolGraceBounds = {}): 
         'a pool must set nodeMonitorGracePeriod, nodeStartupGracePeriod or both',
       );
     }
-    if (c.errors.length > errorsBefore || !selector || typeof name !== 'string') return;
+    if (c.errorCount > errorsBefore || !selector || typeof name !== 'string') return;
 
     if (monitorGraceMs !== undefined && monitorGraceMs <= HTTP2_HEALTH_CHECK_MS) {
       c.warn(
@@ -415,12 +515,19 @@ export function validatePoolConfig(doc: unknown, bounds: PoolGraceBounds = {}): 
     pools.push(pool);
     if (!matchAllAt && isMatchAll(selector)) matchAllAt = pool;
   });
-  if (c.errors.length > 0) return { ok: false, errors: c.errors, warnings: c.warnings };
+  if (c.errorCount > 0) return undefined;
   return { ok: true, config: { pools }, warnings: c.warnings };
 }
 
-/** Parses and validates pool config text (JSON). */
+/**
+ * Parses and validates pool config text (JSON). Total, as validatePoolConfig: text over
+ * {@link MAX_POOL_CONFIG_BYTES} bytes is an error result.
+ */
 export function parsePoolConfig(text: string, bounds: PoolGraceBounds = {}): PoolConfigResult {
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > MAX_POOL_CONFIG_BYTES) {
+    return { ok: false, errors: [documentIssue(tooLargeMessage(bytes))], warnings: [] };
+  }
   let doc: unknown;
   try {
     doc = JSON.parse(text);
@@ -431,13 +538,17 @@ export function parsePoolConfig(text: string, bounds: PoolGraceBounds = {}): Poo
         ? ' (this looks like YAML: only JSON is supported)'
         : '';
     const message = `not valid JSON: ${err instanceof Error ? err.message : String(err)}${hint}`;
-    return {
-      ok: false,
-      errors: [{ path: '', field: '', value: undefined, message, text: message }],
-      warnings: [],
-    };
+    return { ok: false, errors: [documentIssue(message)], warnings: [] };
   }
   return validatePoolConfig(doc, bounds);
+}
+
+/** The error for a pool config of `bytes` bytes (more than it may hold), or at least that many. */
+export function tooLargeMessage(bytes: number, atLeast = false): string {
+  return (
+    `too large: ${atLeast ? 'at least ' : ''}${bytes} bytes; a pool config may have at most ` +
+    `${MAX_POOL_CONFIG_BYTES} bytes (1 MiB, what a ConfigMap holds)`
+  );
 }
 
 /** The grace periods for a node: the first pool whose selector matches, else the defaults. */

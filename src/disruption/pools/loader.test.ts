@@ -215,6 +215,91 @@ describe('PoolConfigLoader', () => {
     expect(graceOf(loader.current)).toBe(240_000);
   });
 
+  /** A pool config whose one pool is 100,000 lists nested in each other. */
+  const DEEP = `{"pools":[${'['.repeat(100_000)}${']'.repeat(100_000)}]}`;
+  const DEEP_ERROR = /^nested deeper than 32 levels of objects and lists \(at pools\[0\]\[0\]/;
+
+  it('a watched edit nested 100,000 levels deep is refused, logged and counted; the watch lives on and applies the next edit', async () => {
+    const registry = new Registry();
+    const metrics = createDisruptionMetrics(registry);
+    const log = memoryLogger();
+    fs.write(PATH, doc('1m'));
+    loader = await PoolConfigLoader.open({
+      path: PATH,
+      fs,
+      metrics,
+      logger: log,
+      debounceMs: 100,
+      pollIntervalMs: 0,
+    });
+    const seen: Array<number | undefined> = [];
+    loader.config$.subscribe((c) => seen.push(graceOf(c)));
+
+    fs.write(PATH, DEEP);
+    fs.emit();
+    await vi.advanceTimersByTimeAsync(100);
+    expect(seen).toEqual([60_000]);
+    const refused = log.lines.find((l) => l.msg === 'Pool config invalid, keeping the previous one');
+    expect(refused).toMatchObject({ level: 'error', path: PATH, reason: 'watch' });
+    expect(refused?.errors).toEqual([expect.stringMatching(DEEP_ERROR)]);
+
+    fs.write(PATH, doc('4m'));
+    fs.emit();
+    await vi.advanceTimersByTimeAsync(100);
+    expect(seen).toEqual([60_000, 240_000]);
+    const values = (await registry.getSingleMetric('nlc_pool_config_reloads_total')!.get()).values;
+    expect(values).toEqual(
+      expect.arrayContaining([
+        { labels: { result: 'invalid' }, value: 1 },
+        { labels: { result: 'applied' }, value: 1 },
+      ]),
+    );
+  });
+
+  it('a SIGHUP or a poll over a file nested 100,000 levels deep resolves as invalid; later ones apply a fix', async () => {
+    fs.write(PATH, doc('1m'));
+    loader = await PoolConfigLoader.open({ path: PATH, fs, watch: false, pollIntervalMs: 10_000 });
+    // SIGHUP runs `void loader.reload('SIGHUP')`: a rejection there would exit the process.
+    fs.write(PATH, DEEP);
+    const bad = await loader.reload('SIGHUP');
+    expect(bad.result).toBe('invalid');
+    expect(bad.result === 'invalid' && bad.errors.map((e) => e.text)).toEqual([
+      expect.stringMatching(DEEP_ERROR),
+    ]);
+    expect(graceOf(loader.current)).toBe(60_000);
+    fs.write(PATH, doc('2m'));
+    expect((await loader.reload('SIGHUP')).result).toBe('applied');
+    expect(graceOf(loader.current)).toBe(120_000);
+
+    // The polling pipeline: a deep edit, then a good one.
+    fs.write(PATH, DEEP);
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(graceOf(loader.current)).toBe(120_000);
+    fs.write(PATH, doc('3m'));
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(graceOf(loader.current)).toBe(180_000);
+  });
+
+  it('refuses to start on a file nested too deep or over 1 MiB, naming the file', async () => {
+    // The refusal's message, or what opened instead (a loader holding 1 MiB is too big to print).
+    const refusal = () =>
+      PoolConfigLoader.open({ path: PATH, fs }).then(
+        (opened) => {
+          opened.close();
+          return 'opened';
+        },
+        (err: unknown) => (err instanceof PoolConfigError ? err.message : String(err)),
+      );
+    fs.write(PATH, DEEP);
+    expect(await refusal()).toMatch(
+      /^invalid pool config \/etc\/nlc\/pools.json: nested deeper than 32 levels/,
+    );
+    fs.write(PATH, `${doc('1m')}${' '.repeat(1024 * 1024)}`);
+    expect(await refusal()).toMatch(
+      /^invalid pool config \/etc\/nlc\/pools.json: too large: \d+ bytes; a pool config may have at most 1048576 bytes/,
+    );
+  });
+
   it('polls the file stamp when watching is off or broken', async () => {
     fs.write(PATH, doc('1m'));
     const log = memoryLogger();
@@ -270,6 +355,32 @@ describe('nodePoolFileSystem', () => {
       await writeFile(path, 'not json');
       expect((await loader.reload()).result).toBe('invalid');
       expect(graceOf(loader.current)).toBe(90_000);
+    } finally {
+      loader.close();
+    }
+  });
+
+  it('stops reading a file one byte past 1 MiB', async () => {
+    const path = join(dir, 'pools.json');
+    await writeFile(path, doc('1m'));
+    const loader = await PoolConfigLoader.open({ path, watch: false, pollIntervalMs: 0 });
+    try {
+      await writeFile(path, doc('1m').padEnd(2 * 1024 * 1024, ' '));
+      const r = await loader.reload();
+      // "at least": read up to the limit and one byte more, not the whole 2 MiB.
+      expect(r.result === 'invalid' && r.errors.map((e) => e.text)).toEqual([
+        `cannot read ${path}: too large: at least 1048577 bytes; a pool config may have at most 1048576 bytes ` +
+          '(1 MiB, what a ConfigMap holds)',
+      ]);
+      expect(graceOf(loader.current)).toBe(60_000);
+      await writeFile(
+        path,
+        doc('1m')
+          .padEnd(1024 * 1024, ' ')
+          .replace('1m', '2m'),
+      );
+      expect((await loader.reload()).result).toBe('applied');
+      expect(graceOf(loader.current)).toBe(120_000);
     } finally {
       loader.close();
     }

@@ -1,5 +1,5 @@
 import { watch as fsWatch } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
+import { open, stat } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import { timerDelay } from '../../clock/clock.js';
 import { type Logger, silentLogger } from '../../log/logger.js';
@@ -18,11 +18,13 @@ import {
 } from '../../rx/index.js';
 import type { DisruptionMetrics } from '../metrics.js';
 import {
+  MAX_POOL_CONFIG_BYTES,
   type PoolConfig,
   PoolConfigError,
   type PoolConfigIssue,
   type PoolGraceBounds,
   parsePoolConfig,
+  tooLargeMessage,
 } from './config.js';
 
 /** What identifies one version of the file on disk (stat follows symlinks, as ConfigMap mounts need). */
@@ -34,7 +36,8 @@ export interface FileStamp {
 
 /** The file-system edge of the loader, injectable for tests. */
 export interface PoolFileSystem {
-  readFile(path: string): Promise<string>;
+  /** The file's text; rejects, without reading further, once it holds more than `maxBytes`. */
+  readFile(path: string, maxBytes: number): Promise<string>;
   /** undefined when the file does not exist. */
   stat(path: string): Promise<FileStamp | undefined>;
   /**
@@ -46,7 +49,24 @@ export interface PoolFileSystem {
 
 /** The real file system: fs/promises plus fs.watch on the file's directory. */
 export const nodePoolFileSystem: PoolFileSystem = {
-  readFile: (path) => readFile(path, 'utf8'),
+  async readFile(path, maxBytes) {
+    const file = await open(path, 'r');
+    try {
+      // One byte more than allowed tells a file at the limit from a larger one (whatever its
+      // stat says: a file may grow, a FIFO or device has no size).
+      const buf = Buffer.alloc(maxBytes + 1);
+      let length = 0;
+      while (length < buf.length) {
+        const { bytesRead } = await file.read(buf, length, buf.length - length, null);
+        if (bytesRead === 0) break;
+        length += bytesRead;
+      }
+      if (length > maxBytes) throw new Error(tooLargeMessage(length, true));
+      return buf.toString('utf8', 0, length);
+    } finally {
+      await file.close();
+    }
+  },
   async stat(path) {
     try {
       const s = await stat(path);
@@ -136,7 +156,7 @@ export class PoolConfigLoader {
     let stamp: FileStamp | undefined;
     try {
       stamp = await fs.stat(opts.path);
-      text = await fs.readFile(opts.path);
+      text = await fs.readFile(opts.path, MAX_POOL_CONFIG_BYTES);
     } catch (err) {
       throw new PoolConfigError(opts.path, [readIssue(opts.path, err)]);
     }
@@ -228,12 +248,29 @@ export class PoolConfigLoader {
     await this.reload('poll');
   }
 
+  /**
+   * One reload; never rejects: whatever goes wrong (a throw in parsing or validation included) is
+   * an invalid outcome, logged and counted, with the previous config in force. The watch and poll
+   * pipelines and the SIGHUP handler rely on it to live on.
+   */
   private async doReload(reason: string): Promise<ReloadOutcome> {
+    try {
+      return await this.tryReload(reason);
+    } catch (err) {
+      const message = `cannot load ${this.path}: ${err instanceof Error ? err.message : String(err)}`;
+      this.metrics?.poolConfigReloads.inc({ result: 'invalid' });
+      this.log.error('Pool config invalid, keeping the previous one', { reason, errors: [message] });
+      const errors = [{ path: '', field: '', value: undefined, message, text: message }];
+      return { result: 'invalid', config: this.current, errors, warnings: [] };
+    }
+  }
+
+  private async tryReload(reason: string): Promise<ReloadOutcome> {
     const previous = this.current;
     let text: string;
     try {
       this.lastStamp = await this.fs.stat(this.path);
-      text = await this.fs.readFile(this.path);
+      text = await this.fs.readFile(this.path, MAX_POOL_CONFIG_BYTES);
     } catch (err) {
       const errors = [readIssue(this.path, err)];
       this.metrics?.poolConfigReloads.inc({ result: 'invalid' });
