@@ -320,21 +320,19 @@ export class ApiWriter {
           continue;
         }
       }
-      let body = opts.mutate(current);
-      if (body === undefined) return { kind: 'unchanged' };
-      let gone = opts.stillWanted?.();
+      // Sent: wait for a token first. Then, after every wait (the limiter, a backoff before this
+      // attempt): is the write still wanted (a node may have renewed meanwhile), what is it now
+      // (computed once per attempt, from the object it is conditioned on), may we still write,
+      // and for how long?
+      if (!this.d.dryRun) await this.throttle();
+      const gone = opts.stillWanted?.();
       if (gone !== undefined) return { kind: 'withdrawn', reason: gone };
+      const body = opts.mutate(current);
+      if (body === undefined) return { kind: 'unchanged' };
       if (this.d.dryRun) {
         this.d.logger.info('Dry run: would patch', { ...opts.log, resource: opts.resource, patch: body });
         return { kind: 'dry-run', patch: body };
       }
-      await this.throttle();
-      // After every wait (the limiter above, a backoff before this attempt): is the write still
-      // wanted (a node may have renewed meanwhile), what is it now, may we still write, for how long?
-      gone = opts.stillWanted?.();
-      if (gone !== undefined) return { kind: 'withdrawn', reason: gone };
-      body = opts.mutate(current);
-      if (body === undefined) return { kind: 'unchanged' };
       const budget = this.budget(term);
       if (typeof budget === 'string') return { kind: 'fenced', reason: budget };
       const rv = current.metadata.resourceVersion;
