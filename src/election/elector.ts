@@ -754,13 +754,14 @@ export class LeaderElector {
         this.log.info(
           'Lock not found; leading, if the coordinator names us, no earlier than one lease duration from now',
           {
-            notBeforeIn: formatDuration(Math.round(next.lock.heldUntil - at)),
+            // From our first look (the lock's `since`), not from this line: under load the two differ.
+            notBeforeIn: formatDuration(Math.round(next.lock.heldUntil - next.lock.since)),
             notBeforeAt: createAt.toISOString(),
           },
         );
       } else {
         this.log.info('Lock not found; creating it after one lease duration unless a leader shows up', {
-          createIn: formatDuration(Math.round(next.lock.heldUntil - at)),
+          createIn: formatDuration(Math.round(next.lock.heldUntil - next.lock.since)),
           createAt: createAt.toISOString(),
         });
       }
@@ -771,7 +772,7 @@ export class LeaderElector {
       this.log.info(
         'Lock names us at our first look (the coordinator handed it over); leading no earlier than one lease duration from now',
         {
-          notBeforeIn: formatDuration(Math.round(next.lock.heldUntil - at)),
+          notBeforeIn: formatDuration(Math.round(next.lock.heldUntil - next.lock.since)),
           notBeforeAt: new Date(this.clock.wall() + (next.lock.heldUntil - this.now())).toISOString(),
         },
       );
