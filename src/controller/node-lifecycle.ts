@@ -1,47 +1,29 @@
 import type { ApiWriter } from '../apply/writer.js';
-import { type Clock, timerDelay } from '../clock/clock.js';
-import { formatDuration } from '../clock/duration.js';
+import type { Clock } from '../clock/clock.js';
 import type { Ticker } from '../clock/ticker.js';
-import { type DisruptionController, type DisruptionUpdate, zoneDisplay } from '../disruption/index.js';
-import {
-  type EventRecord,
-  type NodeHealthTracker,
-  type ObservationResult,
-  readyStatus,
-} from '../health/index.js';
+import type { DisruptionController } from '../disruption/index.js';
+import type { NodeHealthTracker, ObservationResult } from '../health/index.js';
 import type { KubeClient } from '../kube/client.js';
 import type { Lease, Node } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import { type MarkingPolicy, upstreamPolicy } from '../policy/index.js';
-import type { Subscription } from '../rx/index.js';
 import type { Reflector } from '../watch/reflector.js';
 import type { WatchEvent } from '../watch/types.js';
 import { AnomalyReporter } from './anomalies.js';
 import { LeaseRecheck } from './lease-recheck.js';
 import type { ControllerMetrics } from './metrics.js';
 import { NodeReconciler, observeZone } from './node-reconcile.js';
+import { NodeStateGauge } from './node-states.js';
 import { ReconcileRunner } from './reconcile-runner.js';
-import {
-  type BlindReason,
-  blindGauge,
-  type SightChange,
-  SightMachine,
-  type WatchBlindReason,
-  type WatchSightStep,
-} from './sight.js';
+import type { BlindReason, SightChange, WatchBlindReason } from './sight.js';
+import { type LeadershipControl, SightDriver } from './sight-driver.js';
+import { ZoneTicks } from './zone-ticks.js';
 
 export type { BlindReason, WatchBlindReason } from './sight.js';
+export type { LeadershipControl } from './sight-driver.js';
 
 /** The work queue's `name` in workqueue_* (upstream's node lifecycle controller's node queue). */
 export const WORK_QUEUE_NAME = 'node_lifecycle_controller';
-
-/** What the controller asks of leader election (LeaderElector implements it). */
-export interface LeadershipControl {
-  /** A replica that cannot see should not acquire the lease (it may keep it: see stepDown). */
-  setEligible(eligible: boolean): void;
-  /** Give leadership up (release the lease) without exiting. */
-  stepDown(reason: string): void;
-}
 
 export interface NodeLifecycleOptions {
   clock: Clock;
@@ -85,40 +67,29 @@ export interface NodeLifecycleOptions {
   onObservation?: (kind: 'lease' | 'node', result: ObservationResult) => void;
 }
 
-/** Node ready state as exported in nlc_nodes. */
-function stateOf(node: Node): 'ready' | 'not_ready' | 'unknown' | 'no_condition' {
-  switch (readyStatus(node)) {
-    case 'True':
-      return 'ready';
-    case 'False':
-      return 'not_ready';
-    case undefined:
-      return 'no_condition';
-    default:
-      return 'unknown';
-  }
-}
+type Options = Required<
+  Omit<NodeLifecycleOptions, 'onObservation' | 'election' | 'ticker' | 'markPodsNotReady'>
+> &
+  Pick<NodeLifecycleOptions, 'onObservation' | 'election' | 'ticker'>;
 
 /**
  * The node lifecycle reconciler: feeds watch events to the pure health tracker and disruption
- * controller, and reconciles due or changed nodes (NodeReconciler) through a ReconcileRunner (work
- * queue, workers, ONE timer for the earliest deadline). It acts only while it leads and sees
- * (SightMachine): a lease watch that is disconnected, unsynced or silent makes it blind, and blind
- * it marks nothing.
+ * controller, and reconciles due or changed nodes (NodeReconciler: status, taints, pods) through a
+ * ReconcileRunner (work queue, workers, ONE timer for the earliest deadline). It acts only while it
+ * leads and sees (SightMachine, driven by SightDriver): a lease watch that is disconnected, unsynced
+ * or silent makes it blind, and blind it marks nothing.
  */
 export class NodeLifecycleController {
-  private readonly o: Required<
-    Omit<NodeLifecycleOptions, 'onObservation' | 'election' | 'ticker' | 'markPodsNotReady'>
-  > &
-    Pick<NodeLifecycleOptions, 'onObservation' | 'election' | 'ticker'>;
+  private readonly o: Options;
   private readonly log: Logger;
   private readonly anomalies: AnomalyReporter;
   private readonly subs: { unsubscribe(): void }[] = [];
   private readonly runner: ReconcileRunner<string>;
-  private readonly sightState: SightMachine;
+  private readonly eyes: SightDriver;
   private readonly nodeReconciler: NodeReconciler;
   private readonly recheckLease: LeaseRecheck;
-  private readonly nodeStates = new Map<string, ReturnType<typeof stateOf>>();
+  private readonly zones: ZoneTicks;
+  private readonly nodeStates: NodeStateGauge;
   /**
    * Aborted by stop(): the reads in flight (lease re-reads, pod lists) end at once. A shutdown
    * waits for the writes on the wire only (the writer's idle()); the fence refuses new ones.
@@ -128,11 +99,9 @@ export class NodeLifecycleController {
   private readonly listed = { nodes: false, leases: false };
   /** The safety-net pass being timed: the nodes it queued that are not reconciled yet. */
   private pass: { started: number; pending: Set<string> } | undefined;
-  private disruptionTimer: { at: number; sub: Subscription } | undefined;
-  private disruptionTickPending = false;
 
   constructor(opts: NodeLifecycleOptions) {
-    this.o = {
+    const o: Options = {
       podRecheckMs: 30_000,
       podRecheckMaxMs: 5 * 60_000,
       workers: 8,
@@ -140,11 +109,45 @@ export class NodeLifecycleController {
       ...opts,
       policy: opts.policy ?? upstreamPolicy({ markPodsNotReady: opts.markPodsNotReady ?? 'always' }),
     };
-    this.log = opts.logger.with({ component: 'node-lifecycle' });
-    this.anomalies = new AnomalyReporter(this.log, opts.metrics.anomalies);
-    const scheduler = opts.clock.scheduler;
-    this.runner = new ReconcileRunner<string>({
-      scheduler,
+    this.o = o;
+    const log = opts.logger.with({ component: 'node-lifecycle' });
+    this.log = log;
+    this.anomalies = new AnomalyReporter(log, opts.metrics.anomalies);
+    this.nodeStates = new NodeStateGauge(opts.metrics.nodes);
+    this.runner = this.newRunner();
+    const acting = () => this.acting();
+    const stopped = () => this.runner.stopped;
+    const reads = this.reads.signal;
+    this.recheckLease = new LeaseRecheck({
+      ...o,
+      log,
+      reads,
+      acting,
+      stopped,
+      noteAnomalies: (a) => this.anomalies.note(a),
+      deadlinesMoved: () => this.armDeadlineTimer(),
+    });
+    this.eyes = new SightDriver(
+      { log, metrics: o.metrics, election: o.election, recheckLease: this.recheckLease },
+      { watchSilenceThresholdMs: o.watchSilenceThresholdMs, blindStepDownMs: opts.blindStepDownMs ?? 0 },
+      this.now(),
+    );
+    this.nodeReconciler = new NodeReconciler({
+      ...o,
+      log,
+      nodes: o.nodes.store,
+      recheckLease: this.recheckLease,
+      reads,
+      blind: () => this.eyes.machine.blind,
+      admissionRequested: () => this.zones.soon(),
+    });
+    this.zones = this.newZoneTicks(acting, stopped);
+  }
+
+  private newRunner(): ReconcileRunner<string> {
+    const { clock, metrics } = this.o;
+    return new ReconcileRunner<string>({
+      scheduler: clock.scheduler,
       log: this.log,
       keyField: 'node',
       reconcile: (name) => this.nodeReconciler.reconcile(name),
@@ -153,39 +156,32 @@ export class NodeLifecycleController {
       onDone: (name) => this.passDone(name),
       workers: this.o.workers,
       metrics: {
-        reconciles: opts.metrics.reconciles,
-        duration: opts.metrics.updateNodeHealthDuration,
-        queue: opts.metrics.workqueue.forQueue(WORK_QUEUE_NAME, () => scheduler.now()),
+        reconciles: metrics.reconciles,
+        duration: metrics.updateNodeHealthDuration,
+        queue: metrics.workqueue.forQueue(WORK_QUEUE_NAME, () => clock.scheduler.now()),
       },
       baseDelayMs: 50,
       maxDelayMs: 60_000,
-      ticker: opts.ticker,
+      ticker: this.o.ticker,
     });
-    this.sightState = new SightMachine(
-      {
-        watchSilenceThresholdMs: opts.watchSilenceThresholdMs,
-        blindStepDownMs: opts.blindStepDownMs ?? 0,
-        election: opts.election !== undefined,
+  }
+
+  private newZoneTicks(acting: () => boolean, stopped: () => boolean): ZoneTicks {
+    return new ZoneTicks({
+      ...this.o,
+      log: this.log,
+      acting,
+      stopped,
+      admitted: (name) => {
+        this.nodeReconciler.admit(name);
+        this.runner.add(name);
       },
-      this.now(),
-    );
-    this.recheckLease = new LeaseRecheck({
-      ...this.o,
-      log: this.log,
-      reads: this.reads.signal,
-      acting: () => this.acting(),
-      stopped: () => this.runner.stopped,
-      noteAnomalies: (a) => this.anomalies.note(a),
-      deadlinesMoved: () => this.armDeadlineTimer(),
-    });
-    this.nodeReconciler = new NodeReconciler({
-      ...this.o,
-      log: this.log,
-      nodes: opts.nodes.store,
-      recheckLease: this.recheckLease,
-      reads: this.reads.signal,
-      blind: () => this.sightState.blind,
-      admissionRequested: () => this.scheduleDisruptionTick(),
+      reconcileAll: () => this.reconcileAll(),
+      freshGrace: (now) => {
+        this.o.tracker.resetAll(now);
+        this.armDeadlineTimer();
+      },
+      emit: (e) => void this.nodeReconciler.emit(e),
     });
   }
 
@@ -207,10 +203,7 @@ export class NodeLifecycleController {
 
   /** Leadership changes from the elector. Becoming leader gives every node a fresh grace period. */
   setLeading(leading: boolean): void {
-    if (!this.sightState.setLeading(leading)) return;
-    this.o.metrics.leading.set(leading ? 1 : 0);
-    this.log.info(leading ? 'Started leading: reconciling nodes' : 'Stopped leading: no more writes');
-    this.evaluateSight();
+    if (this.eyes.setLeading(leading)) this.evaluateSight();
   }
 
   /**
@@ -221,7 +214,7 @@ export class NodeLifecycleController {
     if (this.runner.stopped) return;
     const workersDone = this.runner.stop();
     for (const s of this.subs.splice(0)) s.unsubscribe();
-    this.disruptionTimer?.sub.unsubscribe();
+    this.zones.stop();
     this.reads.abort();
     await workersDone;
   }
@@ -234,16 +227,16 @@ export class NodeLifecycleController {
     /** The watches' own state, leadership aside: why they cannot be trusted, and since when. */
     watch: { reason: WatchBlindReason; since: number } | undefined;
   } {
-    return {
-      blind: this.sightState.blind,
-      leading: this.sightState.isLeading,
-      queued: this.runner.queued,
-      watch: this.sightState.watch,
-    };
+    const m = this.eyes.machine;
+    return { blind: m.blind, leading: m.isLeading, queued: this.runner.queued, watch: m.watch };
   }
 
   private acting(): boolean {
-    return this.sightState.blind === undefined;
+    return this.eyes.machine.blind === undefined;
+  }
+
+  private reconcileAll(): void {
+    for (const name of this.o.nodes.store.keys()) this.runner.add(name);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -293,7 +286,7 @@ export class NodeLifecycleController {
       if (this.o.tracker.forgetNode(name) && this.acting()) this.nodeEvent('removing', node);
       this.o.disruption.forget(name);
       this.nodeReconciler.forget(name);
-      this.setNodeState(name, undefined);
+      this.nodeStates.set(name, undefined);
     } else {
       const r = this.o.tracker.observeNode(node, now);
       this.anomalies.note(r.anomalies);
@@ -302,11 +295,11 @@ export class NodeLifecycleController {
       // node it lists at start: 1,000 Events on each failover of a 1,000-node cluster).
       if (r.registered && ev.type === 'Apply' && this.acting()) this.nodeEvent('registered', node);
       observeZone(this.o.disruption, this.o.policy, node);
-      this.setNodeState(name, stateOf(node));
+      this.nodeStates.set(name, node);
       this.o.onObservation?.('node', r);
       // Level-based: any node change may need taints or pods brought in line.
       this.runner.add(name);
-      this.scheduleDisruptionTick();
+      this.zones.soon();
     }
     this.armDeadlineTimer();
   }
@@ -314,16 +307,6 @@ export class NodeLifecycleController {
   private nodeEvent(kind: 'registered' | 'removing', node: Node): void {
     const e = this.o.policy.nodeEvent(kind, node.metadata.name, node.metadata.uid);
     if (e) void this.nodeReconciler.emit(e);
-  }
-
-  private setNodeState(name: string, state: ReturnType<typeof stateOf> | undefined): void {
-    const prev = this.nodeStates.get(name);
-    if (prev === state) return;
-    if (prev) this.o.metrics.nodes.dec({ state: prev });
-    if (state) {
-      this.o.metrics.nodes.inc({ state });
-      this.nodeStates.set(name, state);
-    } else this.nodeStates.delete(name);
   }
 
   /** Re-resolves every node's grace (pool config reloaded). */
@@ -335,49 +318,17 @@ export class NodeLifecycleController {
   }
 
   // ---------------------------------------------------------------------------------------------
-  // Sight and leadership (decided by the SightMachine, carried out here)
+  // Sight: what a change of it means for the nodes (SightDriver carries out the rest).
 
   private evaluateSight(): void {
     if (this.runner.stopped) return;
     const now = this.now();
-    const seen = this.sightState.see({ now, nodes: this.o.nodes.health(), leases: this.o.leases.health() });
-    if (seen.leaseWatch === 'lost') this.recheckLease.leaseWatchLost();
-    // The spell moves deadlines by its time: a silence of renewals within it is not counted again.
-    else if (seen.leaseWatch === 'sees') this.recheckLease.leaseWatchSees();
-    if (seen.eligible !== undefined) this.o.election?.setEligible(seen.eligible);
-    // May end leadership at once (setLeading(false) evaluates sight again): judged after it.
-    if (seen.stepDown) this.stepDown(seen.stepDown);
-    const change = this.sightState.judge(now);
-    if (change) this.sightChanged(change, now);
+    const change = this.eyes.evaluate(now, this.o.nodes.health(), this.o.leases.health());
+    if (change?.kind === 'blind') this.runner.cancelWake();
+    else if (change?.kind === 'acting') this.actAgain(change, now);
   }
 
-  /** A leader blind for --blind-step-down-after steps down so that a replica that sees can lead. */
-  private stepDown(s: NonNullable<WatchSightStep['stepDown']>): void {
-    const blindFor = formatDuration(s.blindForMs);
-    this.log.warn('Blind for too long while leading: stepping down so that a replica that can see leads', {
-      reason: s.reason,
-      blindFor,
-      blindStepDownAfter: formatDuration(s.limitMs),
-    });
-    this.o.metrics.stepDowns.inc({ reason: s.reason });
-    this.o.election?.stepDown(`blind (${s.reason}) for ${blindFor} while leading`);
-  }
-
-  private sightChanged(c: SightChange, now: number): void {
-    for (const [reason, v] of blindGauge(c.kind === 'blind' ? c.reason : undefined))
-      this.o.metrics.blind.set({ reason }, v);
-    if (c.kind === 'blind') {
-      // An outage of the API server's storage in progress ends where the spell begins.
-      if (c.spellBegan !== undefined) this.recheckLease.spellBegan(c.spellBegan, c.reason);
-      if (c.reason === 'not_leader') this.log.info('Not leading: marking nothing');
-      else
-        this.log.warn('Blind: the lease watch is not healthy, marking nothing', {
-          reason: c.reason,
-          was: c.was,
-        });
-      this.runner.cancelWake();
-      return;
-    }
+  private actAgain(c: Extract<SightChange, { kind: 'acting' }>, now: number): void {
     if (c.freshGrace) {
       // We start, became leader, or synced for the first time: we know nothing about how long the
       // nodes have been silent, so every node gets a fresh grace period.
@@ -390,15 +341,8 @@ export class NodeLifecycleController {
       // deadlines: every renewal of it was seen, and a node past its grace is marked as soon as
       // both watches see again.
       this.o.tracker.extendAll(c.leaseBlindMs, now);
-      this.o.metrics.blindSeconds.inc(c.blindMs / 1000);
     }
-    this.log.info('Acting: watches healthy and leading', {
-      after: c.was,
-      blindFor: formatDuration(Math.round(c.blindMs)),
-      ...(c.freshGrace ? {} : { deadlinesMovedBy: formatDuration(Math.round(c.leaseBlindMs)) }),
-      freshGrace: c.freshGrace,
-    });
-    for (const name of this.o.nodes.store.keys()) this.runner.add(name);
+    this.reconcileAll();
     this.armDeadlineTimer();
     this.recheck();
   }
@@ -438,9 +382,8 @@ export class NodeLifecycleController {
       else this.pass = { started: now, pending: new Set(due) };
     }
     this.armDeadlineTimer();
-    // A 0 ms timer would be one more wake-up every period for what can run now.
-    if (zones === 'now' && !this.disruptionTickPending) this.disruptionTick();
-    else this.scheduleDisruptionTick();
+    if (zones === 'now') this.zones.now();
+    else this.zones.soon();
   }
 
   /** A node the timed pass queued has been reconciled; the last one ends the pass. */
@@ -449,72 +392,5 @@ export class NodeLifecycleController {
     if (!p?.pending.delete(name) || p.pending.size > 0) return;
     this.pass = undefined;
     this.o.metrics.updateAllNodesHealthDuration.observe((this.now() - p.started) / 1000);
-  }
-
-  // ---------------------------------------------------------------------------------------------
-  // Disruption: zone states, admission of new NoExecute taints.
-
-  private scheduleDisruptionTick(): void {
-    if (this.disruptionTickPending || this.runner.stopped) return;
-    this.disruptionTickPending = true;
-    this.o.clock.scheduler.schedule(() => {
-      this.disruptionTickPending = false;
-      this.disruptionTick();
-    }, 0);
-  }
-
-  private disruptionTick(): void {
-    if (this.runner.stopped) return;
-    const now = this.now();
-    const update = this.o.disruption.evaluate(now);
-    this.onDisruptionUpdate(update, now);
-    if (this.acting()) {
-      const { admitted, events } = this.o.disruption.admit(now);
-      for (const a of admitted) {
-        this.nodeReconciler.admit(a.name);
-        this.runner.add(a.name);
-      }
-      for (const e of events) void this.nodeReconciler.emit(e as unknown as EventRecord);
-    }
-    const wake = this.o.disruption.nextWakeup(now);
-    if (wake === undefined) {
-      this.disruptionTimer?.sub.unsubscribe();
-      this.disruptionTimer = undefined;
-    } else if (!this.disruptionTimer || this.disruptionTimer.at !== wake) {
-      this.disruptionTimer?.sub.unsubscribe();
-      const sub = this.o.clock.scheduler.schedule(
-        () => {
-          this.disruptionTimer = undefined;
-          this.disruptionTick();
-        },
-        timerDelay(wake - now),
-      );
-      this.disruptionTimer = { at: wake, sub };
-    }
-  }
-
-  private onDisruptionUpdate(update: DisruptionUpdate, now: number): void {
-    for (const t of update.transitions) {
-      this.log.info('Zone state changed', {
-        zone: zoneDisplay(t.zone),
-        from: t.from,
-        to: t.to,
-        size: t.size,
-        notReady: t.notReady,
-        rate: t.rate,
-      });
-    }
-    for (const d of update.decisions) {
-      if (d.kind === 'RemoveAllNoExecuteTaints') {
-        this.log.warn(
-          'Master disruption: every zone is fully disrupted; removing NoExecute taints, tainting nothing',
-        );
-        for (const name of this.o.nodes.store.keys()) this.runner.add(name);
-      } else if (d.kind === 'ResetAllProbeTimestamps') {
-        this.log.info('Master disruption over: fresh grace period for every node');
-        this.o.tracker.resetAll(now);
-        this.armDeadlineTimer();
-      }
-    }
   }
 }
