@@ -85,7 +85,7 @@ export class NodeLifecycleController {
   private readonly anomalies: AnomalyReporter;
   private readonly subs: { unsubscribe(): void }[] = [];
   private readonly runner: ReconcileRunner<string>;
-  private readonly eyes: SightDriver;
+  private readonly sightDriver: SightDriver;
   private readonly nodeReconciler: NodeReconciler;
   private readonly recheckLease: LeaseRecheck;
   private readonly zones: ZoneTicks;
@@ -127,7 +127,7 @@ export class NodeLifecycleController {
       noteAnomalies: (a) => this.anomalies.note(a),
       deadlinesMoved: () => this.armDeadlineTimer(),
     });
-    this.eyes = new SightDriver(
+    this.sightDriver = new SightDriver(
       { log, metrics: o.metrics, election: o.election, recheckLease: this.recheckLease },
       { watchSilenceThresholdMs: o.watchSilenceThresholdMs, blindStepDownMs: opts.blindStepDownMs ?? 0 },
       this.now(),
@@ -138,7 +138,7 @@ export class NodeLifecycleController {
       nodes: o.nodes.store,
       recheckLease: this.recheckLease,
       reads,
-      blind: () => this.eyes.machine.blind,
+      blind: () => this.sightDriver.machine.blind,
       admissionRequested: () => this.zones.soon(),
     });
     this.zones = this.newZoneTicks(acting, stopped);
@@ -203,7 +203,7 @@ export class NodeLifecycleController {
 
   /** Leadership changes from the elector. Becoming leader gives every node a fresh grace period. */
   setLeading(leading: boolean): void {
-    if (this.eyes.setLeading(leading)) this.evaluateSight();
+    if (this.sightDriver.setLeading(leading)) this.evaluateSight();
   }
 
   /**
@@ -227,12 +227,12 @@ export class NodeLifecycleController {
     /** The watches' own state, leadership aside: why they cannot be trusted, and since when. */
     watch: { reason: WatchBlindReason; since: number } | undefined;
   } {
-    const m = this.eyes.machine;
+    const m = this.sightDriver.machine;
     return { blind: m.blind, leading: m.isLeading, queued: this.runner.queued, watch: m.watch };
   }
 
   private acting(): boolean {
-    return this.eyes.machine.blind === undefined;
+    return this.sightDriver.machine.blind === undefined;
   }
 
   private reconcileAll(): void {
@@ -323,7 +323,7 @@ export class NodeLifecycleController {
   private evaluateSight(): void {
     if (this.runner.stopped) return;
     const now = this.now();
-    const change = this.eyes.evaluate(now, this.o.nodes.health(), this.o.leases.health());
+    const change = this.sightDriver.evaluate(now, this.o.nodes.health(), this.o.leases.health());
     if (change?.kind === 'blind') this.runner.cancelWake();
     else if (change?.kind === 'acting') this.actAgain(change, now);
   }
