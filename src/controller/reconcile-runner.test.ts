@@ -229,6 +229,18 @@ describe('ReconcileRunner: workers and the queue', () => {
   });
 });
 
+describe('ReconcileRunner: without onDone', () => {
+  it('a reconcile ends without anyone told', async () => {
+    const t = setup({ onDone: undefined });
+    t.runner.start();
+    t.runner.add('a');
+    await advance(0);
+    expect(await t.count('success')).toBe(1);
+    expect(t.done).toEqual([]);
+    await t.runner.stop();
+  });
+});
+
 describe('ReconcileRunner: gating', () => {
   it('a key taken while we may not act is not reconciled (counted a success, reported done)', async () => {
     const t = setup({ act: false });
@@ -263,10 +275,11 @@ describe('ReconcileRunner: the deadline timer', () => {
 
   it('undefined (no deadline) and cancelWake disarm it; a time already past wakes at once', async () => {
     const t = setup();
-    const from = now();
-    t.runner.wakeAt(from + 1_000);
+    t.runner.wakeAt(now() + 1_000);
     t.runner.wakeAt(undefined);
-    t.runner.wakeAt(from + 2_000);
+    await advance(5_000);
+    expect(t.wakes).toEqual([]);
+    t.runner.wakeAt(now() + 2_000);
     t.runner.cancelWake();
     await advance(5_000);
     expect(t.wakes).toEqual([]);
@@ -328,14 +341,17 @@ describe('ReconcileRunner: periodic work', () => {
     const fine: number[] = [];
     const coarse: number[] = [];
     const from = now();
+    const same: number[] = [];
     t.runner.every(1_000, () => fine.push(now() - from));
+    t.runner.every(250, () => same.push(now() - from));
     t.runner.every(100, () => coarse.push(now() - from));
-    expect(fns.size).toBe(1);
+    expect(fns.size).toBe(2);
     for (let i = 0; i < 8; i++) {
       await advance(250);
       for (const fn of fns) fn();
     }
     expect(fine).toEqual([1_000, 2_000]);
+    expect(same).toHaveLength(8);
     expect(coarse).toHaveLength(20);
     await t.runner.stop();
     expect(fns.size).toBe(0);

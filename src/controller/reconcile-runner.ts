@@ -59,9 +59,9 @@ export class ReconcileRunner<K> {
 
   constructor(private readonly o: ReconcileRunnerOptions<K>) {
     this.queue = new WorkQueue<K>(o.scheduler, {
-      ...(o.baseDelayMs !== undefined ? { baseDelayMs: o.baseDelayMs } : {}),
-      ...(o.maxDelayMs !== undefined ? { maxDelayMs: o.maxDelayMs } : {}),
-      ...(o.metrics.queue ? { metrics: o.metrics.queue } : {}),
+      baseDelayMs: o.baseDelayMs,
+      maxDelayMs: o.maxDelayMs,
+      metrics: o.metrics.queue,
     });
   }
 

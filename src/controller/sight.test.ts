@@ -59,6 +59,8 @@ function acting(cfg: Partial<SightConfig> = {}): SightMachine {
 /** One evaluation as the controller does it: see, then judge. */
 function evaluate(m: SightMachine, s: WatchesSeen) {
   const step = m.see(s);
+  // A step carries only what was decided: no field set to undefined.
+  expect(Object.values(step)).not.toContain(undefined);
   return { step, change: m.judge(s.now) };
 }
 
