@@ -55,7 +55,6 @@ export {
   matchesSelector,
   type SelectorOperator,
 } from './pools/selector.js';
-export { TokenBucket } from './token-bucket.js';
 export {
   computeZoneState,
   isExcludedFromDisruption,
