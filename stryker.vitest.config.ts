@@ -8,6 +8,7 @@ export default defineConfig({
     include: [
       'src/disruption/**/*.test.ts',
       'src/clock/token-bucket.test.ts',
+      'src/config/pool-file*.test.ts',
       'src/health/**/*.test.ts',
       'src/election/**/*.test.ts',
       'src/controller/**/*.test.ts',

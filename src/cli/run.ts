@@ -4,6 +4,7 @@ import { systemClock } from '../clock/clock.js';
 import { formatDuration } from '../clock/duration.js';
 import { type Config, configWarnings } from '../config/config.js';
 import { FlagError } from '../config/flags.js';
+import { PoolConfigLoader } from '../config/pool-file.js';
 import {
   ConcurrentControllerCheck,
   createConcurrentControllerMetrics,
@@ -16,7 +17,6 @@ import {
   DisruptionController,
   GraceResolver,
   PoolConfigError,
-  PoolConfigLoader,
 } from '../disruption/index.js';
 import {
   CHECK_STOPPED,

@@ -315,10 +315,6 @@ function load(): Layers {
  * goes; one that is gone must leave this list too, so that it only shrinks.
  */
 const KNOWN: readonly string[] = [
-  // The pool file's loader reads files inside a pure folder.
-  'src/disruption/pools/loader.ts -> node:fs: pure',
-  'src/disruption/pools/loader.ts -> node:fs/promises: pure',
-  'src/disruption/pools/loader.ts -> node:path: pure',
   // Past other folders' indexes.
   'src/config/config.ts -> src/election/config.ts: index',
   'src/config/flags.ts -> src/disruption/pools/config.ts: index',
