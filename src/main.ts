@@ -2,8 +2,7 @@
 import os from 'node:os';
 import { buildInfo, versionLine } from './cli/build-info.js';
 import { runController } from './cli/run.js';
-import { loadConfig } from './config/config.js';
-import { FlagError, helpText } from './config/flags.js';
+import { FlagError, helpText, loadConfig } from './config/index.js';
 import { KubeconfigError } from './kube/kubeconfig.js';
 import { proxyEnvOf } from './kube/proxy.js';
 import { createLogger } from './log/logger.js';

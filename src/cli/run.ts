@@ -2,9 +2,7 @@ import type { Registry } from 'prom-client';
 import { ApiWriter, createWriterMetrics } from '../apply/writer.js';
 import { systemClock } from '../clock/clock.js';
 import { formatDuration } from '../clock/duration.js';
-import { type Config, configWarnings } from '../config/config.js';
-import { FlagError } from '../config/flags.js';
-import { PoolConfigLoader } from '../config/pool-file.js';
+import { type Config, configWarnings, FlagError, PoolConfigLoader } from '../config/index.js';
 import {
   ConcurrentControllerCheck,
   createConcurrentControllerMetrics,

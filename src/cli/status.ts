@@ -1,6 +1,6 @@
 import { systemClock } from '../clock/clock.js';
 import { formatDuration } from '../clock/duration.js';
-import { type FlagSpec, helpText, parseArgs } from '../config/flags.js';
+import { type FlagSpec, helpText, parseArgs } from '../config/index.js';
 import { Companion } from '../health/index.js';
 import { KubeApiError, KubeClient, KubeTransportError, paths } from '../kube/client.js';
 import {

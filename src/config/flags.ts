@@ -1,7 +1,7 @@
 import { isIPv6 } from 'node:net';
 import { DURATION_SYNTAX_HELP, formatDuration, tryParseDuration } from '../clock/duration.js';
-import { MAX_GRACE_MS } from '../disruption/pools/config.js';
-import { Companion } from '../health/reasons.js';
+import { MAX_GRACE_MS } from '../disruption/index.js';
+import { Companion } from '../health/index.js';
 
 /**
  * Command-line flags in kube-controller-manager's style: `--name=value` or `--name value`,

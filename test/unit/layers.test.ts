@@ -316,9 +316,6 @@ function load(): Layers {
  */
 const KNOWN: readonly string[] = [
   // Past other folders' indexes.
-  'src/config/config.ts -> src/election/config.ts: index',
-  'src/config/flags.ts -> src/disruption/pools/config.ts: index',
-  'src/config/flags.ts -> src/health/reasons.ts: index',
   'src/cli/shutdown.ts -> src/election/elector.ts: index',
   'src/cli/view.ts -> src/election/identity.ts: index',
   'src/cli/view.ts -> src/health/time.ts: index',
