@@ -6,7 +6,7 @@ import { FlagError, helpText, loadConfig } from './config/index.js';
 import { KubeconfigError } from './kube/kubeconfig.js';
 import { proxyEnvOf } from './kube/proxy.js';
 import { createLogger } from './log/logger.js';
-import { guardUnhandledRxjsErrors } from './watch/isolate.js';
+import { guardUnhandledRxjsErrors } from './watch/index.js';
 
 const USAGE = `node-lifecycle-controller: marks Kubernetes nodes whose heartbeat leases stop being renewed.
 

@@ -1,11 +1,10 @@
 import type { Clock } from '../clock/clock.js';
 import { zoneDisplay, zoneKeyOf } from '../disruption/index.js';
-import { IDENTITY_LABEL, LEADER_LABEL } from '../election/identity.js';
-import { Companion, readyStatus } from '../health/index.js';
-import { parseMicros } from '../health/time.js';
+import { IDENTITY_LABEL, LEADER_LABEL } from '../election/index.js';
+import { Companion, parseMicros, readyStatus } from '../health/index.js';
 import type { KubeClient } from '../kube/client.js';
 import type { Lease, List, Node, Taint } from '../kube/types.js';
-import type { Reflector } from '../watch/reflector.js';
+import type { Reflector } from '../watch/index.js';
 
 /** A row of the fleet view. */
 export interface NodeRow {

@@ -311,21 +311,12 @@ function load(): Layers {
 }
 
 /**
- * Imports that broke a rule when the rules were written down (issue 40). Each is tolerated until it
- * goes; one that is gone must leave this list too, so that it only shrinks.
+ * Imports that broke a rule when the rules were written down (issue 40) and are still there: past
+ * the indexes of src/election and src/watch, in src/cli/run.ts and src/controller/, which others are
+ * rewriting. Each is tolerated until it goes; one that is gone must leave this list too, so that it
+ * only shrinks.
  */
 const KNOWN: readonly string[] = [
-  // Past other folders' indexes.
-  'src/cli/shutdown.ts -> src/election/elector.ts: index',
-  'src/cli/view.ts -> src/election/identity.ts: index',
-  'src/cli/view.ts -> src/health/time.ts: index',
-  'src/cli/view.ts -> src/watch/reflector.ts: index',
-  'src/election/candidate.ts -> src/watch/reflector.ts: index',
-  'src/election/lock-watch.ts -> src/watch/reflector.ts: index',
-  'src/election/lock-watch.ts -> src/watch/strip.ts: index',
-  'src/election/lock-watch.ts -> src/watch/transport.ts: index',
-  'src/election/lock-watch.ts -> src/watch/types.ts: index',
-  'src/main.ts -> src/watch/isolate.ts: index',
   'src/cli/run.ts -> src/election/candidate.ts: index',
   'src/cli/run.ts -> src/election/config.ts: index',
   'src/cli/run.ts -> src/election/elector.ts: index',
