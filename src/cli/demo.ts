@@ -8,6 +8,7 @@ import { SimulatedFleet } from '../fleet/fleet.js';
 import { readyStatus } from '../health/index.js';
 import { LocalControlPlane } from '../localcluster/control-plane.js';
 import { createLogger } from '../log/logger.js';
+import { COMPONENT_NAME } from '../names/index.js';
 import { watchNodeLeases, watchNodes } from '../watch/index.js';
 import { buildInfo } from './build-info.js';
 import {
@@ -245,8 +246,7 @@ export async function runDemo(argv: string[], _env: NodeJS.ProcessEnv): Promise<
       notes.push(`t+${Math.round(elapsed / 1000)}s: ${step.note}`);
       await step.run(elapsed);
     }
-    if (tick++ % 2 === 0)
-      await view.refreshReplicas(admin, 'node-lifecycle-controller').catch(() => undefined);
+    if (tick++ % 2 === 0) await view.refreshReplicas(admin, COMPONENT_NAME).catch(() => undefined);
     const now = performance.now() - t0;
     checks.observe(now, snapshot());
     const text = view.render({

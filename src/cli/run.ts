@@ -51,6 +51,7 @@ import type { Logger } from '../log/logger.js';
 import { createBuildInfoMetric } from '../metrics/build-info.js';
 import { EVENT_LOOP_SAMPLE_MS, EventLoopSampler } from '../metrics/event-loop.js';
 import { createApiRequestMetrics, createRegistry } from '../metrics/registry.js';
+import { COMPONENT_NAME as COMPONENT, EVENT_SOURCE_COMPONENT as EVENT_COMPONENT } from '../names/index.js';
 import { companionPolicy, upstreamPolicy } from '../policy/index.js';
 import { filter } from '../rx/index.js';
 import {
@@ -64,10 +65,6 @@ import {
 import type { BuildInfo } from './build-info.js';
 import { drainWrites, runShutdown, shutdownBudget } from './shutdown.js';
 import { writeFence } from './write-fence.js';
-
-export const COMPONENT = 'node-lifecycle-controller';
-/** Source component on Events, as upstream's node lifecycle controller records them. */
-export const EVENT_COMPONENT = 'node-controller';
 
 /**
  * Connections to the API server for node, lease and pod requests (watches included). client-go

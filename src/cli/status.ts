@@ -11,6 +11,7 @@ import {
   resolveKubeconfig,
 } from '../kube/kubeconfig.js';
 import { proxyEnvOf } from '../kube/proxy.js';
+import { COMPONENT_NAME } from '../names/index.js';
 import { watchNodeLeases, watchNodes } from '../watch/index.js';
 import { FleetView } from './view.js';
 
@@ -40,7 +41,7 @@ const STATUS_FLAGS: readonly FlagSpec[] = [
     group: 'Status',
     name: 'lock',
     kind: 'string',
-    default: 'node-lifecycle-controller',
+    default: COMPONENT_NAME,
     help: 'Name of the leader-election Lease.',
   },
   {

@@ -2,6 +2,7 @@ import { isIPv6 } from 'node:net';
 import { DURATION_SYNTAX_HELP, formatDuration, tryParseDuration } from '../clock/duration.js';
 import { MAX_GRACE_MS } from '../disruption/index.js';
 import { Companion } from '../health/index.js';
+import { COMPONENT_NAME } from '../names/index.js';
 
 /**
  * Command-line flags in kube-controller-manager's style: `--name=value` or `--name value`,
@@ -249,7 +250,7 @@ export const FLAGS: readonly FlagSpec[] = [
     group: 'Leader election',
     name: 'leader-elect-resource-name',
     kind: 'string',
-    default: 'node-lifecycle-controller',
+    default: COMPONENT_NAME,
     help: 'Name of the lock Lease. Give each install its own so two installs never collide.',
   },
   {
