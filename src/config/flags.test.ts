@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { buildConfig, type Config, configWarnings, loadConfig } from './config.js';
-import { FLAGS, FlagError, helpText, parseArgs } from './flags.js';
+import { DEMO_FLAGS, FLAGS, FlagError, type FlagSpec, helpText, parseArgs, STATUS_FLAGS } from './flags.js';
 
 const env = { POD_NAME: 'nlc-0', POD_NAMESPACE: 'nlc-system' };
 const load = (argv: string[]) => loadConfig(argv, env, 'host-a').config;
@@ -388,6 +388,16 @@ describe('flags', () => {
     }
   });
 });
+
+/** What `f` throws (undefined: nothing). */
+function thrown(f: () => unknown): unknown {
+  try {
+    f();
+  } catch (err) {
+    return err;
+  }
+  return undefined;
+}
 
 /** What every duration flag's message says it accepts, before its range. */
 const DUR = 'a Go duration such as "45s", "5m", "1h2m3.5s" or "300ms" (units ns, us, ms, s, m, h)';
@@ -1005,15 +1015,120 @@ describe('every flag: what it accepts, and the error past its edges (the one tab
       }
       for (const [argv, message] of row.bad) {
         const args = typeof argv === 'string' ? [argv] : argv;
-        let err: unknown;
-        try {
-          load(args);
-        } catch (e) {
-          err = e;
-        }
+        const err = thrown(() => load(args));
         expect(err, args.join(' ')).toBeInstanceOf(FlagError);
         expect((err as Error).message, args.join(' ')).toBe(message);
       }
     });
   }
 });
+
+/** A subcommand's flag: values it takes, each with the value parsed, and values past its edges. */
+interface SubRow {
+  ok: [argv: string, want: unknown][];
+  bad: [argv: string, message: string][];
+  anyValue?: string;
+}
+
+const SUBCOMMANDS: Record<string, { flags: readonly FlagSpec[]; rows: Record<string, SubRow> }> = {
+  status: {
+    flags: STATUS_FLAGS,
+    rows: {
+      kubeconfig: {
+        anyValue: 'a path, resolved as the controller resolves it (a missing file exits 2)',
+        ok: [['--kubeconfig=/etc/kubeconfig', '/etc/kubeconfig']],
+        bad: [],
+      },
+      watch: {
+        ok: [
+          ['--watch', true],
+          ['--watch=false', false],
+        ],
+        bad: [['--watch=yes', bad('watch', 'yes', BOOL)]],
+      },
+      'companion-taint-key': {
+        anyValue: 'only matched against the taints shown, never written',
+        ok: [['--companion-taint-key=example.com/lost', 'example.com/lost']],
+        bad: [],
+      },
+      lock: {
+        anyValue: 'the name of a Lease read, never written',
+        ok: [['--lock=my-lock', 'my-lock']],
+        bad: [],
+      },
+      timeout: {
+        ok: [
+          ['--timeout=1s', 1000],
+          ['--timeout=10m', 600_000],
+        ],
+        bad: [
+          ['--timeout=999ms', bad('timeout', '999ms', `${DUR} >= 1s and <= 10m0s`)],
+          ['--timeout=10m1ms', bad('timeout', '10m1ms', `${DUR} >= 1s and <= 10m0s`)],
+        ],
+      },
+      'max-rows': {
+        ok: [
+          ['--max-rows=1', 1],
+          ['--max-rows=100000', 100_000],
+        ],
+        bad: [
+          ['--max-rows=0', bad('max-rows', '0', 'a whole number >= 1 and <= 100000')],
+          ['--max-rows=100001', bad('max-rows', '100001', 'a whole number >= 1 and <= 100000')],
+        ],
+      },
+    },
+  },
+  demo: {
+    flags: DEMO_FLAGS,
+    rows: {
+      nodes: {
+        ok: [
+          ['--nodes=6', 6],
+          ['--nodes=2000', 2000],
+        ],
+        bad: [
+          ['--nodes=5', bad('nodes', '5', 'a whole number >= 6 and <= 2000')],
+          ['--nodes=2001', bad('nodes', '2001', 'a whole number >= 6 and <= 2000')],
+        ],
+      },
+      duration: {
+        ok: [
+          ['--duration=0s', 0],
+          ['--duration=24h', 86_400_000],
+        ],
+        bad: [['--duration=24h1ms', bad('duration', '24h1ms', `${DUR} >= 0s and <= 24h0m0s`)]],
+      },
+      grace: {
+        ok: [
+          ['--grace=3s', 3000],
+          ['--grace=10m', 600_000],
+        ],
+        bad: [
+          ['--grace=2999ms', bad('grace', '2999ms', `${DUR} >= 3s and <= 10m0s`)],
+          ['--grace=10m1ms', bad('grace', '10m1ms', `${DUR} >= 3s and <= 10m0s`)],
+        ],
+      },
+    },
+  },
+};
+
+for (const [command, { flags, rows }] of Object.entries(SUBCOMMANDS)) {
+  describe(`every flag of ${command}: what it accepts, and the error past its edges`, () => {
+    it('every flag has a row, and every row a flag; a row rejects something or says why not', () => {
+      expect(Object.keys(rows).sort()).toEqual(flags.map((f) => f.name).sort());
+      const loose = Object.entries(rows).filter(([, r]) => r.bad.length === 0 && r.anyValue === undefined);
+      expect(loose.map(([name]) => name)).toEqual([]);
+    });
+
+    for (const [name, row] of Object.entries(rows)) {
+      it(`--${name}`, () => {
+        for (const [arg, want] of row.ok) expect(parseArgs([arg], flags).values[name], arg).toEqual(want);
+        for (const [arg, message] of row.bad) {
+          const err = thrown(() => parseArgs([arg], flags));
+          expect(err, arg).toBeInstanceOf(FlagError);
+          expect((err as Error).message, arg).toBe(message);
+        }
+      });
+    }
+  });
+}

@@ -17,6 +17,7 @@ export {
   loadConfig,
 } from './config.js';
 export {
+  DEMO_FLAGS,
   FLAGS,
   FlagError,
   type FlagSpec,
@@ -26,6 +27,7 @@ export {
   parseAddress,
   parseArgs,
   parseFlagValue,
+  STATUS_FLAGS,
 } from './flags.js';
 export {
   type FileStamp,
