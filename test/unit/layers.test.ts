@@ -326,11 +326,14 @@ const KNOWN: readonly string[] = [
   'src/cli/run.ts -> src/election/metrics.ts: index',
   'src/controller/concurrent-controller.ts -> src/watch/types.ts: index',
   'src/controller/node-lifecycle.ts -> src/watch/reflector.ts: index',
-  'src/controller/node-lifecycle.ts -> src/watch/status.ts: index',
   'src/controller/node-lifecycle.ts -> src/watch/types.ts: index',
+  'src/controller/node-reconcile.ts -> src/watch/store.ts: index',
   'src/controller/probes.ts -> src/election/elector.ts: index',
   'src/controller/probes.ts -> src/watch/status.ts: index',
   'src/controller/probes.ts -> src/watch/types.ts: index',
+  'src/controller/sight-driver.ts -> src/watch/types.ts: index',
+  'src/controller/sight.ts -> src/watch/status.ts: index',
+  'src/controller/sight.ts -> src/watch/types.ts: index',
 ];
 
 describe('layers (docs/architecture.md "Layers")', () => {
