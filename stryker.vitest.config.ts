@@ -7,6 +7,8 @@ export default defineConfig({
   test: {
     include: [
       'src/disruption/**/*.test.ts',
+      'src/clock/token-bucket.test.ts',
+      'src/config/pool-file*.test.ts',
       'src/health/**/*.test.ts',
       'src/election/**/*.test.ts',
       'src/controller/**/*.test.ts',

@@ -2,12 +2,11 @@
 import os from 'node:os';
 import { buildInfo, versionLine } from './cli/build-info.js';
 import { runController } from './cli/run.js';
-import { loadConfig } from './config/config.js';
-import { FlagError, helpText } from './config/flags.js';
+import { FlagError, helpText, loadConfig } from './config/index.js';
 import { KubeconfigError } from './kube/kubeconfig.js';
 import { proxyEnvOf } from './kube/proxy.js';
 import { createLogger } from './log/logger.js';
-import { guardUnhandledRxjsErrors } from './watch/isolate.js';
+import { guardUnhandledRxjsErrors } from './watch/index.js';
 
 const USAGE = `node-lifecycle-controller: marks Kubernetes nodes whose heartbeat leases stop being renewed.
 

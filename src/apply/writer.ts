@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { type Clock, timerDelay } from '../clock/clock.js';
 import { formatDuration } from '../clock/duration.js';
-import { TokenBucket } from '../disruption/token-bucket.js';
+import { TokenBucket } from '../clock/token-bucket.js';
 import {
   KubeApiError,
   type KubeClient,

@@ -3,12 +3,12 @@ import { createWriteStream } from 'node:fs';
 import path from 'node:path';
 import { systemClock } from '../clock/clock.js';
 import { formatDuration } from '../clock/duration.js';
-import { loadConfig } from '../config/config.js';
-import { type FlagSpec, helpText, parseArgs } from '../config/flags.js';
+import { DEMO_FLAGS, helpText, loadConfig, parseArgs } from '../config/index.js';
 import { SimulatedFleet } from '../fleet/fleet.js';
 import { readyStatus } from '../health/index.js';
 import { LocalControlPlane } from '../localcluster/control-plane.js';
 import { createLogger } from '../log/logger.js';
+import { COMPONENT_NAME } from '../names/index.js';
 import { watchNodeLeases, watchNodes } from '../watch/index.js';
 import { buildInfo } from './build-info.js';
 import {
@@ -23,37 +23,6 @@ import {
 } from './demo-checks.js';
 import { type RunningController, runController } from './run.js';
 import { FleetView } from './view.js';
-
-const DEMO_FLAGS: readonly FlagSpec[] = [
-  {
-    group: 'Demo',
-    name: 'nodes',
-    kind: 'int',
-    default: '24',
-    // The script stops two nodes of zone-a and uses two of zone-b: at least two per zone.
-    min: 6,
-    max: 2000,
-    help: 'Simulated nodes, spread over three zones.',
-  },
-  {
-    group: 'Demo',
-    name: 'duration',
-    kind: 'duration',
-    default: '0s',
-    min: 0,
-    max: 24 * 3600_000,
-    help: 'Stop after this long (0: run until Ctrl-C).',
-  },
-  {
-    group: 'Demo',
-    name: 'grace',
-    kind: 'duration',
-    default: '15s',
-    min: 3000,
-    max: 600_000,
-    help: "The controller's --node-monitor-grace-period (kubelets renew every grace/8).",
-  },
-];
 
 interface Step {
   at: number;
@@ -246,8 +215,7 @@ export async function runDemo(argv: string[], _env: NodeJS.ProcessEnv): Promise<
       notes.push(`t+${Math.round(elapsed / 1000)}s: ${step.note}`);
       await step.run(elapsed);
     }
-    if (tick++ % 2 === 0)
-      await view.refreshReplicas(admin, 'node-lifecycle-controller').catch(() => undefined);
+    if (tick++ % 2 === 0) await view.refreshReplicas(admin, COMPONENT_NAME).catch(() => undefined);
     const now = performance.now() - t0;
     checks.observe(now, snapshot());
     const text = view.render({

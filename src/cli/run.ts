@@ -2,8 +2,7 @@ import type { Registry } from 'prom-client';
 import { ApiWriter, createWriterMetrics } from '../apply/writer.js';
 import { systemClock } from '../clock/clock.js';
 import { formatDuration } from '../clock/duration.js';
-import { type Config, configWarnings } from '../config/config.js';
-import { FlagError } from '../config/flags.js';
+import { type Config, configWarnings, FlagError, PoolConfigLoader } from '../config/index.js';
 import {
   ConcurrentControllerCheck,
   createConcurrentControllerMetrics,
@@ -16,7 +15,6 @@ import {
   DisruptionController,
   GraceResolver,
   PoolConfigError,
-  PoolConfigLoader,
 } from '../disruption/index.js';
 import {
   CHECK_STOPPED,
@@ -53,6 +51,7 @@ import type { Logger } from '../log/logger.js';
 import { createBuildInfoMetric } from '../metrics/build-info.js';
 import { EVENT_LOOP_SAMPLE_MS, EventLoopSampler } from '../metrics/event-loop.js';
 import { createApiRequestMetrics, createRegistry } from '../metrics/registry.js';
+import { COMPONENT_NAME as COMPONENT, EVENT_SOURCE_COMPONENT as EVENT_COMPONENT } from '../names/index.js';
 import { companionPolicy, upstreamPolicy } from '../policy/index.js';
 import { filter } from '../rx/index.js';
 import {
@@ -66,10 +65,6 @@ import {
 import type { BuildInfo } from './build-info.js';
 import { drainWrites, runShutdown, shutdownBudget } from './shutdown.js';
 import { writeFence } from './write-fence.js';
-
-export const COMPONENT = 'node-lifecycle-controller';
-/** Source component on Events, as upstream's node lifecycle controller records them. */
-export const EVENT_COMPONENT = 'node-controller';
 
 /**
  * Connections to the API server for node, lease and pod requests (watches included). client-go

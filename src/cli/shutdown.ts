@@ -1,6 +1,6 @@
 import { timerDelay } from '../clock/clock.js';
 import { formatDuration } from '../clock/duration.js';
-import type { ReleaseResult } from '../election/elector.js';
+import type { ReleaseResult } from '../election/index.js';
 import type { Logger } from '../log/logger.js';
 import type { SchedulerLike } from '../rx/index.js';
 

@@ -1,7 +1,6 @@
 import { systemClock } from '../clock/clock.js';
 import { formatDuration } from '../clock/duration.js';
-import { type FlagSpec, helpText, parseArgs } from '../config/flags.js';
-import { Companion } from '../health/index.js';
+import { helpText, parseArgs, STATUS_FLAGS } from '../config/index.js';
 import { KubeApiError, KubeClient, KubeTransportError, paths } from '../kube/client.js';
 import {
   homeDirectory,
@@ -11,57 +10,9 @@ import {
   resolveKubeconfig,
 } from '../kube/kubeconfig.js';
 import { proxyEnvOf } from '../kube/proxy.js';
+import { COMPONENT_NAME } from '../names/index.js';
 import { watchNodeLeases, watchNodes } from '../watch/index.js';
 import { FleetView } from './view.js';
-
-const STATUS_FLAGS: readonly FlagSpec[] = [
-  {
-    group: 'Status',
-    name: 'kubeconfig',
-    kind: 'string',
-    default: '',
-    help: 'Path to a kubeconfig (same resolution order as the controller).',
-  },
-  {
-    group: 'Status',
-    name: 'watch',
-    kind: 'bool',
-    default: 'false',
-    help: 'Keep the view open and refresh it every second.',
-  },
-  {
-    group: 'Status',
-    name: 'companion-taint-key',
-    kind: 'string',
-    default: Companion.DefaultTaintKey,
-    help: "The companion mode's taint key (--companion-taint-key of the controller): shown in full, with its value.",
-  },
-  {
-    group: 'Status',
-    name: 'lock',
-    kind: 'string',
-    default: 'node-lifecycle-controller',
-    help: 'Name of the leader-election Lease.',
-  },
-  {
-    group: 'Status',
-    name: 'timeout',
-    kind: 'duration',
-    default: '15s',
-    min: 1000,
-    max: 600_000,
-    help: 'How long to wait for the API server: its first answer, then the complete node and lease lists. After that, one line names the server and the cause (connection refused, timed out, a refusal) and the exit code is 1.',
-  },
-  {
-    group: 'Status',
-    name: 'max-rows',
-    kind: 'int',
-    default: '40',
-    min: 1,
-    max: 100000,
-    help: 'Rows shown (not-Ready nodes first).',
-  },
-];
 
 /** Why the API server could not be used, on one line: the server, then the cause. */
 export function apiServerProblem(server: string, err: unknown, timeoutMs: number): string {
@@ -128,7 +79,7 @@ export async function runStatus(argv: string[], env: KubeconfigEnv): Promise<num
       proxyEnv: proxyEnvOf(env as Record<string, string | undefined>),
     });
     client = await KubeClient.fromCredentials(await kube.credentials(), {
-      userAgent: 'node-lifecycle-controller/status',
+      userAgent: `${COMPONENT_NAME}/status`,
     });
   } catch (err) {
     if (!(err instanceof KubeconfigError)) throw err;

@@ -1,11 +1,10 @@
 import type { Clock } from '../clock/clock.js';
 import { zoneDisplay, zoneKeyOf } from '../disruption/index.js';
-import { IDENTITY_LABEL, LEADER_LABEL } from '../election/identity.js';
-import { Companion, readyStatus } from '../health/index.js';
-import { parseMicros } from '../health/time.js';
+import { IDENTITY_LABEL, LEADER_LABEL } from '../election/index.js';
+import { Companion, NODE_LEASE_NAMESPACE, parseMicros, readyStatus } from '../health/index.js';
 import type { KubeClient } from '../kube/client.js';
 import type { Lease, List, Node, Taint } from '../kube/types.js';
-import type { Reflector } from '../watch/reflector.js';
+import type { Reflector } from '../watch/index.js';
 
 /** A row of the fleet view. */
 export interface NodeRow {
@@ -86,7 +85,7 @@ export class FleetView {
       let estimated = false;
       if (seen && !Number.isNaN(seen.at)) heartbeatAge = (now - seen.at) / 1000;
       else {
-        const lease = this.leases.store.getByName(name, 'kube-node-lease');
+        const lease = this.leases.store.getByName(name, NODE_LEASE_NAMESPACE);
         const micros = parseMicros(lease?.spec?.renewTime ?? undefined);
         if (micros !== undefined) {
           heartbeatAge = Math.max(0, (wall - micros / 1000) / 1000);

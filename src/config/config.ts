@@ -1,11 +1,12 @@
 import { formatDuration } from '../clock/duration.js';
+import { HTTP2_HEALTH_CHECK_MS } from '../disruption/index.js';
 import {
   candidateNameProblem,
   defaultIdentity,
   type LeaderElectionConfig,
   LeaderElectionConfigError,
   resolveLeaderElectionConfig,
-} from '../election/config.js';
+} from '../election/index.js';
 import { FlagError, type ParsedArgs, parseAddress, parseArgs } from './flags.js';
 
 export interface BindAddress {
@@ -327,15 +328,6 @@ function readInterval(args: ParsedArgs): number {
   }
   return Math.round(v);
 }
-
-/**
- * --node-monitor-grace-period must be above this not to mark live nodes: a kubelet whose connection
- * to the API server died without a word notices only through client-go's HTTP/2 health check, a
- * ping after 30s without a frame (HTTP2_READ_IDLE_TIMEOUT_SECONDS) answered within 15s
- * (HTTP2_PING_TIMEOUT_SECONDS); until then it cannot renew its lease. kube-controller-manager's
- * help says the grace must exceed their sum.
- */
-export const HTTP2_HEALTH_CHECK_MS = 45_000;
 
 /** A value that is accepted but probably wrong: logged as a warning at start, once. */
 export interface ConfigWarning {

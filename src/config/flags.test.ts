@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { buildConfig, configWarnings, loadConfig } from './config.js';
-import { FLAGS, FlagError, helpText, parseArgs } from './flags.js';
+import { buildConfig, type Config, configWarnings, loadConfig } from './config.js';
+import { DEMO_FLAGS, FLAGS, FlagError, type FlagSpec, helpText, parseArgs, STATUS_FLAGS } from './flags.js';
 
 const env = { POD_NAME: 'nlc-0', POD_NAMESPACE: 'nlc-system' };
 const load = (argv: string[]) => loadConfig(argv, env, 'host-a').config;
@@ -388,3 +388,747 @@ describe('flags', () => {
     }
   });
 });
+
+/** What `f` throws (undefined: nothing). */
+function thrown(f: () => unknown): unknown {
+  try {
+    f();
+  } catch (err) {
+    return err;
+  }
+  return undefined;
+}
+
+/** What every duration flag's message says it accepts, before its range. */
+const DUR = 'a Go duration such as "45s", "5m", "1h2m3.5s" or "300ms" (units ns, us, ms, s, m, h)';
+const bad = (flag: string, value: string, accepted: string) =>
+  `invalid value ${JSON.stringify(value)} for flag --${flag}: accepted: ${accepted}`;
+const BOOL = 'true or false';
+const ADDRESS = 'host:port, :port, [IPv6]:port, or 0 to disable';
+
+/**
+ * One row per flag of FLAGS: values at the edges of what it accepts, each with what the Config then
+ * holds, and values just past them, each with the whole message. Both go through loadConfig, the
+ * one path from argv to a Config, so that a row holds the flag's own range and the rules between
+ * flags alike. A flag that takes any value says why (`anyValue`), and what it is checked against
+ * later if it is.
+ */
+interface FlagRow {
+  /** argv (a string: one argument), the part of the Config it sets, what that holds. */
+  ok: [argv: string | string[], pick: (c: Config) => unknown, want: unknown][];
+  bad: [argv: string | string[], message: string][];
+  anyValue?: string;
+}
+
+const companion = (...argv: string[]) => ['--mode=companion', ...argv];
+const boolRow = (flag: string, pick: (c: Config) => unknown, extra: string[] = []): FlagRow => ({
+  ok: [
+    [[...extra, `--${flag}`], pick, true],
+    [[...extra, `--${flag}=false`], pick, false],
+    [[...extra, `--${flag}=t`], pick, true],
+    [[...extra, `--${flag}=0`], pick, false],
+  ],
+  bad: [[[...extra, `--${flag}=yes`], bad(flag, 'yes', BOOL)]],
+});
+
+const ROWS: Record<string, FlagRow> = {
+  'node-monitor-grace-period': {
+    ok: [
+      ['--node-monitor-grace-period=1001ms', (c) => c.health.monitorGraceMs, 1001],
+      ['--node-monitor-grace-period=24h', (c) => c.health.monitorGraceMs, 86_400_000],
+    ],
+    bad: [
+      [
+        '--node-monitor-grace-period=1s',
+        bad('node-monitor-grace-period', '1s', `${DUR} > 1s and <= 24h0m0s`),
+      ],
+      [
+        '--node-monitor-grace-period=24h1ms',
+        bad('node-monitor-grace-period', '24h1ms', `${DUR} > 1s and <= 24h0m0s`),
+      ],
+    ],
+  },
+  'node-startup-grace-period': {
+    ok: [
+      ['--node-startup-grace-period=1ms', (c) => c.health.startupGraceMs, 1],
+      ['--node-startup-grace-period=24h', (c) => c.health.startupGraceMs, 86_400_000],
+    ],
+    bad: [
+      [
+        '--node-startup-grace-period=0s',
+        bad('node-startup-grace-period', '0s', `${DUR} > 0s and <= 24h0m0s`),
+      ],
+      [
+        '--node-startup-grace-period=24h1ms',
+        bad('node-startup-grace-period', '24h1ms', `${DUR} > 0s and <= 24h0m0s`),
+      ],
+    ],
+  },
+  'node-monitor-period': {
+    ok: [
+      ['--node-monitor-period=100ms', (c) => c.health.monitorPeriodMs, 100],
+      ['--node-monitor-period=1h', (c) => c.health.monitorPeriodMs, 3_600_000],
+    ],
+    bad: [
+      ['--node-monitor-period=99ms', bad('node-monitor-period', '99ms', `${DUR} >= 100ms and <= 1h0m0s`)],
+      ['--node-monitor-period=1h1ms', bad('node-monitor-period', '1h1ms', `${DUR} >= 100ms and <= 1h0m0s`)],
+    ],
+  },
+  'node-pool-config': {
+    anyValue: 'a path: the file is read at start (openPoolConfig, src/config/pool-file.ts)',
+    ok: [['--node-pool-config=/etc/nlc/pools.json', (c) => c.nodePoolConfigPath, '/etc/nlc/pools.json']],
+    bad: [],
+  },
+  'mark-pods-not-ready': {
+    ok: [
+      ['--mark-pods-not-ready=upstream', (c) => c.health.markPodsNotReady, 'upstream'],
+      ['--mark-pods-not-ready=always', (c) => c.health.markPodsNotReady, 'always'],
+    ],
+    bad: [
+      ['--mark-pods-not-ready=never', bad('mark-pods-not-ready', 'never', 'one of always, upstream')],
+      [
+        companion('--mark-pods-not-ready=always'),
+        '--mark-pods-not-ready is for --mode=upstream; in companion mode use --companion-mark-pods-not-ready',
+      ],
+    ],
+  },
+  'watch-silence-threshold': {
+    ok: [
+      ['--watch-silence-threshold=1s', (c) => c.health.watchSilenceThresholdMs, 1000],
+      ['--watch-silence-threshold=49999ms', (c) => c.health.watchSilenceThresholdMs, 49_999],
+      [
+        ['--watch-silence-threshold=1h', '--node-monitor-grace-period=2h'],
+        (c) => c.health.watchSilenceThresholdMs,
+        3_600_000,
+      ],
+    ],
+    bad: [
+      [
+        '--watch-silence-threshold=999ms',
+        bad('watch-silence-threshold', '999ms', `${DUR} >= 1s and <= 1h0m0s`),
+      ],
+      [
+        ['--watch-silence-threshold=1h1ms', '--node-monitor-grace-period=2h'],
+        bad('watch-silence-threshold', '1h1ms', `${DUR} >= 1s and <= 1h0m0s`),
+      ],
+      [
+        '--watch-silence-threshold=50s',
+        'invalid value "50s" for flag --watch-silence-threshold: it must be less than --node-monitor-grace-period ' +
+          '(50s); accepted: >= 1s and < 50s, or leave it unset (45s, or 3/4 of the grace period when that is 45s or less)',
+      ],
+    ],
+  },
+  'watch-read-interval': {
+    ok: [
+      ['--watch-read-interval=0s', (c) => c.health.watchReadIntervalMs, 0],
+      ['--watch-read-interval=10ms', (c) => c.health.watchReadIntervalMs, 10],
+      ['--watch-read-interval=500ms', (c) => c.health.watchReadIntervalMs, 500],
+    ],
+    bad: [
+      [
+        '--watch-read-interval=9ms',
+        'invalid value "9ms" for flag --watch-read-interval: must be 0 (read watches as events arrive) or between 10ms and 500ms',
+      ],
+      ['--watch-read-interval=501ms', bad('watch-read-interval', '501ms', `${DUR} >= 0s and <= 500ms`)],
+    ],
+  },
+  mode: {
+    ok: [
+      ['--mode=upstream', (c) => c.mode, 'upstream'],
+      ['--mode=companion', (c) => c.mode, 'companion'],
+    ],
+    bad: [['--mode=beside', bad('mode', 'beside', 'one of upstream, companion')]],
+  },
+  'allow-concurrent-node-lifecycle-controller': {
+    ...boolRow('allow-concurrent-node-lifecycle-controller', (c) => c.concurrentController.allow),
+    bad: [
+      [
+        '--allow-concurrent-node-lifecycle-controller=yes',
+        bad('allow-concurrent-node-lifecycle-controller', 'yes', BOOL),
+      ],
+      [
+        companion('--allow-concurrent-node-lifecycle-controller'),
+        '--allow-concurrent-node-lifecycle-controller is for --mode=upstream; companion mode runs beside the ' +
+          "provider's node-lifecycle controller by design",
+      ],
+    ],
+  },
+  'companion-taint-key': {
+    ok: [
+      [companion('--companion-taint-key=example.com/lost'), (c) => c.companion.taintKey, 'example.com/lost'],
+      [companion(), (c) => c.companion.taintKey, 'node-lifecycle-controller.io/unreachable'],
+    ],
+    bad: [
+      [
+        companion('--companion-taint-key=lost'),
+        'invalid value "lost" for flag --companion-taint-key (it needs a prefix: a domain you own, e.g. ' +
+          'example.com/unreachable): accepted: a prefixed key, <DNS subdomain you own>/<name>, not under ' +
+          'kubernetes.io or k8s.io',
+      ],
+      ['--companion-taint-key=example.com/lost', '--companion-taint-key need --mode=companion'],
+    ],
+  },
+  'companion-evict-after': {
+    ok: [
+      [companion('--companion-evict-after=0s'), (c) => c.companion.evictAfterMs, 0],
+      [companion('--companion-evict-after=168h'), (c) => c.companion.evictAfterMs, 604_800_000],
+    ],
+    bad: [
+      [
+        companion('--companion-evict-after=168h1ms'),
+        bad('companion-evict-after', '168h1ms', `${DUR} >= 0s and <= 168h0m0s`),
+      ],
+      ['--companion-evict-after=1m', '--companion-evict-after need --mode=companion'],
+    ],
+  },
+  'companion-mark-pods-not-ready': {
+    ...boolRow('companion-mark-pods-not-ready', (c) => c.companion.markPodsNotReady, ['--mode=companion']),
+  },
+  'node-eviction-rate': {
+    ok: [
+      ['--node-eviction-rate=0', (c) => c.disruption.evictionRate, 0],
+      ['--node-eviction-rate=1000', (c) => c.disruption.evictionRate, 1000],
+    ],
+    bad: [
+      ['--node-eviction-rate=-0.001', bad('node-eviction-rate', '-0.001', 'a number >= 0 and <= 1000')],
+      ['--node-eviction-rate=1000.5', bad('node-eviction-rate', '1000.5', 'a number >= 0 and <= 1000')],
+    ],
+  },
+  'secondary-node-eviction-rate': {
+    ok: [
+      ['--secondary-node-eviction-rate=0', (c) => c.disruption.secondaryEvictionRate, 0],
+      ['--secondary-node-eviction-rate=1000', (c) => c.disruption.secondaryEvictionRate, 1000],
+    ],
+    bad: [
+      [
+        '--secondary-node-eviction-rate=-0.001',
+        bad('secondary-node-eviction-rate', '-0.001', 'a number >= 0 and <= 1000'),
+      ],
+      [
+        '--secondary-node-eviction-rate=1000.5',
+        bad('secondary-node-eviction-rate', '1000.5', 'a number >= 0 and <= 1000'),
+      ],
+    ],
+  },
+  'large-cluster-size-threshold': {
+    ok: [
+      ['--large-cluster-size-threshold=0', (c) => c.disruption.largeClusterSizeThreshold, 0],
+      ['--large-cluster-size-threshold=1000000', (c) => c.disruption.largeClusterSizeThreshold, 1_000_000],
+    ],
+    bad: [
+      [
+        '--large-cluster-size-threshold=-1',
+        bad('large-cluster-size-threshold', '-1', 'a whole number >= 0 and <= 1000000'),
+      ],
+      [
+        '--large-cluster-size-threshold=1000001',
+        bad('large-cluster-size-threshold', '1000001', 'a whole number >= 0 and <= 1000000'),
+      ],
+      [
+        '--large-cluster-size-threshold=1.5',
+        bad('large-cluster-size-threshold', '1.5', 'a whole number >= 0 and <= 1000000'),
+      ],
+    ],
+  },
+  'unhealthy-zone-threshold': {
+    ok: [
+      ['--unhealthy-zone-threshold=0', (c) => c.disruption.unhealthyZoneThreshold, 0],
+      ['--unhealthy-zone-threshold=1', (c) => c.disruption.unhealthyZoneThreshold, 1],
+    ],
+    bad: [
+      [
+        '--unhealthy-zone-threshold=-0.01',
+        bad('unhealthy-zone-threshold', '-0.01', 'a number >= 0 and <= 1'),
+      ],
+      ['--unhealthy-zone-threshold=1.01', bad('unhealthy-zone-threshold', '1.01', 'a number >= 0 and <= 1')],
+    ],
+  },
+  'max-noexecute-taints': {
+    ok: [
+      ['--max-noexecute-taints=0', (c) => c.disruption.capMaxNodes, 0],
+      ['--max-noexecute-taints=1000000', (c) => c.disruption.capMaxNodes, 1_000_000],
+    ],
+    bad: [
+      ['--max-noexecute-taints=-1', bad('max-noexecute-taints', '-1', 'a whole number >= 0 and <= 1000000')],
+      [
+        '--max-noexecute-taints=1000001',
+        bad('max-noexecute-taints', '1000001', 'a whole number >= 0 and <= 1000000'),
+      ],
+    ],
+  },
+  'max-noexecute-percent': {
+    ok: [
+      ['--max-noexecute-percent=0', (c) => c.disruption.capMaxPercent, 0],
+      ['--max-noexecute-percent=100', (c) => c.disruption.capMaxPercent, 100],
+    ],
+    bad: [
+      ['--max-noexecute-percent=-1', bad('max-noexecute-percent', '-1', 'a number >= 0 and <= 100')],
+      ['--max-noexecute-percent=100.1', bad('max-noexecute-percent', '100.1', 'a number >= 0 and <= 100')],
+    ],
+  },
+  'max-noexecute-window': {
+    ok: [
+      ['--max-noexecute-window=1ms', (c) => c.disruption.capWindowMs, 1],
+      ['--max-noexecute-window=168h', (c) => c.disruption.capWindowMs, 604_800_000],
+    ],
+    bad: [
+      ['--max-noexecute-window=0s', bad('max-noexecute-window', '0s', `${DUR} > 0s and <= 168h0m0s`)],
+      [
+        '--max-noexecute-window=168h1ms',
+        bad('max-noexecute-window', '168h1ms', `${DUR} > 0s and <= 168h0m0s`),
+      ],
+    ],
+  },
+  'leader-elect': boolRow('leader-elect', (c) => c.leaderElection.enabled),
+  'leader-elect-lease-duration': {
+    ok: [
+      [
+        [
+          '--leader-elect-lease-duration=1s',
+          '--leader-elect-renew-deadline=500ms',
+          '--leader-elect-retry-period=100ms',
+        ],
+        (c) => c.leaderElection.leaseDurationMs,
+        1000,
+      ],
+      ['--leader-elect-lease-duration=1h', (c) => c.leaderElection.leaseDurationMs, 3_600_000],
+    ],
+    bad: [
+      [
+        '--leader-elect-lease-duration=999ms',
+        bad('leader-elect-lease-duration', '999ms', `${DUR} >= 1s and <= 1h0m0s`),
+      ],
+      [
+        '--leader-elect-lease-duration=1h1ms',
+        bad('leader-elect-lease-duration', '1h1ms', `${DUR} >= 1s and <= 1h0m0s`),
+      ],
+      [
+        '--leader-elect-lease-duration=10s',
+        '--leader-elect-lease-duration (10s) must be greater than --leader-elect-renew-deadline (10s)',
+      ],
+    ],
+  },
+  // The range of the three timings reaches 1h, but each must leave room for the next: a renew
+  // deadline below the lease duration, a retry period below the renew deadline / 1.2.
+  'leader-elect-renew-deadline': {
+    ok: [
+      [
+        ['--leader-elect-renew-deadline=500ms', '--leader-elect-retry-period=100ms'],
+        (c) => c.leaderElection.renewDeadlineMs,
+        500,
+      ],
+      [
+        ['--leader-elect-renew-deadline=3599999ms', '--leader-elect-lease-duration=1h'],
+        (c) => c.leaderElection.renewDeadlineMs,
+        3_599_999,
+      ],
+    ],
+    bad: [
+      [
+        '--leader-elect-renew-deadline=499ms',
+        bad('leader-elect-renew-deadline', '499ms', `${DUR} >= 500ms and <= 1h0m0s`),
+      ],
+      [
+        '--leader-elect-renew-deadline=1h1ms',
+        bad('leader-elect-renew-deadline', '1h1ms', `${DUR} >= 500ms and <= 1h0m0s`),
+      ],
+      [
+        ['--leader-elect-renew-deadline=1h', '--leader-elect-lease-duration=1h'],
+        '--leader-elect-lease-duration (1h0m0s) must be greater than --leader-elect-renew-deadline (1h0m0s)',
+      ],
+      [
+        '--leader-elect-renew-deadline=2400ms',
+        '--leader-elect-renew-deadline (2.4s) must be greater than 1.2 x --leader-elect-retry-period ' +
+          '(1.2 x 2s = 2.4s)',
+      ],
+    ],
+  },
+  'leader-elect-retry-period': {
+    ok: [
+      ['--leader-elect-retry-period=100ms', (c) => c.leaderElection.retryPeriodMs, 100],
+      [
+        [
+          '--leader-elect-retry-period=2999999ms',
+          '--leader-elect-renew-deadline=3599999ms',
+          '--leader-elect-lease-duration=1h',
+        ],
+        (c) => c.leaderElection.retryPeriodMs,
+        2_999_999,
+      ],
+    ],
+    bad: [
+      [
+        '--leader-elect-retry-period=99ms',
+        bad('leader-elect-retry-period', '99ms', `${DUR} >= 100ms and <= 1h0m0s`),
+      ],
+      [
+        '--leader-elect-retry-period=1h1ms',
+        bad('leader-elect-retry-period', '1h1ms', `${DUR} >= 100ms and <= 1h0m0s`),
+      ],
+      [
+        '--leader-elect-retry-period=9s',
+        '--leader-elect-renew-deadline (10s) must be greater than 1.2 x --leader-elect-retry-period ' +
+          '(1.2 x 9s = 10.8s)',
+      ],
+    ],
+  },
+  'leader-elect-resource-name': {
+    ok: [
+      ['--leader-elect-resource-name=nlc.example-1', (c) => c.leaderElection.name, 'nlc.example-1'],
+      [[], (c) => c.leaderElection.name, 'node-lifecycle-controller'],
+    ],
+    bad: [
+      [
+        '--leader-elect-resource-name=Bad_Name',
+        '--leader-elect-resource-name must be a DNS subdomain name (got "Bad_Name")',
+      ],
+    ],
+  },
+  'leader-elect-resource-namespace': {
+    ok: [
+      ['--leader-elect-resource-namespace=nlc', (c) => c.leaderElection.namespace, 'nlc'],
+      [[], (c) => c.leaderElection.namespace, 'nlc-system'],
+    ],
+    bad: [
+      [
+        '--leader-elect-resource-namespace=a.b',
+        '--leader-elect-resource-namespace must be a DNS label (got "a.b")',
+      ],
+    ],
+  },
+  'blind-step-down-after': {
+    ok: [
+      ['--blind-step-down-after=0s', (c) => c.leaderElection.blindStepDownMs, 0],
+      ['--blind-step-down-after=50s', (c) => c.leaderElection.blindStepDownMs, 50_000],
+      ['--blind-step-down-after=24h', (c) => c.leaderElection.blindStepDownMs, 86_400_000],
+    ],
+    bad: [
+      [
+        '--blind-step-down-after=24h1ms',
+        bad('blind-step-down-after', '24h1ms', `${DUR} >= 0s and <= 24h0m0s`),
+      ],
+      [
+        '--blind-step-down-after=49999ms',
+        '--blind-step-down-after (49.999s) must be 0 (never step down) or at least --node-monitor-grace-period ' +
+          '(50s): a new leader gives every node a fresh grace period, so stepping down after a shorter blind ' +
+          'spell can delay detection more than the spell',
+      ],
+    ],
+  },
+  'feature-gates': {
+    ok: [
+      ['--feature-gates=CoordinatedLeaderElection=true', (c) => c.leaderElection.coordinated, true],
+      ['--feature-gates=', (c) => c.leaderElection.coordinated, false],
+    ],
+    bad: [
+      [
+        '--feature-gates=Nope=true',
+        'invalid value "Nope=true" for flag --feature-gates: unrecognized feature gate: Nope (known: ' +
+          'CoordinatedLeaderElection)',
+      ],
+      [
+        '--feature-gates=CoordinatedLeaderElection=on',
+        'invalid value "CoordinatedLeaderElection=on" for flag --feature-gates: CoordinatedLeaderElection must ' +
+          'be true or false (got "on")',
+      ],
+    ],
+  },
+  'emulated-version': {
+    anyValue: "checked at start against the binary's version (candidateVersions, src/election/candidate.ts)",
+    ok: [['--emulated-version=0.1', (c) => c.leaderElection.emulatedVersion, '0.1']],
+    bad: [],
+  },
+  'identity-lease-gc-age': {
+    ok: [
+      ['--identity-lease-gc-age=1s', (c) => c.leaderElection.identityLeaseGcAgeMs, 1000],
+      ['--identity-lease-gc-age=720h', (c) => c.leaderElection.identityLeaseGcAgeMs, 2_592_000_000],
+    ],
+    bad: [
+      [
+        '--identity-lease-gc-age=999ms',
+        bad('identity-lease-gc-age', '999ms', `${DUR} >= 1s and <= 720h0m0s`),
+      ],
+      [
+        '--identity-lease-gc-age=720h1ms',
+        bad('identity-lease-gc-age', '720h1ms', `${DUR} >= 1s and <= 720h0m0s`),
+      ],
+    ],
+  },
+  kubeconfig: {
+    anyValue: 'a path: read when the clients are made (src/kube/kubeconfig.ts; a missing file exits 2)',
+    ok: [['--kubeconfig=/etc/kubeconfig', (c) => c.kubeconfig, '/etc/kubeconfig']],
+    bad: [],
+  },
+  'dry-run': boolRow('dry-run', (c) => c.dryRun),
+  'metrics-bind-address': {
+    ok: [
+      ['--metrics-bind-address=:0', (c) => c.metricsAddress, { host: '', port: 0 }],
+      ['--metrics-bind-address=[::1]:65535', (c) => c.metricsAddress, { host: '::1', port: 65535 }],
+      ['--metrics-bind-address=0', (c) => c.metricsAddress, undefined],
+    ],
+    bad: [
+      ['--metrics-bind-address=:65536', bad('metrics-bind-address', ':65536', ADDRESS)],
+      ['--metrics-bind-address=localhost', bad('metrics-bind-address', 'localhost', ADDRESS)],
+      [
+        '--metrics-bind-address=:8081',
+        '--metrics-bind-address and --health-probe-bind-address must use different ports (both 8081)',
+      ],
+    ],
+  },
+  'metrics-secure': boolRow('metrics-secure', (c) => c.metricsSecurity.secure),
+  'tls-cert-file': {
+    ok: [
+      [
+        ['--tls-cert-file=/c/tls.crt', '--tls-private-key-file=/c/tls.key'],
+        (c) => c.metricsSecurity.certFile,
+        '/c/tls.crt',
+      ],
+    ],
+    bad: [
+      ['--tls-cert-file=/c/tls.crt', '--tls-cert-file and --tls-private-key-file must be given together'],
+      [
+        ['--tls-cert-file=/c/tls.crt', '--tls-private-key-file=/c/tls.key', '--metrics-secure=false'],
+        '--tls-cert-file and --tls-private-key-file need --metrics-secure=true',
+      ],
+    ],
+  },
+  'tls-private-key-file': {
+    ok: [
+      [
+        ['--tls-cert-file=/c/tls.crt', '--tls-private-key-file=/c/tls.key'],
+        (c) => c.metricsSecurity.keyFile,
+        '/c/tls.key',
+      ],
+    ],
+    bad: [
+      [
+        '--tls-private-key-file=/c/tls.key',
+        '--tls-cert-file and --tls-private-key-file must be given together',
+      ],
+    ],
+  },
+  'metrics-auth-stale-if-error': {
+    ok: [
+      ['--metrics-auth-stale-if-error=0s', (c) => c.metricsSecurity.staleIfErrorMs, 0],
+      ['--metrics-auth-stale-if-error=24h', (c) => c.metricsSecurity.staleIfErrorMs, 86_400_000],
+    ],
+    bad: [
+      [
+        '--metrics-auth-stale-if-error=24h1ms',
+        bad('metrics-auth-stale-if-error', '24h1ms', `${DUR} >= 0s and <= 24h0m0s`),
+      ],
+    ],
+  },
+  'health-probe-bind-address': {
+    ok: [
+      [
+        '--health-probe-bind-address=127.0.0.1:9000',
+        (c) => c.probeAddress,
+        { host: '127.0.0.1', port: 9000 },
+      ],
+      ['--health-probe-bind-address=0', (c) => c.probeAddress, undefined],
+    ],
+    bad: [
+      [
+        '--health-probe-bind-address=::1:9000',
+        'invalid value "::1:9000" for flag --health-probe-bind-address (an IPv6 address needs brackets: ' +
+          `[::1]:9000): accepted: ${ADDRESS}`,
+      ],
+      [
+        '--health-probe-bind-address=[127.0.0.1]:9000',
+        'invalid value "[127.0.0.1]:9000" for flag --health-probe-bind-address (only an IPv6 address goes in ' +
+          `brackets): accepted: ${ADDRESS}`,
+      ],
+      [
+        '--health-probe-bind-address=:8080',
+        '--metrics-bind-address and --health-probe-bind-address must use different ports (both 8080)',
+      ],
+    ],
+  },
+  'shutdown-grace-period': {
+    ok: [
+      ['--shutdown-grace-period=0s', (c) => c.shutdownGracePeriodMs, 0],
+      ['--shutdown-grace-period=10m', (c) => c.shutdownGracePeriodMs, 600_000],
+    ],
+    bad: [
+      ['--shutdown-grace-period=10m1ms', bad('shutdown-grace-period', '10m1ms', `${DUR} >= 0s and <= 10m0s`)],
+      ['--shutdown-grace-period=-1s', bad('shutdown-grace-period', '-1s', `${DUR} >= 0s and <= 10m0s`)],
+    ],
+  },
+  'kube-api-qps': {
+    ok: [
+      ['--kube-api-qps=0.001', (c) => c.kubeApi.qps, 0.001],
+      ['--kube-api-qps=100000', (c) => c.kubeApi.qps, 100_000],
+    ],
+    bad: [
+      ['--kube-api-qps=0', bad('kube-api-qps', '0', 'a number > 0 and <= 100000')],
+      ['--kube-api-qps=100000.5', bad('kube-api-qps', '100000.5', 'a number > 0 and <= 100000')],
+    ],
+  },
+  'kube-api-burst': {
+    ok: [
+      ['--kube-api-burst=1', (c) => c.kubeApi.burst, 1],
+      ['--kube-api-burst=100000', (c) => c.kubeApi.burst, 100_000],
+    ],
+    bad: [
+      ['--kube-api-burst=0', bad('kube-api-burst', '0', 'a whole number >= 1 and <= 100000')],
+      ['--kube-api-burst=100001', bad('kube-api-burst', '100001', 'a whole number >= 1 and <= 100000')],
+    ],
+  },
+  'log-format': {
+    ok: [
+      ['--log-format=text', (c) => c.log.format, 'text'],
+      ['--logging-format=json', (c) => c.log.format, 'json'],
+    ],
+    bad: [
+      ['--log-format=xml', bad('log-format', 'xml', 'one of json, text')],
+      ['--logging-format=xml', bad('logging-format', 'xml', 'one of json, text')],
+    ],
+  },
+  v: {
+    ok: [
+      ['-v=0', (c) => c.log.verbosity, 0],
+      ['--v=10', (c) => c.log.verbosity, 10],
+    ],
+    bad: [
+      ['-v=-1', bad('v', '-1', 'a whole number >= 0 and <= 10')],
+      ['-v=11', bad('v', '11', 'a whole number >= 0 and <= 10')],
+    ],
+  },
+};
+
+describe('every flag: what it accepts, and the error past its edges (the one table of ROWS)', () => {
+  it('every flag of FLAGS has a row, and every row a flag', () => {
+    expect(Object.keys(ROWS).sort()).toEqual(FLAGS.map((f) => f.name).sort());
+  });
+
+  it('every row rejects something, or says why any value is taken', () => {
+    const loose = Object.entries(ROWS).filter(([, r]) => r.bad.length === 0 && r.anyValue === undefined);
+    expect(loose.map(([name]) => name)).toEqual([]);
+  });
+
+  for (const [name, row] of Object.entries(ROWS)) {
+    it(`--${name}`, () => {
+      for (const [argv, pick, want] of row.ok) {
+        const args = typeof argv === 'string' ? [argv] : argv;
+        expect(pick(load(args)), args.join(' ')).toEqual(want);
+      }
+      for (const [argv, message] of row.bad) {
+        const args = typeof argv === 'string' ? [argv] : argv;
+        const err = thrown(() => load(args));
+        expect(err, args.join(' ')).toBeInstanceOf(FlagError);
+        expect((err as Error).message, args.join(' ')).toBe(message);
+      }
+    });
+  }
+});
+
+/** A subcommand's flag: values it takes, each with the value parsed, and values past its edges. */
+interface SubRow {
+  ok: [argv: string, want: unknown][];
+  bad: [argv: string, message: string][];
+  anyValue?: string;
+}
+
+const SUBCOMMANDS: Record<string, { flags: readonly FlagSpec[]; rows: Record<string, SubRow> }> = {
+  status: {
+    flags: STATUS_FLAGS,
+    rows: {
+      kubeconfig: {
+        anyValue: 'a path, resolved as the controller resolves it (a missing file exits 2)',
+        ok: [['--kubeconfig=/etc/kubeconfig', '/etc/kubeconfig']],
+        bad: [],
+      },
+      watch: {
+        ok: [
+          ['--watch', true],
+          ['--watch=false', false],
+        ],
+        bad: [['--watch=yes', bad('watch', 'yes', BOOL)]],
+      },
+      'companion-taint-key': {
+        anyValue: 'only matched against the taints shown, never written',
+        ok: [['--companion-taint-key=example.com/lost', 'example.com/lost']],
+        bad: [],
+      },
+      lock: {
+        anyValue: 'the name of a Lease read, never written',
+        ok: [['--lock=my-lock', 'my-lock']],
+        bad: [],
+      },
+      timeout: {
+        ok: [
+          ['--timeout=1s', 1000],
+          ['--timeout=10m', 600_000],
+        ],
+        bad: [
+          ['--timeout=999ms', bad('timeout', '999ms', `${DUR} >= 1s and <= 10m0s`)],
+          ['--timeout=10m1ms', bad('timeout', '10m1ms', `${DUR} >= 1s and <= 10m0s`)],
+        ],
+      },
+      'max-rows': {
+        ok: [
+          ['--max-rows=1', 1],
+          ['--max-rows=100000', 100_000],
+        ],
+        bad: [
+          ['--max-rows=0', bad('max-rows', '0', 'a whole number >= 1 and <= 100000')],
+          ['--max-rows=100001', bad('max-rows', '100001', 'a whole number >= 1 and <= 100000')],
+        ],
+      },
+    },
+  },
+  demo: {
+    flags: DEMO_FLAGS,
+    rows: {
+      nodes: {
+        ok: [
+          ['--nodes=6', 6],
+          ['--nodes=2000', 2000],
+        ],
+        bad: [
+          ['--nodes=5', bad('nodes', '5', 'a whole number >= 6 and <= 2000')],
+          ['--nodes=2001', bad('nodes', '2001', 'a whole number >= 6 and <= 2000')],
+        ],
+      },
+      duration: {
+        ok: [
+          ['--duration=0s', 0],
+          ['--duration=24h', 86_400_000],
+        ],
+        bad: [['--duration=24h1ms', bad('duration', '24h1ms', `${DUR} >= 0s and <= 24h0m0s`)]],
+      },
+      grace: {
+        ok: [
+          ['--grace=3s', 3000],
+          ['--grace=10m', 600_000],
+        ],
+        bad: [
+          ['--grace=2999ms', bad('grace', '2999ms', `${DUR} >= 3s and <= 10m0s`)],
+          ['--grace=10m1ms', bad('grace', '10m1ms', `${DUR} >= 3s and <= 10m0s`)],
+        ],
+      },
+    },
+  },
+};
+
+for (const [command, { flags, rows }] of Object.entries(SUBCOMMANDS)) {
+  describe(`every flag of ${command}: what it accepts, and the error past its edges`, () => {
+    it('every flag has a row, and every row a flag; a row rejects something or says why not', () => {
+      expect(Object.keys(rows).sort()).toEqual(flags.map((f) => f.name).sort());
+      const loose = Object.entries(rows).filter(([, r]) => r.bad.length === 0 && r.anyValue === undefined);
+      expect(loose.map(([name]) => name)).toEqual([]);
+    });
+
+    for (const [name, row] of Object.entries(rows)) {
+      it(`--${name}`, () => {
+        for (const [arg, want] of row.ok) expect(parseArgs([arg], flags).values[name], arg).toEqual(want);
+        for (const [arg, message] of row.bad) {
+          const err = thrown(() => parseArgs([arg], flags));
+          expect(err, arg).toBeInstanceOf(FlagError);
+          expect((err as Error).message, arg).toBe(message);
+        }
+      });
+    }
+  });
+}

@@ -1,12 +1,14 @@
 import { isIPv6 } from 'node:net';
 import { DURATION_SYNTAX_HELP, formatDuration, tryParseDuration } from '../clock/duration.js';
-import { MAX_GRACE_MS } from '../disruption/pools/config.js';
-import { Companion } from '../health/reasons.js';
+import { MAX_GRACE_MS } from '../disruption/index.js';
+import { Companion } from '../health/index.js';
+import { COMPONENT_NAME } from '../names/index.js';
 
 /**
  * Command-line flags in kube-controller-manager's style: `--name=value` or `--name value`,
  * booleans as `--name`, `--name=true|false`. Every flag is declared once here with its type,
- * default, accepted range and help; `--help` prints this table.
+ * default, accepted range and help, the controller's (FLAGS) and its subcommands' (STATUS_FLAGS,
+ * DEMO_FLAGS); `--help` prints the table.
  */
 
 export class FlagError extends Error {
@@ -249,7 +251,7 @@ export const FLAGS: readonly FlagSpec[] = [
     group: 'Leader election',
     name: 'leader-elect-resource-name',
     kind: 'string',
-    default: 'node-lifecycle-controller',
+    default: COMPONENT_NAME,
     help: 'Name of the lock Lease. Give each install its own so two installs never collide.',
   },
   {
@@ -396,6 +398,88 @@ export const FLAGS: readonly FlagSpec[] = [
     min: 0,
     max: 10,
     help: 'Log verbosity (klog levels: 2 for decisions, 4 for every observation).',
+  },
+];
+
+/** The flags of `status` (src/cli/status.ts), the read-only fleet view. */
+export const STATUS_FLAGS: readonly FlagSpec[] = [
+  {
+    group: 'Status',
+    name: 'kubeconfig',
+    kind: 'string',
+    default: '',
+    help: 'Path to a kubeconfig (same resolution order as the controller).',
+  },
+  {
+    group: 'Status',
+    name: 'watch',
+    kind: 'bool',
+    default: 'false',
+    help: 'Keep the view open and refresh it every second.',
+  },
+  {
+    group: 'Status',
+    name: 'companion-taint-key',
+    kind: 'string',
+    default: Companion.DefaultTaintKey,
+    help: "The companion mode's taint key (--companion-taint-key of the controller): shown in full, with its value.",
+  },
+  {
+    group: 'Status',
+    name: 'lock',
+    kind: 'string',
+    default: COMPONENT_NAME,
+    help: 'Name of the leader-election Lease.',
+  },
+  {
+    group: 'Status',
+    name: 'timeout',
+    kind: 'duration',
+    default: '15s',
+    min: 1000,
+    max: 600_000,
+    help: 'How long to wait for the API server: its first answer, then the complete node and lease lists. After that, one line names the server and the cause (connection refused, timed out, a refusal) and the exit code is 1.',
+  },
+  {
+    group: 'Status',
+    name: 'max-rows',
+    kind: 'int',
+    default: '40',
+    min: 1,
+    max: 100000,
+    help: 'Rows shown (not-Ready nodes first).',
+  },
+];
+
+/** The flags of `demo` (src/cli/demo.ts), the scripted local demo. */
+export const DEMO_FLAGS: readonly FlagSpec[] = [
+  {
+    group: 'Demo',
+    name: 'nodes',
+    kind: 'int',
+    default: '24',
+    // The script stops two nodes of zone-a and uses two of zone-b: at least two per zone.
+    min: 6,
+    max: 2000,
+    help: 'Simulated nodes, spread over three zones.',
+  },
+  {
+    group: 'Demo',
+    name: 'duration',
+    kind: 'duration',
+    default: '0s',
+    min: 0,
+    max: 24 * 3600_000,
+    help: 'Stop after this long (0: run until Ctrl-C).',
+  },
+  {
+    group: 'Demo',
+    name: 'grace',
+    kind: 'duration',
+    default: '15s',
+    min: 3000,
+    max: 600_000,
+    help: "The controller's --node-monitor-grace-period (kubelets renew every grace/8).",
   },
 ];
 

@@ -1,8 +1,8 @@
 import { formatDuration } from '../clock/duration.js';
+import { TokenBucket } from '../clock/token-bucket.js';
 import { type Logger, silentLogger } from '../log/logger.js';
 import { BlastRadiusCap, type CapSettings, validateCapSettings } from './cap.js';
 import { type DisruptionMetrics, HELD_BACK_REASONS, type HeldBackReason } from './metrics.js';
-import { TokenBucket } from './token-bucket.js';
 import {
   computeZoneState,
   type RateSettings,

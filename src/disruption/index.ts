@@ -28,24 +28,20 @@ export {
   EMPTY_POOL_CONFIG,
   type GraceDefaults,
   HTTP2_HEALTH_CHECK_MS,
+  MAX_GRACE_MS,
+  MAX_POOL_CONFIG_BYTES,
   type NodePool,
   type PoolConfig,
   PoolConfigError,
   type PoolConfigIssue,
   type PoolConfigResult,
+  type PoolGraceBounds,
   parsePoolConfig,
   type ResolvedGrace,
   resolveGrace,
+  tooLargeMessage,
   validatePoolConfig,
 } from './pools/config.js';
-export {
-  type FileStamp,
-  nodePoolFileSystem,
-  PoolConfigLoader,
-  type PoolConfigLoaderOptions,
-  type PoolFileSystem,
-  type ReloadOutcome,
-} from './pools/loader.js';
 export { type GraceChange, GraceResolver } from './pools/resolver.js';
 export {
   isMatchAll,
@@ -55,7 +51,6 @@ export {
   matchesSelector,
   type SelectorOperator,
 } from './pools/selector.js';
-export { TokenBucket } from './token-bucket.js';
 export {
   computeZoneState,
   isExcludedFromDisruption,

@@ -1,7 +1,36 @@
 import { describe, expect, it } from 'vitest';
-import { computeZoneState, isExcludedFromDisruption, zoneDisplay, zoneKeyOf, zoneRate } from './zones.js';
+import {
+  computeZoneState,
+  isExcludedFromDisruption,
+  LABEL_EXCLUDE_DISRUPTION,
+  LABEL_FAILURE_DOMAIN_BETA_REGION,
+  LABEL_FAILURE_DOMAIN_BETA_ZONE,
+  LABEL_TOPOLOGY_REGION,
+  LABEL_TOPOLOGY_ZONE,
+  zoneDisplay,
+  zoneKeyOf,
+  zoneRate,
+} from './zones.js';
 
 const rates = { nodeEvictionRate: 0.1, secondaryNodeEvictionRate: 0.01, largeClusterSizeThreshold: 50 };
+
+describe('label keys', () => {
+  it('are exactly upstream', () => {
+    expect({
+      LABEL_TOPOLOGY_REGION,
+      LABEL_TOPOLOGY_ZONE,
+      LABEL_FAILURE_DOMAIN_BETA_REGION,
+      LABEL_FAILURE_DOMAIN_BETA_ZONE,
+      LABEL_EXCLUDE_DISRUPTION,
+    }).toEqual({
+      LABEL_TOPOLOGY_REGION: 'topology.kubernetes.io/region',
+      LABEL_TOPOLOGY_ZONE: 'topology.kubernetes.io/zone',
+      LABEL_FAILURE_DOMAIN_BETA_REGION: 'failure-domain.beta.kubernetes.io/region',
+      LABEL_FAILURE_DOMAIN_BETA_ZONE: 'failure-domain.beta.kubernetes.io/zone',
+      LABEL_EXCLUDE_DISRUPTION: 'node.kubernetes.io/exclude-disruption',
+    });
+  });
+});
 
 describe('zoneKeyOf (upstream GetZoneKey)', () => {
   it('joins region and zone with ":\\0:"', () => {

@@ -4,7 +4,7 @@ import { KubeApiError } from '../kube/client.js';
 import type { KubeObject } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import type { Observable, Subscription } from '../rx/index.js';
-import type { Reflector, ResourceWatchDeps } from '../watch/reflector.js';
+import type { Reflector, ResourceWatchDeps } from '../watch/index.js';
 import { isConflict, type KubeRequester } from './lease-api.js';
 import { watchNamed } from './lock-watch.js';
 import type { LeaderElectionMetrics } from './metrics.js';

@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { formatDuration } from '../clock/duration.js';
+import { COMPONENT_NAME } from '../names/index.js';
 
 /** client-go's JitterFactor: candidates wait retryPeriod x [1, 1 + 1.2) between polls. */
 export const JITTER_FACTOR = 1.2;
 
-/** The component's own name: the default lock name and the identity-lease label value. */
-export const COMPONENT_NAME = 'node-lifecycle-controller';
+/** The component's own name (src/names): the default lock name and the identity-lease label value. */
+export { COMPONENT_NAME };
 
 /** Flag names (kube-controller-manager's), used in validation messages. */
 export const LeaderElectionFlags = {

@@ -1,5 +1,6 @@
 export {
   COMPONENT_NAME,
+  candidateNameProblem,
   defaultIdentity,
   JITTER_FACTOR,
   LEADER_ELECTION_DEFAULTS,

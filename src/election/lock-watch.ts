@@ -2,10 +2,13 @@ import { paths } from '../kube/client.js';
 import { parseSkippingManagedFields } from '../kube/json.js';
 import type { KubeObject, Lease } from '../kube/types.js';
 import { filter, map, type Observable } from '../rx/index.js';
-import { Reflector, type ResourceWatchDeps } from '../watch/reflector.js';
-import { stripLease } from '../watch/strip.js';
-import { kubeTransport } from '../watch/transport.js';
-import type { StripFn } from '../watch/types.js';
+import {
+  kubeTransport,
+  Reflector,
+  type ResourceWatchDeps,
+  type StripFn,
+  stripLease,
+} from '../watch/index.js';
 
 /**
  * A watch of one named object (fieldSelector metadata.name=<name>) in the list at `path`, on the

@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { registeredNodeEvent, removingNodeEvent } from './events.js';
-import { EventMessage, LabelKey, NodeConditionMessage, NodeConditionReason, TaintKey } from './reasons.js';
+import { EventMessage, NodeConditionMessage, NodeConditionReason, TaintKey } from './reasons.js';
 
 describe('upstream spellings', () => {
-  it('taint keys, reasons, messages and labels are exactly upstream', () => {
+  // The zone and disruption label keys are src/disruption/zones.ts's (zones.test.ts).
+  it('taint keys, reasons and messages are exactly upstream', () => {
     expect(Object.values(TaintKey).sort()).toEqual([
       'node.kubernetes.io/disk-pressure',
       'node.kubernetes.io/memory-pressure',
@@ -22,13 +23,6 @@ describe('upstream spellings', () => {
       NeverPosted: 'Kubelet never posted node status.',
     });
     expect(EventMessage.PodNodeNotReady).toBe('Node is not ready');
-    expect(LabelKey).toEqual({
-      TopologyRegion: 'topology.kubernetes.io/region',
-      TopologyZone: 'topology.kubernetes.io/zone',
-      LegacyRegion: 'failure-domain.beta.kubernetes.io/region',
-      LegacyZone: 'failure-domain.beta.kubernetes.io/zone',
-      ExcludeDisruption: 'node.kubernetes.io/exclude-disruption',
-    });
   });
 
   it('RegisteredNode / RemovingNode events as upstream words them', () => {

@@ -8,8 +8,8 @@
 /** Namespace holding one Lease per node, named after the node (kubelet heartbeats). */
 export { NODE_LEASE_NAMESPACE } from '../kube/types.js';
 
-/** Event source component, as upstream's node lifecycle controller reports it. */
-export const EVENT_SOURCE_COMPONENT = 'node-controller';
+/** Event source component, as upstream's node lifecycle controller reports it (src/names). */
+export { EVENT_SOURCE_COMPONENT } from '../names/index.js';
 
 /** Taint keys (core/v1 well-known taints). */
 export const TaintKey = {
@@ -96,17 +96,6 @@ export const EventMessage = {
   registeredNode: (node: string): string => `Node ${node} event: Registered Node ${node} in Controller`,
   /** Upstream's RecordNodeEvent with "Removing Node %v from Controller". */
   removingNode: (node: string): string => `Node ${node} event: Removing Node ${node} from Controller`,
-} as const;
-
-/** Node label keys read for zones and disruption. */
-export const LabelKey = {
-  TopologyRegion: 'topology.kubernetes.io/region',
-  TopologyZone: 'topology.kubernetes.io/zone',
-  /** Legacy (deprecated) labels; upstream prefers them when present. */
-  LegacyRegion: 'failure-domain.beta.kubernetes.io/region',
-  LegacyZone: 'failure-domain.beta.kubernetes.io/zone',
-  /** Present (any value) -> node left out of zone disruption statistics, still tainted. */
-  ExcludeDisruption: 'node.kubernetes.io/exclude-disruption',
 } as const;
 
 /**

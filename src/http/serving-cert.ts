@@ -4,6 +4,7 @@ import tls from 'node:tls';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { type Clock, timerDelay } from '../clock/clock.js';
 import type { Logger } from '../log/logger.js';
+import { COMPONENT_NAME } from '../names/index.js';
 import type { Subscription } from '../rx/index.js';
 import { selfSignedCert } from './x509.js';
 
@@ -83,7 +84,7 @@ export class ServingCertificate {
     now: number;
     metrics?: ServingCertMetrics;
   }): ServingCertificate {
-    const c = selfSignedCert({ hosts: opts.hosts, commonName: 'node-lifecycle-controller', now: opts.now });
+    const c = selfSignedCert({ hosts: opts.hosts, commonName: COMPONENT_NAME, now: opts.now });
     return new ServingCertificate({ cert: c.certPem, key: c.keyPem }, 'self-signed', opts.metrics);
   }
 

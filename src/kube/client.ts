@@ -5,6 +5,7 @@ import tls from 'node:tls';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { timerDelay } from '../clock/clock.js';
 import { formatDuration } from '../clock/duration.js';
+import { COMPONENT_NAME } from '../names/index.js';
 import { type ClientAuth, type Credentials, credentialsFromKubeConfig } from './credentials.js';
 import { connectTunnel } from './proxy.js';
 import { RateLimiterFullError, type RequestRateLimiter } from './rate-limit.js';
@@ -373,7 +374,7 @@ export class KubeClient {
   ) {
     this.observer = opts.observer;
     this.defaultTimeoutMs = opts.defaultTimeoutMs ?? 30_000;
-    this.userAgent = opts.userAgent ?? 'node-lifecycle-controller';
+    this.userAgent = opts.userAgent ?? COMPONENT_NAME;
     this.limiter = opts.rateLimiter;
   }
 

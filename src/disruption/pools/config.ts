@@ -65,7 +65,13 @@ export const MAX_POOL_CONFIG_DEPTH = 32;
 /** At most this many errors (and as many warnings) are reported; the rest are counted. */
 export const MAX_POOL_CONFIG_ISSUES = 50;
 
-/** client-go's HTTP/2 health check: 30s ping timeout + 15s read-idle timeout (reference §1). */
+/**
+ * A grace period (--node-monitor-grace-period, a pool's nodeMonitorGracePeriod) must be above this
+ * not to mark live nodes: a kubelet whose connection to the API server died without a word notices
+ * only through client-go's HTTP/2 health check, a ping after 30s without a frame
+ * (HTTP2_READ_IDLE_TIMEOUT_SECONDS) answered within 15s (HTTP2_PING_TIMEOUT_SECONDS); until then it
+ * cannot renew its lease. kube-controller-manager's help says the grace must exceed their sum.
+ */
 export const HTTP2_HEALTH_CHECK_MS = 45_000;
 
 export interface NodePool {

@@ -5,15 +5,15 @@
  */
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { memoryLogger } from '../../log/logger.js';
-import { createDisruptionMetrics } from '../metrics.js';
-import type { PoolConfig } from './config.js';
-import { type FileStamp, PoolConfigLoader, type PoolFileSystem } from './loader.js';
+import { createDisruptionMetrics, type PoolConfig } from '../disruption/index.js';
+import { memoryLogger } from '../log/logger.js';
+import { type FileStamp, PoolConfigLoader, type PoolFileSystem } from './pool-file.js';
 
 const THROWS = 'parse throws on this text';
 
-vi.mock('./config.js', async (importOriginal) => {
-  const real = await importOriginal<typeof import('./config.js')>();
+// The loader takes parsePoolConfig from the disruption core's index.
+vi.mock('../disruption/index.js', async (importOriginal) => {
+  const real = await importOriginal<typeof import('../disruption/index.js')>();
   return {
     ...real,
     parsePoolConfig: (text: string, bounds?: Parameters<typeof real.parsePoolConfig>[1]) => {

@@ -3,10 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { memoryLogger } from '../../log/logger.js';
-import { createDisruptionMetrics } from '../metrics.js';
-import { type PoolConfig, PoolConfigError } from './config.js';
-import { type FileStamp, nodePoolFileSystem, PoolConfigLoader, type PoolFileSystem } from './loader.js';
+import { createDisruptionMetrics, type PoolConfig, PoolConfigError } from '../disruption/index.js';
+import { memoryLogger } from '../log/logger.js';
+import { type FileStamp, nodePoolFileSystem, PoolConfigLoader, type PoolFileSystem } from './pool-file.js';
 
 const PATH = '/etc/nlc/pools.json';
 

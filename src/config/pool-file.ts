@@ -1,8 +1,18 @@
 import { watch as fsWatch } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
-import { timerDelay } from '../../clock/clock.js';
-import { type Logger, silentLogger } from '../../log/logger.js';
+import { timerDelay } from '../clock/clock.js';
+import {
+  type DisruptionMetrics,
+  MAX_POOL_CONFIG_BYTES,
+  type PoolConfig,
+  PoolConfigError,
+  type PoolConfigIssue,
+  type PoolGraceBounds,
+  parsePoolConfig,
+  tooLargeMessage,
+} from '../disruption/index.js';
+import { type Logger, silentLogger } from '../log/logger.js';
 import {
   asyncScheduler,
   BehaviorSubject,
@@ -15,17 +25,7 @@ import {
   type SchedulerLike,
   Subject,
   type Subscription,
-} from '../../rx/index.js';
-import type { DisruptionMetrics } from '../metrics.js';
-import {
-  MAX_POOL_CONFIG_BYTES,
-  type PoolConfig,
-  PoolConfigError,
-  type PoolConfigIssue,
-  type PoolGraceBounds,
-  parsePoolConfig,
-  tooLargeMessage,
-} from './config.js';
+} from '../rx/index.js';
 
 /** What identifies one version of the file on disk (stat follows symlinks, as ConfigMap mounts need). */
 export interface FileStamp {
