@@ -1,15 +1,18 @@
 #!/usr/bin/env node
-// The whole test suite, in order: lint, typecheck, build, the control-plane binaries, kubectl and
-// helm (built once from the Go module proxy, cached outside the repo), unit, e2e (loopback API server),
-// kind (a real cluster; it fails, saying why, where Docker, kind and kubectl do not answer). Prints
-// one closing summary line with the test counts. A skipped test fails the run: a suite that passes
-// with skips has not checked what it claims. Usage: node scripts/test-all.mjs [--skip-e2e]
-// [--skip-kind] (each an explicit partial run, and the summary says so).
-import { spawnSync } from 'node:child_process';
+// The whole test suite: lint, typecheck, build, the control-plane binaries, kubectl and helm (built
+// once from the Go module proxy, cached outside the repo), unit, then e2e (loopback API server) and
+// kind (a real cluster; it fails, saying why, where Docker, kind and kubectl do not answer) side by
+// side: both spend most of their time waiting on grace periods, and the kind suite's output is
+// prefixed `[kind] `. Prints one closing summary line with the test counts and the time of each
+// phase. A skipped test fails the run: a suite that passes with skips has not checked what it
+// claims. Usage: node scripts/test-all.mjs [--skip-e2e] [--skip-kind] (each an explicit partial
+// run, and the summary says so) [--serial] (kind after e2e, not beside it).
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 
 const skipE2e = process.argv.includes('--skip-e2e');
 const skipKind = process.argv.includes('--skip-kind');
+const serial = process.argv.includes('--serial');
 const started = Date.now();
 mkdirSync('.tmp', { recursive: true });
 
@@ -18,41 +21,7 @@ mkdirSync('.tmp', { recursive: true });
 const phases = {};
 const provisioned = Number(process.env.NLC_PROVISION_SECONDS);
 if (Number.isFinite(provisioned) && provisioned >= 0) phases.provisioning = provisioned;
-let phase = 'checks';
-
-function step(name, cmd, args) {
-  const t = Date.now();
-  console.log(`\n=== ${name}: ${cmd} ${args.join(' ')}`);
-  const r = spawnSync(cmd, args, { stdio: 'inherit' });
-  phases[phase] = (phases[phase] ?? 0) + (Date.now() - t) / 1000;
-  const secs = ((Date.now() - t) / 1000).toFixed(1);
-  if (r.status !== 0) {
-    console.log(`\n=== ${name} FAILED after ${secs}s (exit ${r.status ?? r.signal})`);
-    summary(`FAILED at ${name}`);
-    process.exit(1);
-  }
-  console.log(`=== ${name} ok in ${secs}s`);
-}
-
 const counts = {};
-function vitest(project) {
-  const out = `.tmp/vitest-${project}.json`;
-  step(`${project} tests`, 'npx', [
-    'vitest',
-    'run',
-    '--project',
-    project,
-    '--reporter=default',
-    '--reporter=json',
-    `--outputFile.json=${out}`,
-  ]);
-  const r = JSON.parse(readFileSync(out, 'utf8'));
-  counts[project] = {
-    passed: r.numPassedTests,
-    failed: r.numFailedTests,
-    skipped: r.numPendingTests + r.numTodoTests,
-  };
-}
 
 function summary(status) {
   const parts = Object.entries(counts).map(
@@ -65,26 +34,113 @@ function summary(status) {
   console.log(`\nSUMMARY ${status} | ${parts.join(' | ') || 'no tests ran'} | ${mins} min | ${times}`);
 }
 
-phase = 'lint+typecheck+build';
-step('lint', 'npx', ['biome', 'check', '.']);
-step('typecheck', 'npx', ['tsc', '-p', 'tsconfig.json']);
-step('build', 'npm', ['run', 'build']);
+function fail(name, secs, how) {
+  console.log(`\n=== ${name} FAILED after ${secs}s (${how})`);
+  summary(`FAILED at ${name}`);
+  process.exit(1);
+}
+
+/** Runs one step to its end, its output inline; its time counts in `phase`. */
+function step(phase, name, cmd, args) {
+  const t = Date.now();
+  console.log(`\n=== ${name}: ${cmd} ${args.join(' ')}`);
+  const r = spawnSync(cmd, args, { stdio: 'inherit' });
+  phases[phase] = (phases[phase] ?? 0) + (Date.now() - t) / 1000;
+  const secs = ((Date.now() - t) / 1000).toFixed(1);
+  if (r.status !== 0) fail(name, secs, `exit ${r.status ?? r.signal}`);
+  console.log(`=== ${name} ok in ${secs}s`);
+}
+
+const vitestArgs = (project) => [
+  'vitest',
+  'run',
+  '--project',
+  project,
+  '--reporter=default',
+  '--reporter=json',
+  `--outputFile.json=.tmp/vitest-${project}.json`,
+];
+
+function countsOf(project) {
+  const r = JSON.parse(readFileSync(`.tmp/vitest-${project}.json`, 'utf8'));
+  counts[project] = {
+    passed: r.numPassedTests,
+    failed: r.numFailedTests,
+    skipped: r.numPendingTests + r.numTodoTests,
+  };
+}
+
+/**
+ * Runs the vitest project in the background; its lines are printed as they come, prefixed with
+ * `prefix` (none: inline). Resolves with how it ended and its time.
+ */
+function vitestAsync(project, prefix) {
+  const t = Date.now();
+  console.log(`\n=== ${project} tests: npx ${vitestArgs(project).join(' ')}`);
+  const child = spawn('npx', vitestArgs(project), { stdio: prefix ? ['ignore', 'pipe', 'pipe'] : 'inherit' });
+  if (prefix) {
+    for (const stream of [child.stdout, child.stderr]) {
+      let rest = '';
+      stream.setEncoding('utf8');
+      stream.on('data', (chunk) => {
+        const lines = (rest + chunk).split('\n');
+        rest = lines.pop() ?? '';
+        for (const line of lines) process.stdout.write(`${prefix}${line}\n`);
+      });
+      stream.on('end', () => {
+        if (rest) process.stdout.write(`${prefix}${rest}\n`);
+      });
+    }
+  }
+  return new Promise((resolve) => {
+    child.on('close', (code, signal) => {
+      phases[project] = (Date.now() - t) / 1000;
+      resolve({ project, code, signal, secs: ((Date.now() - t) / 1000).toFixed(1) });
+    });
+  });
+}
+
+/** Both projects' results; a project that failed fails the run (after both ended). */
+async function settle(runs) {
+  const results = await Promise.all(runs);
+  for (const r of results) {
+    try {
+      countsOf(r.project);
+    } catch {
+      /* no report: it failed before writing one */
+    }
+  }
+  for (const r of results) {
+    if (r.code !== 0) fail(`${r.project} tests`, r.secs, `exit ${r.code ?? r.signal}`);
+    console.log(`=== ${r.project} tests ok in ${r.secs}s`);
+  }
+}
+
+step('lint+typecheck+build', 'lint', 'npx', ['biome', 'check', '.']);
+step('lint+typecheck+build', 'typecheck', 'npx', ['tsc', '-p', 'tsconfig.json']);
+step('lint+typecheck+build', 'build', 'npm', ['run', 'build']);
 // kubectl renders the manifests in unit and e2e tests; kube-apiserver and etcd are the e2e's, and
 // kube-controller-manager runs beside ours in test/e2e/companion.test.ts.
-phase = 'tools';
-step('control-plane binaries', 'bash', ['scripts/build-control-plane.sh', '--with-kubectl', '--with-kcm']);
+step('tools', 'control-plane binaries', 'bash', [
+  'scripts/build-control-plane.sh',
+  '--with-kubectl',
+  '--with-kcm',
+]);
 // helm lints and renders the chart in the unit tests (test/unit/chart.test.ts).
-step('helm binary', 'bash', ['scripts/build-helm.sh']);
-phase = 'unit';
-vitest('unit');
-if (!skipE2e) {
-  phase = 'tools';
-  step('prometheus binaries', 'bash', ['scripts/build-prometheus.sh']);
-  phase = 'e2e';
-  vitest('e2e');
+step('tools', 'helm binary', 'bash', ['scripts/build-helm.sh']);
+await settle([vitestAsync('unit')]);
+if (!skipE2e) step('tools', 'prometheus binaries', 'bash', ['scripts/build-prometheus.sh']);
+const e2eAndKind = Date.now();
+if (serial) {
+  if (!skipE2e) await settle([vitestAsync('e2e')]);
+  if (!skipKind) await settle([vitestAsync('kind')]);
+} else {
+  await settle([
+    ...(skipE2e ? [] : [vitestAsync('e2e')]),
+    ...(skipKind ? [] : [vitestAsync('kind', skipE2e ? undefined : '[kind] ')]),
+  ]);
 }
-phase = 'kind';
-if (!skipKind) vitest('kind');
+if (!skipE2e && !skipKind) phases['e2e+kind wall'] = (Date.now() - e2eAndKind) / 1000;
 const skipped = Object.entries(counts).filter(([, c]) => c.skipped > 0);
 if (skipped.length > 0) {
   const which = skipped.map(([p, c]) => `${c.skipped} in ${p}`).join(', ');

@@ -341,20 +341,12 @@ export async function runController(o: RunOptions): Promise<RunningController> {
   }
   // Upstream mode: another node-lifecycle controller (kube-controller-manager's left on) setting
   // the nodes' Ready condition means two controllers marking the same nodes; this replica then
-  // writes nothing (unless allowed) and says why. Its reads go through a client of their own,
-  // paced apart, so they never take a rate-limiter token a mark needs.
-  const rivalClient = config.concurrentController.check
-    ? await KubeClient.fromCredentials(credentials, {
-        observer: apiObserver,
-        userAgent,
-        defaultTimeoutMs: 30_000,
-        rateLimiter: new RequestRateLimiter(2, 5, clock.scheduler),
-        maxSockets: 2,
-      })
-    : undefined;
-  const rival = rivalClient
+  // writes nothing (unless allowed) and says why. Its reads share the one rate limiter (they count
+  // against --kube-api-qps like every request) at low priority: they never take a token a mark or
+  // a lease re-read waits for.
+  const rival = config.concurrentController.check
     ? new ConcurrentControllerCheck({
-        client: rivalClient,
+        client,
         clock,
         logger: log,
         metrics: createConcurrentControllerMetrics(registry),
@@ -536,7 +528,6 @@ export async function runController(o: RunOptions): Promise<RunningController> {
             candidate?.stop();
             candidateWatch?.stop();
             rival?.stop();
-            rivalClient?.close();
             poolSub?.unsubscribe();
             pools?.close();
             nodeDeletes.unsubscribe();

@@ -331,6 +331,7 @@ export class ConcurrentControllerCheck {
         query: { limit: PAGE_SIZE, continue: cont },
         timeoutMs: REQUEST_TIMEOUT_MS,
         signal: this.abort.signal,
+        priority: 'low' as const,
       };
       let res: KubeResponse<{ items?: WithManagedFields[]; metadata?: { continue?: string } }> =
         await this.o.client.raw({ ...req, accept });
@@ -398,6 +399,7 @@ export class ConcurrentControllerCheck {
         path: paths.node(name),
         timeoutMs: REQUEST_TIMEOUT_MS,
         signal: this.abort.signal,
+        priority: 'low',
       });
     } catch (err) {
       if (this.stopped) return;

@@ -7,7 +7,7 @@ import { timerDelay } from '../clock/clock.js';
 import { formatDuration } from '../clock/duration.js';
 import { type ClientAuth, type Credentials, credentialsFromKubeConfig } from './credentials.js';
 import { connectTunnel } from './proxy.js';
-import type { RequestRateLimiter } from './rate-limit.js';
+import { RateLimiterFullError, type RequestRateLimiter } from './rate-limit.js';
 import { authorityOf, BoundedHttpAgent, BoundedHttpsAgent, boundSetUp } from './setup-timeout.js';
 
 /** Content types the API server accepts for PATCH. */
@@ -41,6 +41,12 @@ export interface KubeRequest {
    * `application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`.
    */
   accept?: string;
+  /**
+   * 'low': waits for its rate-limiter token behind every other request, and is refused at once
+   * (RateLimiterFullError) when too many low ones wait already. For reads that must never hold
+   * back a mark; they still count against --kube-api-qps.
+   */
+  priority?: 'normal' | 'low';
   /**
    * Called each time the request leaves the process (after any wait for a rate-limiter token or
    * for credentials): a caller that times the server's answer starts its clock here.
@@ -530,8 +536,9 @@ export class KubeClient {
     if (!this.limiter || req.throttled) return;
     const t0 = performance.now();
     try {
-      await this.limiter.acquire(signal);
+      await this.limiter.acquire(signal, req.priority);
     } catch (err) {
+      if (err instanceof RateLimiterFullError) throw err;
       throw err instanceof KubeTransportError
         ? err
         : new KubeTransportError(`${req.method} ${req.path}: aborted`, 'ABORTED');

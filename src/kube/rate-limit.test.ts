@@ -139,6 +139,21 @@ describe('KubeClient with a rate limiter (real time, loopback stub)', () => {
     expect(observed.some((o) => (o.rateLimiterSeconds ?? 0) > 0.1)).toBe(true);
   });
 
+  it('a request marked priority low takes the same limiter, after every other request that waits', async () => {
+    arrivals.length = 0;
+    // Three ahead drain the burst (2): one of them waits, so the low one has to wait too.
+    const ahead = Array.from({ length: 3 }, (_, i) =>
+      stub.client.request({ method: 'GET', path: `/api/v1/pods?ahead=${i}` }),
+    );
+    const low = stub.client.request({ method: 'GET', path: '/api/v1/nodes?low=1', priority: 'low' });
+    const behind = Array.from({ length: 3 }, (_, i) =>
+      stub.client.request({ method: 'GET', path: `/api/v1/pods?behind=${i}` }),
+    );
+    await Promise.all([...ahead, low, ...behind]);
+    expect(arrivals.map((a) => a.url).at(-1)).toBe('/api/v1/nodes?low=1');
+    expect(arrivals).toHaveLength(7);
+  });
+
   it('watches and requests marked `throttled` do not wait for a token', async () => {
     // Drain the bucket with a queue of reads, then open a watch and send a pre-throttled write.
     const reads = Array.from({ length: 10 }, () =>
