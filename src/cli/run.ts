@@ -50,6 +50,7 @@ import type { ProxyEnv } from '../kube/proxy.js';
 import { RequestRateLimiter } from '../kube/rate-limit.js';
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
+import { drainWrites, runShutdown, shutdownBudget } from '../manager/shutdown.js';
 import { createBuildInfoMetric } from '../metrics/build-info.js';
 import { EVENT_LOOP_SAMPLE_MS, EventLoopSampler } from '../metrics/event-loop.js';
 import { createApiRequestMetrics, createRegistry } from '../metrics/registry.js';
@@ -64,7 +65,6 @@ import {
   watchNodes,
 } from '../watch/index.js';
 import type { BuildInfo } from './build-info.js';
-import { drainWrites, runShutdown, shutdownBudget } from './shutdown.js';
 import { writeFence } from './write-fence.js';
 
 export const COMPONENT = 'node-lifecycle-controller';
