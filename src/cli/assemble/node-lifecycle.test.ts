@@ -4,6 +4,7 @@ import path from 'node:path';
 import { Registry } from 'prom-client';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Clock } from '../../clock/clock.js';
+import type { Ticker } from '../../clock/ticker.js';
 import { loadConfig } from '../../config/config.js';
 import { FlagError } from '../../config/flags.js';
 import { createControllerMetrics } from '../../controller/metrics.js';
@@ -36,7 +37,21 @@ afterEach(() => {
 const clock: Clock = { scheduler: asyncScheduler, wall: () => Date.now() };
 const configOf = (flags: string[]) =>
   loadConfig(flags, { POD_NAME: 'nlc-0', POD_NAMESPACE: 'nlc-system' }, 'host-0').config;
-const ticker = { intervalMs: 1000, onTick: () => () => {} };
+/** The process's tick (each second), on the fake timers. */
+function everySecond(): Ticker & { stop(): void } {
+  const fns = new Set<() => void>();
+  const timer = setInterval(() => {
+    for (const fn of [...fns]) fn();
+  }, 1000);
+  return {
+    intervalMs: 1000,
+    onTick: (fn) => {
+      fns.add(fn);
+      return () => fns.delete(fn);
+    },
+    stop: () => clearInterval(timer),
+  };
+}
 
 /** kube-controller-manager's managedFields entry for a node's Ready status, written at `at`. */
 const kcmMarked = (at: number) => [
@@ -61,6 +76,7 @@ interface Setup {
   nodeReads: string[];
   stopping: { value: boolean };
   requests: KubeRequest[];
+  ticker: ReturnType<typeof everySecond>;
 }
 
 /** The assembly on the in-memory API server (two nodes), its watches started. */
@@ -107,6 +123,7 @@ async function setup(
       return { status: 200, headers, body: { metadata: {}, items } as T };
     },
   } as unknown as KubeClient;
+  const ticker = everySecond();
   const watches = assembleWatches({
     config,
     client,
@@ -145,10 +162,14 @@ async function setup(
   void watches.nodesRunnable.start?.(signal);
   await watches.leasesRunnable.start?.(signal);
   await vi.advanceTimersByTimeAsync(100);
-  return { sim, watches, lifecycle, logs: log.lines, limiter, managedFields, nodeReads, stopping, requests };
+  return {
+    ...{ sim, watches, lifecycle, logs: log.lines, limiter, managedFields, nodeReads, stopping, requests },
+    ticker,
+  };
 }
 
 async function teardown(s: Setup) {
+  s.ticker.stop();
   s.sim.stopAll();
   s.watches.nodes.dispose();
   s.watches.leases.dispose();
@@ -332,9 +353,9 @@ describe('assembleNodeLifecycle: the reconciler runnable', () => {
     expect(calls).toEqual(['eligible false', 'eligible true']); // not before both lists were in
     s.sim.setPath('refuse');
     s.sim.cut();
-    await vi.advanceTimersByTimeAsync(140_000);
+    await vi.advanceTimersByTimeAsync(148_000);
     expect(calls.filter((c) => c.startsWith('stepDown'))).toEqual([]);
-    await vi.advanceTimersByTimeAsync(20_000);
+    await vi.advanceTimersByTimeAsync(4_000);
     expect(calls.filter((c) => c.startsWith('stepDown'))).toHaveLength(1);
     s.sim.setPath('up');
   });
