@@ -85,7 +85,7 @@ export interface ManagerOptions {
 
 type Phase = 'idle' | 'starting' | 'started';
 
-/** Resolves with every runnable in start order: by group, then in the order added. */
+/** Every runnable in start order: by group, then in the order added. */
 export function startOrder(runnables: readonly Runnable[]): Runnable[] {
   return START_ORDER.flatMap((g) => runnables.filter((r) => r.group === g));
 }
