@@ -1,5 +1,13 @@
 import { defineConfig } from 'vitest/config';
 
+/** e2e files whose bounds are latencies of a few hundred ms: run alone (project e2e-timing). */
+const E2E_TIMING = [
+  'test/e2e/node-marking.test.ts',
+  'test/e2e/election-processes.test.ts',
+  'test/e2e/election-lease.test.ts',
+  'test/e2e/companion.test.ts',
+];
+
 export default defineConfig({
   test: {
     projects: [
@@ -15,6 +23,7 @@ export default defineConfig({
         test: {
           name: 'e2e',
           include: ['test/e2e/**/*.test.ts'],
+          exclude: E2E_TIMING,
           environment: 'node',
           // The e2e tests run the built controller (dist/main.js) as a process.
           globalSetup: ['test/support/build-dist.ts'],
@@ -23,6 +32,22 @@ export default defineConfig({
           // (NLC_E2E_WORKERS to change it; 1 runs them one by one).
           fileParallelism: true,
           maxWorkers: Number(process.env.NLC_E2E_WORKERS || 3),
+          testTimeout: 180_000,
+          hookTimeout: 240_000,
+          pool: 'forks',
+        },
+      },
+      {
+        test: {
+          // The files whose claims are latencies of a few hundred milliseconds (a mark at most
+          // 250 ms past its grace, p99; a lease handed over within 300 ms), judged by the test's own
+          // watch on the same 2-core machine: one at a time, after the others (scripts/test-all.mjs).
+          // Beside two other control planes, p99 was 327 ms once.
+          name: 'e2e-timing',
+          include: E2E_TIMING,
+          environment: 'node',
+          globalSetup: ['test/support/build-dist.ts'],
+          fileParallelism: false,
           testTimeout: 180_000,
           hookTimeout: 240_000,
           pool: 'forks',

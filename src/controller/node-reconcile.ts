@@ -1,0 +1,274 @@
+import type { ApiWriter, StillWanted, WriteOutcome } from '../apply/writer.js';
+import type { Clock } from '../clock/clock.js';
+import { formatDuration } from '../clock/duration.js';
+import { type DisruptionController, isExcludedFromDisruption, zoneKeyOf } from '../disruption/index.js';
+import type { EventRecord, NodeHealthTracker } from '../health/index.js';
+import type { KubeClient } from '../kube/client.js';
+import type { Node } from '../kube/types.js';
+import type { Logger } from '../log/logger.js';
+import type { MarkingPolicy, NodeView, StatusWrite } from '../policy/index.js';
+import type { Store } from '../watch/store.js';
+import type { LeaseRecheck } from './lease-recheck.js';
+import type { ControllerMetrics } from './metrics.js';
+import { PodStep } from './pods.js';
+import { RecentWrites } from './recent-writes.js';
+import { TaintStep } from './taints.js';
+
+/**
+ * How long a node our write returned may stand in for the watch cache's older copy. The cache
+ * normally shows the write within milliseconds; this only bounds an entry the cache never catches
+ * up with (a resourceVersion that went backwards, e.g. after an etcd restore).
+ */
+const RECENT_WRITE_TTL_MS = 60_000;
+
+/** Sends a health Event (on a Node or a Pod) through the writer. */
+export async function emitEvent(writer: ApiWriter, e: EventRecord): Promise<void> {
+  const ref = e.involvedObject;
+  await writer.event({
+    involved: {
+      kind: ref.kind === 'Pod' ? 'Pod' : 'Node',
+      name: ref.name,
+      namespace: ref.namespace,
+      uid: ref.uid,
+      apiVersion: 'v1',
+    },
+    type: e.type,
+    reason: e.reason,
+    message: e.message,
+  });
+}
+
+/** Counts the node in its zone as the policy judges it (ready or not). */
+export function observeZone(disruption: DisruptionController, policy: MarkingPolicy, node: Node): void {
+  disruption.observe({
+    name: node.metadata.name,
+    zone: zoneKeyOf(node.metadata.labels),
+    ready: policy.zoneReady(node),
+    excluded: isExcludedFromDisruption(node.metadata.labels),
+  });
+}
+
+export interface NodeReconcilerOptions {
+  clock: Clock;
+  log: Logger;
+  metrics: ControllerMetrics;
+  client: KubeClient;
+  writer: ApiWriter;
+  tracker: NodeHealthTracker;
+  disruption: DisruptionController;
+  policy: MarkingPolicy;
+  /** The node watch's store. */
+  nodes: Store<Node>;
+  recheckLease: LeaseRecheck;
+  /** Aborted on stop: a pod list in flight ends at once. */
+  reads: AbortSignal;
+  podRecheckMs: number;
+  podRecheckMaxMs: number;
+  /** Why we do not act now (undefined: we act). */
+  blind: () => string | undefined;
+  /** A NoExecute admission was requested: the zone pass should run soon. */
+  admissionRequested: () => void;
+}
+
+/**
+ * The reconcile of one node, as the policy says: its status when its deadline passed (confirmed
+ * against the API server first) or it renewed, its taints (TaintStep), its pods (PodStep). Keeps
+ * what it needs per node: the nodes our writes returned, dry-run marks, when a node entered its
+ * rate-limited step.
+ */
+export class NodeReconciler {
+  /** Nodes as our last write returned them, until the watch cache shows that version or newer. */
+  private readonly writtenNodes = new RecentWrites<Node>(RECENT_WRITE_TTL_MS);
+  private readonly dryRunMarked = new Set<string>();
+  /** Nodes in their rate-limited step (companion: evicting) since when, on our clock. */
+  private readonly stepSince = new Map<string, number>();
+  private readonly pods: PodStep;
+  private readonly taints: TaintStep;
+
+  constructor(private readonly o: NodeReconcilerOptions) {
+    this.pods = new PodStep({ ...o, emit: (e) => this.emit(e) });
+    this.taints = new TaintStep({
+      ...o,
+      writtenNodes: this.writtenNodes,
+      view: (name, now) => this.view(name, now),
+    });
+  }
+
+  private now(): number {
+    return this.o.clock.scheduler.now();
+  }
+
+  emit(e: EventRecord): Promise<void> {
+    return emitEvent(this.o.writer, e);
+  }
+
+  /** The zone pass admitted this node's rate-limited step (its taint write settles it). */
+  admit(name: string): void {
+    this.taints.admit(name);
+  }
+
+  /** The node renewed (a lease or a heartbeat): a dry-run mark no longer stands. */
+  renewed(name: string): void {
+    this.dryRunMarked.delete(name);
+  }
+
+  /** The node was deleted. */
+  forget(name: string): void {
+    this.taints.forget(name);
+    this.pods.forget(name);
+    this.stepSince.delete(name);
+    this.dryRunMarked.delete(name);
+    this.writtenNodes.forget(name);
+  }
+
+  private acting(): boolean {
+    return this.o.blind() === undefined;
+  }
+
+  /**
+   * Brings one node in line (while we act: the runner's gate): status, taints, pods. Returns a
+   * requeue delay, or undefined. Throws to be retried.
+   */
+  async reconcile(name: string): Promise<number | undefined> {
+    const cached = this.writtenNodes.current(name, this.o.nodes.get(name), this.now());
+    if (!cached) return undefined;
+    // 1. Status: a lost node marked, a renewed one cleared.
+    const status = await this.status(name, cached);
+    if (!status) return undefined;
+    const { node, flipped } = status;
+
+    // 2. Taints.
+    const taintsDue = await this.taints.run(
+      name,
+      node,
+      this.stillWanted(name, this.o.tracker.isTimedOut(name, this.now())),
+    );
+    if (taintsDue === 'fenced') return undefined;
+
+    // 3. Pods. How long the node has been in its rate-limited step (companion: evicting), on our clock.
+    const since = this.o.policy.inRateLimitedStep(node)
+      ? (this.stepSince.get(name) ?? this.now())
+      : undefined;
+    if (since === undefined) this.stepSince.delete(name);
+    else this.stepSince.set(name, since);
+    const podsDue = await this.pods.run(
+      name,
+      node,
+      flipped,
+      {
+        master: this.o.disruption.masterDisruptionActive,
+        ...(since !== undefined ? { evictingForMs: this.now() - since } : {}),
+      },
+      this.podsStillWanted(name, node),
+    );
+    return taintsDue === undefined || podsDue === undefined
+      ? (taintsDue ?? podsDue)
+      : Math.min(taintsDue, podsDue);
+  }
+
+  /**
+   * Step 1: the node's status as the policy wants it. Returns the node as it is now (after our
+   * write) and whether we flipped it from Ready, or undefined: nothing more to do for it now.
+   */
+  private async status(name: string, node: Node): Promise<{ node: Node; flipped: boolean } | undefined> {
+    const { tracker, writer, policy } = this.o;
+    const write = policy.status(node, this.view(name, this.now()), this.o.clock.wall());
+    if (!write) return { node, flipped: false };
+    if (write.kind === 'lost' && !(await this.o.recheckLease.confirmStale(name))) return undefined;
+    if (!this.acting()) return undefined;
+    const deadline = write.kind === 'lost' ? tracker.health(name)?.deadline : undefined;
+    const out = await writer.patchNodeStatus(
+      name,
+      node,
+      (current) => {
+        if (current === node) return write.patch;
+        // Someone changed the node since our copy: judge it again from the fresh object.
+        const t = this.now();
+        tracker.observeNode(current, t);
+        const again = policy.status(current, this.view(name, t), this.o.clock.wall());
+        return again?.kind === write.kind ? again.patch : undefined;
+      },
+      this.stillWanted(name, write.kind === 'lost'),
+    );
+    if (this.failedWrite(out) || out.kind === 'withdrawn' || out.kind === 'gone') return undefined;
+    if (out.kind === 'applied' || out.kind === 'dry-run') return this.written(name, write, out, deadline);
+    // Unchanged: the fresh copy showed a heartbeat, nothing to mark.
+    return {
+      node: this.writtenNodes.current(name, this.o.nodes.get(name), this.now()) ?? node,
+      flipped: false,
+    };
+  }
+
+  /** A status write applied (or, dry-run, decided): counted, logged, its Events sent. */
+  private written(
+    name: string,
+    write: StatusWrite,
+    out: Extract<WriteOutcome, { kind: 'applied' | 'dry-run' }>,
+    deadline: number | undefined,
+  ): { node: Node; flipped: boolean } {
+    const { tracker, metrics } = this.o;
+    const now = this.now();
+    if (write.unknown) tracker.noteMarkedUnknown(write.unknown, now);
+    metrics.transitions.inc({ kind: write.transition });
+    if (deadline !== undefined) metrics.detectionLatency.observe(Math.max(0, now - deadline) / 1000);
+    this.o.log.info(out.kind === 'dry-run' ? write.said.dryRun : write.said.applied, {
+      node: name,
+      readyBefore: write.readyBefore,
+      afterDeadline: deadline === undefined ? undefined : formatDuration(Math.round(now - deadline)),
+    });
+    for (const e of write.events) void this.emit(e);
+    if (out.kind === 'dry-run' && write.kind === 'lost') this.dryRunMarked.add(name);
+    if (out.kind === 'applied') this.writtenNodes.remember(name, out.object as Node | undefined, now);
+    const node = out.kind === 'applied' && out.object ? (out.object as Node) : write.after;
+    // Count it in its zone now, before our own taint request can spend a token: a mass
+    // failure must change the zone state first (the watch echo of our write comes later).
+    if (out.kind === 'applied') observeZone(this.o.disruption, this.o.policy, node);
+    return { node, flipped: write.flippedFromTrue };
+  }
+
+  private failedWrite(out: WriteOutcome): boolean {
+    if (out.kind === 'failed') throw out.error;
+    return out.kind === 'fenced';
+  }
+
+  /**
+   * Whether a write decided now still holds after its waits (a token, a backoff): we still act,
+   * and a node past its grace when it was decided (`lost`) has not renewed since. A renewal does
+   * not change the Node, so no resourceVersion precondition would catch it.
+   */
+  private stillWanted(name: string, lost: boolean): StillWanted {
+    return () => {
+      const blind = this.o.blind();
+      if (blind !== undefined) return `not acting (${blind})`;
+      if (lost && !this.o.tracker.isTimedOut(name, this.now())) return 'node renewed';
+      return undefined;
+    };
+  }
+
+  /** As stillWanted, and the node, if it changed since `decided`, still wants its pods looked at. */
+  private podsStillWanted(name: string, decided: Node): StillWanted {
+    const base = this.stillWanted(name, this.o.tracker.isTimedOut(name, this.now()));
+    return () => {
+      const why = base();
+      if (why !== undefined) return why;
+      const node = this.writtenNodes.current(name, this.o.nodes.get(name), this.now());
+      if (!node) return 'node deleted';
+      if (node.metadata.resourceVersion === decided.metadata.resourceVersion) return undefined;
+      return this.o.policy.podsWanted(node, false, true)
+        ? undefined
+        : 'node no longer wants its pods looked at';
+    };
+  }
+
+  /** The tracker's view of one node at `now`, for the policy. */
+  view(name: string, now: number): NodeView {
+    const h = this.o.tracker.health(name);
+    const timedOut = this.o.tracker.isTimedOut(name, now) && !this.dryRunMarked.has(name);
+    return {
+      timedOut,
+      lastRenewal: h?.lastSeenRenewTime ?? h?.lastSeenReadyHeartbeat,
+      graceMs: h?.graceMs ?? 0,
+      overdueMs: timedOut && h?.deadline !== undefined ? now - h.deadline : undefined,
+    };
+  }
+}
