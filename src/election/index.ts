@@ -1,6 +1,17 @@
 export {
+  CHECK_STOPPED,
+  type CoordinationSupport,
+  CoordinationWatchdog,
+  candidateVersions,
+  checkCoordinatedElection,
+  type LeaseCandidate,
+  LeaseCandidatePublisher,
+  watchCandidate,
+} from './candidate.js';
+export {
   COMPONENT_NAME,
   candidateNameProblem,
+  coordinatedRecheckMs,
   defaultIdentity,
   JITTER_FACTOR,
   LEADER_ELECTION_DEFAULTS,
@@ -23,7 +34,13 @@ export {
   type ReleaseResult,
   type StopReason,
 } from './elector.js';
-export { DEFAULT_HEALTHZ_TOLERANCE_MS, type ElectionHealthSource, LeaderHealthzAdaptor } from './healthz.js';
+export {
+  DEFAULT_HEALTHZ_TOLERANCE_MS,
+  type ElectionHealthSource,
+  LeaderHealthzAdaptor,
+  type PendingDecision,
+  undecidedTooLong,
+} from './healthz.js';
 export {
   HOSTNAME_ANNOTATION,
   HOSTNAME_LABEL,
@@ -35,5 +52,5 @@ export {
   LEADER_LABEL,
 } from './identity.js';
 export { type KubeRequester, LeaseApi } from './lease-api.js';
-export { lockUpdates, watchLock } from './lock-watch.js';
+export { lockUpdates, namedUpdates, watchLock } from './lock-watch.js';
 export { createLeaderElectionMetrics, type LeaderElectionMetrics } from './metrics.js';

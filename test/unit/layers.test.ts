@@ -317,13 +317,6 @@ function load(): Layers {
  * only shrinks.
  */
 const KNOWN: readonly string[] = [
-  'src/cli/run.ts -> src/election/candidate.ts: index',
-  'src/cli/run.ts -> src/election/config.ts: index',
-  'src/cli/run.ts -> src/election/elector.ts: index',
-  'src/cli/run.ts -> src/election/healthz.ts: index',
-  'src/cli/run.ts -> src/election/identity.ts: index',
-  'src/cli/run.ts -> src/election/lock-watch.ts: index',
-  'src/cli/run.ts -> src/election/metrics.ts: index',
   'src/controller/concurrent-controller.ts -> src/watch/types.ts: index',
   'src/controller/node-lifecycle.ts -> src/watch/reflector.ts: index',
   'src/controller/node-lifecycle.ts -> src/watch/types.ts: index',

@@ -3,13 +3,13 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { loadAllYaml } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { shutdownBudget } from '../../src/cli/shutdown.js';
 import { buildConfig, type Config } from '../../src/config/config.js';
 import { parseArgs } from '../../src/config/flags.js';
 import { TRANSITION_KINDS as controllerTransitionKinds } from '../../src/controller/metrics.js';
 import { HELD_BACK_REASONS } from '../../src/disruption/metrics.js';
 import { parsePoolConfig } from '../../src/disruption/pools/config.js';
 import { ZONE_STATES, zoneDisplay, zoneKeyOf } from '../../src/disruption/zones.js';
+import { shutdownBudget } from '../../src/manager/shutdown.js';
 import { kustomizeOverlay } from '../support/kubectl.js';
 import {
   arr,
