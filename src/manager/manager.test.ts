@@ -370,6 +370,24 @@ describe('Manager: leadership', () => {
       reason: 'renew deadline passed',
     });
   });
+
+  it('a lease lost during the shutdown does not exit: the shutdown goes on and ends as asked (a warning names the reason)', async () => {
+    const { manager, exits, log } = leaderSetup();
+    await manager.start();
+    manager.elected(true);
+    const stopped = manager.stop('SIGTERM');
+    manager.lost('renew deadline passed');
+    await stopped;
+    expect(exits).toEqual([]);
+    expect(log.lines.some((l) => l.msg === 'Leadership lost: exiting')).toBe(false);
+    expect(log.lines).toContainEqual(
+      expect.objectContaining({
+        level: 'warn',
+        msg: 'Leadership lost during the shutdown: the shutdown goes on',
+        reason: 'renew deadline passed',
+      }),
+    );
+  });
 });
 
 describe('Manager: checks', () => {

@@ -68,7 +68,10 @@ export interface Runnable {
 export interface Leadership {
   /** This replica leads (true) or not (false); without leader election, true once it may act alone. */
   elected(leading: boolean): void;
-  /** The lease was lost while leading: the process exits non-zero (Kubernetes restarts it clean). */
+  /**
+   * The lease was lost while leading: the process exits non-zero (Kubernetes restarts it clean),
+   * unless it is shutting down already (the shutdown goes on and exits as it would).
+   */
   lost(reason: string): void;
 }
 
@@ -165,6 +168,12 @@ export class Manager implements Leadership {
   lost(reason: string): void {
     this.isElected = false;
     this.edge();
+    if (this.stopping) {
+      // Asked to stop, and the lease ran out while writes drained (a network that swallows the
+      // renewals swallows the release too): the shutdown goes on and ends as asked.
+      this.o.logger.warn('Leadership lost during the shutdown: the shutdown goes on', { reason });
+      return;
+    }
     this.o.logger.error('Leadership lost: exiting', { reason });
     this.o.exit(1);
   }
