@@ -406,9 +406,14 @@ describe('companion mode beside kube-controller-manager at its defaults (real AP
       // limiter drained; it comes at once when the zone went straight to FullDisruption.
       expect(began.length).toBeGreaterThanOrEqual(2);
       expect(began.length).toBeLessThanOrEqual(3);
-      // None before our grace + the 1 s delay.
-      const tainted = Math.min(...zone.map((n) => firstAt(ourTaint.get(n), paused, (x) => x.value === '')!));
-      expect(began[0]! - tainted).toBeGreaterThanOrEqual(1000 - 50);
+      // None before the node's grace + the 1 s delay ran out, the grace counted from the last renewal
+      // this observer saw (the claim: evict this long after the grace ran out; the taint itself may
+      // land some 100-200 ms after the deadline under load, so it is not the origin).
+      for (const n of zone) {
+        const evictingAt = firstAt(ourTaint.get(n), paused, (x) => x.value === 'evicting');
+        if (evictingAt === undefined) continue;
+        expect(evictingAt - (observer.lastRenewalAt(n)! + GRACE_MS), n).toBeGreaterThanOrEqual(1000 - 50);
+      }
       for (let i = 1; i < began.length; i++)
         expect(began[i]! - began[i - 1]!).toBeGreaterThanOrEqual(10_000 - 100);
       // Pods were evicted on exactly those nodes.
