@@ -57,18 +57,7 @@ export default defineConfig({
         test: {
           // test/kind: a real kind cluster with the controller from its image (see test/kind/run.sh).
           name: 'kind',
-          include: ['test/kind/**/*.test.ts'],
-          environment: 'node',
-          fileParallelism: false,
-          testTimeout: 15 * 60_000,
-          hookTimeout: 45 * 60_000,
-          pool: 'forks',
-        },
-      },
-      {
-        test: {
-          name: 'kind-companion',
-          include: ['test/kind/companion.test.ts'],
+          include: ['test/kind/kind.test.ts'],
           environment: 'node',
           fileParallelism: false,
           testTimeout: 15 * 60_000,

@@ -1,7 +1,9 @@
 /**
- * The kind cluster under test: created with kube-controller-manager's own node-lifecycle
- * controller turned off, the controller image built from the Dockerfile (or a prebuilt one) and
- * loaded, manifests/overlays/kind applied. Deleted at the end unless NLC_KIND_KEEP=1.
+ * The kind cluster under test, one for the suite: created with kube-controller-manager's own
+ * node-lifecycle controller turned off, the controller image built from the Dockerfile (or a
+ * prebuilt one) and loaded; the upstream-mode scenarios install manifests/overlays/kind (then the
+ * chart) and remove it all; then the companion scenarios turn kube-controller-manager's controller
+ * on in place. Deleted at the end unless NLC_KIND_KEEP=1.
  */
 
 import { spawn } from 'node:child_process';
@@ -20,15 +22,20 @@ import path from 'node:path';
 import { dump as dumpYaml, load as loadYaml } from 'js-yaml';
 import { projectHelm } from '../support/helm.js';
 import {
+  condition,
   DEPLOYMENT,
   type DeploymentObj,
+  hasTaint,
   IMAGE,
   type KindSettings,
   type LeaseObj,
   LOCK,
+  NOT_READY,
+  type NodeObj,
   NS,
   type PodObj,
   REPO,
+  secs,
   Tools,
   writeDiagnostics,
 } from './support.js';
@@ -339,6 +346,78 @@ export class KindCluster {
     });
   }
 
+  /**
+   * Turns kube-controller-manager's own node-lifecycle-controller on in place, as a managed control
+   * plane has it: its static pod manifest on the control-plane node loses `-node-lifecycle-controller`
+   * from --controllers and the kubelet restarts it. Resolves once the new process leads (its lock has
+   * a new holder, renewed) and returns the milliseconds that took.
+   */
+  async enableProviderNodeLifecycle(): Promise<number> {
+    const start = performance.now();
+    const manifest = '/etc/kubernetes/manifests/kube-controller-manager.yaml';
+    const holder = async () =>
+      (
+        await this.t
+          .getJson<LeaseObj>(['-n', 'kube-system', 'lease', 'kube-controller-manager'])
+          .catch(() => ({ spec: {} }) as LeaseObj)
+      ).spec.holderIdentity ?? '';
+    const before = await holder();
+    // Written beside the manifests folder and renamed into it: the kubelet reads every file in that
+    // folder as a pod, so no temporary file (sed -i makes one) may appear there.
+    await this.t.docker([
+      'exec',
+      this.controlPlane,
+      'sh',
+      '-c',
+      `sed 's/,-node-lifecycle-controller//' ${manifest} > /etc/kubernetes/kcm.yaml.new && mv /etc/kubernetes/kcm.yaml.new ${manifest}`,
+    ]);
+    await waitFor(
+      'kube-controller-manager restarted with its node-lifecycle-controller, leading',
+      240_000,
+      async () => {
+        const pods = await this.t.getJson<{
+          items: {
+            spec: { containers: { command: string[] }[] };
+            status: { conditions?: { type: string; status: string }[] };
+          }[];
+        }>(['-n', 'kube-system', 'pods', '-l', 'component=kube-controller-manager']);
+        const pod = pods.items[0];
+        const command = pod?.spec.containers[0]?.command ?? [];
+        const ready = pod?.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+        if (!ready || command.some((f) => f.includes('-node-lifecycle-controller'))) return undefined;
+        const now = await holder();
+        return now !== '' && now !== before ? now : undefined;
+      },
+    );
+    return performance.now() - start;
+  }
+
+  /**
+   * Removes what the upstream-mode scenarios installed (the Helm release, its namespace, the
+   * scraper's namespace, their test pods) so that the next mode starts from a bare cluster; every
+   * worker is started and Ready.
+   */
+  async removeInstalls(): Promise<void> {
+    for (const w of this.workers) await this.t.docker(['start', w]).catch(() => undefined);
+    await this.t
+      .sh(
+        projectHelm(),
+        ['uninstall', DEPLOYMENT, '--kubeconfig', this.s.kubeconfig, '--namespace', NS, '--wait'],
+        {
+          timeoutMs: 180_000,
+        },
+      )
+      .catch(() => undefined);
+    await this.t.kubectl(['delete', 'namespace', NS, 'monitoring', '--ignore-not-found', '--wait=true'], {
+      timeoutMs: 240_000,
+    });
+    await this.t.kubectl(['-n', 'default', 'delete', 'pods', '--all', '--wait=true'], { timeoutMs: 120_000 });
+    await waitFor('every node Ready', 240_000, async () => {
+      const nodes = await this.t.getJson<{ items: NodeObj[] }>(['nodes']);
+      return nodes.items.every((n) => condition(n, 'Ready')?.status === 'True') || undefined;
+    });
+  }
+
   async delete(): Promise<void> {
     if (this.s.keep) {
       console.log(`keeping cluster ${this.s.cluster} (kind delete cluster --name ${this.s.cluster})`);
@@ -347,6 +426,48 @@ export class KindCluster {
     await this.t.sh('kind', ['delete', 'cluster', '--name', this.s.cluster], { timeoutMs: 180_000 });
     rmSync(this.s.kubeconfig, { force: true });
   }
+}
+
+/**
+ * The suite's one cluster (test/kind/kind.test.ts runs both modes on it, in order): the image
+ * built and the cluster created by the first file that asks, with kube-controller-manager's own
+ * node-lifecycle-controller off; the nodes still tainted not-ready when it was created (the
+ * bootstrap scenario's premise, read before any controller exists). Deleted by the suite's last hook.
+ */
+export interface SharedCluster {
+  cluster: KindCluster;
+  bootstrapTainted: string[];
+}
+let shared: Promise<SharedCluster> | undefined;
+
+export function sharedCluster(s: KindSettings): Promise<SharedCluster> {
+  shared ??= (async () => {
+    const cluster = new KindCluster(s);
+    const built = await cluster.buildImage();
+    pass(
+      `image ${IMAGE} ${s.prebuiltImage ? `tagged from ${s.prebuiltImage}` : 'built from the Dockerfile'} in ${secs(built.ms)}s, ${(built.bytes / 1e6).toFixed(1)} MB`,
+    );
+    const created = performance.now();
+    await cluster.create();
+    pass(
+      `kind cluster ${s.cluster} created in ${secs(performance.now() - created)}s: ${cluster.controlPlane} + ${cluster.workers.join(', ')}`,
+    );
+    const nodes = await cluster.t.getJson<{ items: NodeObj[] }>(['nodes']);
+    const bootstrapTainted = nodes.items
+      .filter((n) => hasTaint(n, NOT_READY, 'NoSchedule'))
+      .map((n) => n.metadata.name);
+    await cluster.loadImage(IMAGE);
+    return { cluster, bootstrapTainted };
+  })();
+  return shared;
+}
+
+/** Deletes the suite's cluster, if one was created (every worker started first). */
+export async function deleteSharedCluster(): Promise<void> {
+  if (!shared) return;
+  const { cluster } = await shared;
+  for (const w of cluster.workers) await cluster.t.docker(['start', w]).catch(() => undefined);
+  await cluster.delete();
 }
 
 export const PROMETHEUS_IMAGE = 'nlc-e2e/prometheus:v3.16.0';

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The kind suite in one command: builds the controller's image from the Dockerfile, creates a kind
 # cluster (1 control plane + 2 workers) whose kube-controller-manager runs without its
-# node-lifecycle-controller, installs manifests/overlays/kind and runs the scenarios in
-# test/kind/kind.test.ts; then companion mode in test/kind/companion.test.ts, on a second cluster
-# whose kube-controller-manager keeps its own (test/kind/kind-companion-config.yaml). Each cluster
-# is deleted at the end of its file.
+# node-lifecycle-controller, installs manifests/overlays/kind and runs the upstream-mode scenarios
+# (test/kind/upstream-mode.ts), removes that install; then companion mode on the same cluster
+# (test/kind/companion-mode.ts), kube-controller-manager's own controller turned back on in place
+# (its static pod restarted). test/kind/kind.test.ts runs both in that order; the cluster is deleted
+# at the end.
 #
 #   test/kind/run.sh [--offline] [--config FILE] [--image IMAGE] [--keep]
 #
@@ -15,7 +16,7 @@
 #   --config FILE  a kind config to use instead of test/kind/kind-config.yaml (keep its
 #                  kube-controller-manager --controllers patch)
 #   --image IMAGE  test a prebuilt controller image instead of building the Dockerfile
-#   --keep         keep the clusters (kind delete cluster --name nlc-e2e; --name nlc-e2e-companion)
+#   --keep         keep the cluster (kind delete cluster --name nlc-e2e)
 # Results: one "PASS: ..." line per scenario with its timings; on failure, the controller's logs and
 # /metrics, nodes, pods and events in .tmp/kind-diagnostics/.
 set -euo pipefail

@@ -1,7 +1,8 @@
 /**
- * Companion mode in kind: a cluster whose kube-controller-manager runs AT ITS DEFAULTS (its own
- * node-lifecycle-controller and taint-eviction-controller on, no hand-over: test/kind/
- * kind-companion-config.yaml), first with the provider's controller alone, then with ours beside it
+ * Companion mode in kind (test/kind/kind.test.ts runs it after the upstream mode, on the suite's
+ * one cluster): kube-controller-manager turned back to ITS DEFAULTS in place (its own
+ * node-lifecycle-controller and taint-eviction-controller on, no hand-over; its static pod restarted
+ * with them), first with the provider's controller alone, then with ours beside it
  * from manifests/overlays/companion (+ components/companion-evictions, a 15s delay here). Each time a
  * worker is stopped (`docker stop`) and the test's own watches time, from the node's last lease
  * renewal: our taint, the provider's Ready=Unknown, a test pod's endpoint leaving its Service, and
@@ -18,7 +19,7 @@ import { resolveKubeconfig } from '../../src/kube/kubeconfig.js';
 import { EndpointsWatch } from '../support/endpoints.js';
 import { ClusterObserver } from '../support/observer.js';
 import { rawWatch } from '../support/raw-watch.js';
-import { KindCluster, pass, waitFor } from './cluster.js';
+import { type KindCluster, pass, sharedCluster, waitFor } from './cluster.js';
 import {
   condition,
   IMAGE,
@@ -52,19 +53,9 @@ const KEY = Companion.DefaultTaintKey;
 const KIND_OVERHEAD_MS = 1500;
 
 describe('kind: companion mode beside kube-controller-manager at its defaults', () => {
-  // A cluster of its own, beside the suite's (kube-controller-manager differs): its own name and kubeconfig.
-  const clusterName = `${resolved.settings.cluster}-companion`;
-  const s = {
-    ...resolved.settings,
-    cluster: clusterName,
-    kubeconfig: path.join(
-      path.dirname(resolved.settings.kubeconfig),
-      `kind-${clusterName}-${process.pid}.kubeconfig`,
-    ),
-    configFile: path.join(REPO, 'test', 'kind', 'kind-companion-config.yaml'),
-  };
-  const cluster = new KindCluster(s);
-  const t = cluster.t;
+  const s = resolved.settings;
+  let cluster: KindCluster;
+  let t: KindCluster['t'];
   const overlayDir = path.join(REPO, '.tmp', 'kind-companion-overlay');
   let client: KubeClient;
   let observer: ClusterObserver;
@@ -75,13 +66,12 @@ describe('kind: companion mode beside kube-controller-manager at its defaults', 
   const figures: Record<string, string> = {};
 
   beforeAll(async () => {
-    await cluster.buildImage();
-    const created = performance.now();
-    await cluster.create();
+    ({ cluster } = await sharedCluster(s));
+    t = cluster.t;
+    const restarted = await cluster.enableProviderNodeLifecycle();
     pass(
-      `kind cluster ${s.cluster} (kube-controller-manager at its defaults) created in ${secs(performance.now() - created)}s`,
+      `kube-controller-manager at its defaults (its node-lifecycle-controller on) and leading ${secs(restarted)}s after its manifest changed`,
     );
-    await cluster.loadImage(IMAGE);
     const kube = resolveKubeconfig({ flag: s.kubeconfig, env: {}, homeDir: undefined });
     client = await KubeClient.fromCredentials(await kube.credentials(), { userAgent: 'nlc-kind-observer' });
     observer = await ClusterObserver.start(client);
@@ -104,8 +94,7 @@ describe('kind: companion mode beside kube-controller-manager at its defaults', 
     endpoints?.close();
     observer?.stop();
     client?.close();
-    for (const w of cluster.workers) await t.docker(['start', w]).catch(() => undefined);
-    await cluster.delete();
+    for (const w of cluster?.workers ?? []) await t.docker(['start', w]).catch(() => undefined);
     rmSync(overlayDir, { recursive: true, force: true });
   }, 5 * 60_000);
 
