@@ -103,6 +103,7 @@ export class NodeReconciler {
           ...o,
           settings: o.outOfService,
           silent: (name) => o.tracker.isTimedOut(name, this.now()),
+          dryRunMarked: (name) => this.dryRunMarked.has(name),
           emit: (e) => this.emit(e),
         })
       : undefined;

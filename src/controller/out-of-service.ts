@@ -42,6 +42,8 @@ export interface OutOfServiceStepOptions {
   reads: AbortSignal;
   /** The node's lease is past its grace now (our clock). */
   silent: (name: string) => boolean;
+  /** Dry run: the node's mark was decided but not written (the node does not show it). */
+  dryRunMarked: (name: string) => boolean;
   /** Why we do not act now (undefined: we act). */
   blind: () => string | undefined;
   admissionRequested: () => void;
@@ -105,7 +107,7 @@ export class OutOfServiceStep {
     const d = this.core.decide(
       {
         node,
-        marked: this.o.policy.markedLost(node),
+        marked: this.o.policy.markedLost(node) || this.o.dryRunMarked(name),
         silent: this.o.silent(name),
         blind: this.o.blind(),
         admitted,
@@ -254,13 +256,20 @@ export class OutOfServiceStep {
 
   /** A node we tainted: once none of its VolumeAttachments is left, says so (log and Event) once. */
   private async checkVolumes(name: string, node: Node): Promise<void> {
-    const list = await this.o.client.request<List<{ spec?: { nodeName?: string } }>>({
-      method: 'GET',
-      path: '/apis/storage.k8s.io/v1/volumeattachments',
-      query: { resourceVersion: '0' },
-      timeoutMs: 30_000,
-      signal: this.o.reads,
-    });
+    let list: List<{ spec?: { nodeName?: string } }>;
+    try {
+      list = await this.o.client.request({
+        method: 'GET',
+        path: '/apis/storage.k8s.io/v1/volumeattachments',
+        query: { resourceVersion: '0' },
+        timeoutMs: 30_000,
+        signal: this.o.reads,
+      });
+    } catch (err) {
+      // Only a report: the node's other steps go on, and it is looked at again later.
+      this.o.log.debug(2, 'Could not list VolumeAttachments', { node: name, err });
+      return;
+    }
     const left = list.items.filter((a) => a.spec?.nodeName === name).length;
     if (left > 0) return;
     this.volumes.delete(name);
