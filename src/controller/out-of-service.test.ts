@@ -94,6 +94,29 @@ describe('--out-of-service: the taint for a node known to be down', () => {
     await h.stop();
   });
 
+  it("the kubelet's shutdown announcement, overwritten by our mark, still counts (remembered from the watch)", async () => {
+    const h = start();
+    await advance(1_000);
+    h.sim.setReady('node-9', 'False');
+    h.sim.updateNode('node-9', (n) => ({
+      ...n,
+      status: {
+        ...n.status,
+        conditions: (n.status?.conditions ?? []).map((c) =>
+          c.type === 'Ready' ? { ...c, message: 'node is shutting down' } : c,
+        ),
+      },
+    }));
+    await advance(1_000);
+    h.sim.stopKubelet('node-9');
+    await advance(GRACE_MS + 5_000);
+    expect(h.sim.readyOf('node-9')).toBe('Unknown');
+    await advance(AFTER + 20_000);
+    expect(hasOos(h, 'node-9')).toBe(true);
+    expect(node(h, 'node-9').metadata.annotations?.[APPLIED_ANNOTATION]).toBe('kubelet-shutdown');
+    await h.stop();
+  });
+
   it('rate-limited per zone: two fenced nodes of one zone are tainted 1/--node-eviction-rate apart', async () => {
     const h = start();
     await advance(1_000);
