@@ -7,6 +7,7 @@ import {
   LeaderElectionConfigError,
   resolveLeaderElectionConfig,
 } from '../election/index.js';
+import { FENCE_SIGNALS, type FenceSignal, type OutOfServiceSettings } from '../remediation/index.js';
 import { FlagError, type ParsedArgs, parseAddress, parseArgs } from './flags.js';
 
 export interface BindAddress {
@@ -37,6 +38,8 @@ export interface Config {
    */
   concurrentController: { check: boolean; allow: boolean };
   companion: { taintKey: string; evictAfterMs: number; markPodsNotReady: boolean };
+  /** --out-of-service: the signals trusted and the delay; undefined: off. */
+  outOfService: OutOfServiceSettings | undefined;
   disruption: {
     evictionRate: number;
     secondaryEvictionRate: number;
@@ -175,6 +178,7 @@ export function buildConfig(args: ParsedArgs, env: ConfigEnv, hostname: string):
       allow: bool('allow-concurrent-node-lifecycle-controller'),
     },
     companion: companionFlags(args),
+    outOfService: outOfServiceFlags(args),
     disruption: {
       evictionRate: num('node-eviction-rate'),
       secondaryEvictionRate: num('secondary-node-eviction-rate'),
@@ -282,6 +286,27 @@ function companionFlags(args: ParsedArgs): Config['companion'] {
     evictAfterMs: v['companion-evict-after'] as number,
     markPodsNotReady: v['companion-mark-pods-not-ready'] as boolean,
   };
+}
+
+/** --out-of-service-*: only with --out-of-service; the signals, a non-empty list of known ones. */
+function outOfServiceFlags(args: ParsedArgs): OutOfServiceSettings | undefined {
+  const v = args.values;
+  if (!(v['out-of-service'] as boolean)) {
+    const set = ['out-of-service-signals', 'out-of-service-after'].filter((f) => args.explicit.has(f));
+    if (set.length > 0) throw new FlagError(`${set.map((f) => `--${f}`).join(', ')} need --out-of-service`);
+    return undefined;
+  }
+  const raw = v['out-of-service-signals'] as string;
+  const items = raw.split(',').map((x) => x.trim());
+  const unknown = items.find((x) => !(FENCE_SIGNALS as readonly string[]).includes(x));
+  if (unknown !== undefined) {
+    throw new FlagError(
+      `invalid value ${JSON.stringify(raw)} for flag --out-of-service-signals (${
+        unknown === '' ? 'an empty item' : `unknown signal ${JSON.stringify(unknown)}`
+      }): accepted: a comma-separated list of ${FENCE_SIGNALS.join(', ')} (at least one)`,
+    );
+  }
+  return { signals: [...new Set(items as FenceSignal[])], afterMs: v['out-of-service-after'] as number };
 }
 
 /** The feature gates this controller has, with their defaults (kube-controller-manager's names). */

@@ -421,6 +421,7 @@ interface FlagRow {
 }
 
 const companion = (...argv: string[]) => ['--mode=companion', ...argv];
+const oos = (...argv: string[]) => ['--out-of-service', ...argv];
 const boolRow = (flag: string, pick: (c: Config) => unknown, extra: string[] = []): FlagRow => ({
   ok: [
     [[...extra, `--${flag}`], pick, true],
@@ -583,6 +584,63 @@ const ROWS: Record<string, FlagRow> = {
   },
   'companion-mark-pods-not-ready': {
     ...boolRow('companion-mark-pods-not-ready', (c) => c.companion.markPodsNotReady, ['--mode=companion']),
+  },
+  'out-of-service': {
+    ok: [
+      [[], (c) => c.outOfService, undefined],
+      [
+        '--out-of-service',
+        (c) => c.outOfService,
+        { signals: ['cloud-shutdown-taint', 'kubelet-shutdown', 'fence-annotation'], afterMs: 60_000 },
+      ],
+      ['--out-of-service=false', (c) => c.outOfService, undefined],
+    ],
+    bad: [['--out-of-service=yes', bad('out-of-service', 'yes', BOOL)]],
+  },
+  'out-of-service-signals': {
+    ok: [
+      [
+        oos('--out-of-service-signals=fence-annotation'),
+        (c) => c.outOfService?.signals,
+        ['fence-annotation'],
+      ],
+      [
+        oos('--out-of-service-signals= kubelet-shutdown,cloud-shutdown-taint,kubelet-shutdown'),
+        (c) => c.outOfService?.signals,
+        ['kubelet-shutdown', 'cloud-shutdown-taint'],
+      ],
+    ],
+    bad: [
+      [
+        oos('--out-of-service-signals=fence-annotation,lease-silence'),
+        'invalid value "fence-annotation,lease-silence" for flag --out-of-service-signals (unknown signal ' +
+          '"lease-silence"): accepted: a comma-separated list of cloud-shutdown-taint, kubelet-shutdown, ' +
+          'fence-annotation (at least one)',
+      ],
+      [
+        oos('--out-of-service-signals='),
+        'invalid value "" for flag --out-of-service-signals (an empty item): accepted: a comma-separated list ' +
+          'of cloud-shutdown-taint, kubelet-shutdown, fence-annotation (at least one)',
+      ],
+      ['--out-of-service-signals=fence-annotation', '--out-of-service-signals need --out-of-service'],
+    ],
+  },
+  'out-of-service-after': {
+    ok: [
+      [oos('--out-of-service-after=0s'), (c) => c.outOfService?.afterMs, 0],
+      [oos('--out-of-service-after=24h'), (c) => c.outOfService?.afterMs, 86_400_000],
+    ],
+    bad: [
+      [
+        oos('--out-of-service-after=24h1ms'),
+        bad('out-of-service-after', '24h1ms', `${DUR} >= 0s and <= 24h0m0s`),
+      ],
+      [oos('--out-of-service-after=-1s'), bad('out-of-service-after', '-1s', `${DUR} >= 0s and <= 24h0m0s`)],
+      [
+        ['--out-of-service-after=1m', '--out-of-service-signals=fence-annotation'],
+        '--out-of-service-signals, --out-of-service-after need --out-of-service',
+      ],
+    ],
   },
   'node-eviction-rate': {
     ok: [

@@ -212,6 +212,31 @@ export const FLAGS: readonly FlagSpec[] = [
     help: 'Sliding window of the blast-radius cap.',
   },
 
+  // Remediation of a node known to be down (src/remediation/).
+  {
+    group: 'Remediation',
+    name: 'out-of-service',
+    kind: 'bool',
+    default: 'false',
+    help: "Apply node.kubernetes.io/out-of-service=nodeshutdown:NoExecute (non-graceful node shutdown: pods force-deleted, volumes detached at once) to a node this controller marked lost whose lease is silent AND that a fence signal (--out-of-service-signals) says is down, --out-of-service-after later, as the zone rates, --max-noexecute-* and the full-disruption stop allow; removed once the node renews and is Ready. Never on lease silence alone. With --dry-run it only logs and counts. docs/operations.md, 'The out-of-service taint'.",
+  },
+  {
+    group: 'Remediation',
+    name: 'out-of-service-signals',
+    kind: 'string',
+    default: 'cloud-shutdown-taint,kubelet-shutdown,fence-annotation',
+    help: "With --out-of-service: the fence signals trusted, comma-separated. cloud-shutdown-taint: the cloud provider's node.cloudprovider.kubernetes.io/shutdown taint; kubelet-shutdown: the kubelet set Ready=False 'node is shutting down' (graceful node shutdown) before its lease stopped; fence-annotation: node-lifecycle-controller.io/fenced=true on the Node, set by an operator or a fencing agent once the machine is off.",
+  },
+  {
+    group: 'Remediation',
+    name: 'out-of-service-after',
+    kind: DUR,
+    default: '1m',
+    min: 0,
+    max: 24 * 3600_000,
+    help: 'With --out-of-service: how long a node must have been seen marked, silent and fenced (on our clock, from the first time all three held) before the taint.',
+  },
+
   // Leader election (kube-controller-manager's flag names).
   {
     group: 'Leader election',

@@ -23,6 +23,8 @@ export interface ControllerMetrics {
   /** One pass over every node (see createControllerMetrics). */
   updateAllNodesHealthDuration: Histogram;
   leading: Gauge;
+  /** The out-of-service taint (src/controller/out-of-service.ts): decisions, and fenced -> tainted. */
+  outOfService: { decisions: Counter<'decision' | 'signal'>; delay: Histogram };
   /** client-go's workqueue_* families; the reconciler's queue is named node_lifecycle_controller. */
   workqueue: ReturnType<typeof createWorkQueueMetrics>;
 }
@@ -148,6 +150,20 @@ function build(registry: Registry): ControllerMetrics {
       registers: [registry],
     }),
     workqueue: createWorkQueueMetrics(registry),
+    outOfService: {
+      decisions: new Counter({
+        name: 'nlc_out_of_service_decisions_total',
+        help: "Out-of-service taint decisions (--out-of-service) by decision (requested: a fenced node's delay is over and the zone pass was asked; applied; dry_run: would have been applied; removed: the node renewed and is Ready; withdrawn: dropped after a wait because the node renewed, the lease re-read showed a renewal or we stopped acting; cancelled: the fence signal went before the taint) and the fence signal that allowed it.",
+        labelNames: ['decision', 'signal'] as const,
+        registers: [registry],
+      }),
+      delay: new Histogram({
+        name: 'nlc_out_of_service_delay_seconds',
+        help: 'Time from when a node was first seen marked, silent and fenced until its out-of-service taint was applied (the delay, the zone rates and the cap).',
+        buckets: [1, 5, 10, 30, 60, 120, 300, 600, 1800],
+        registers: [registry],
+      }),
+    },
     leading: new Gauge({
       name: 'nlc_leading',
       help: '1 while this replica leads and its reconciler runs.',

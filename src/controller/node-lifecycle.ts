@@ -2,11 +2,12 @@ import type { ApiWriter } from '../apply/writer.js';
 import type { Clock } from '../clock/clock.js';
 import type { Ticker } from '../clock/ticker.js';
 import type { DisruptionController } from '../disruption/index.js';
-import type { NodeHealthTracker, ObservationResult } from '../health/index.js';
+import type { EventRecord, NodeHealthTracker, ObservationResult } from '../health/index.js';
 import type { KubeClient } from '../kube/client.js';
 import type { Lease, Node } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import { type MarkingPolicy, upstreamPolicy } from '../policy/index.js';
+import { OUT_OF_SERVICE_TAINT, type OutOfServiceSettings } from '../remediation/index.js';
 import type { Reflector } from '../watch/reflector.js';
 import type { WatchEvent } from '../watch/types.js';
 import { AnomalyReporter } from './anomalies.js';
@@ -14,6 +15,7 @@ import { LeaseRecheck } from './lease-recheck.js';
 import type { ControllerMetrics } from './metrics.js';
 import { NodeReconciler, observeZone } from './node-reconcile.js';
 import { NodeStateGauge } from './node-states.js';
+import { OUT_OF_SERVICE_QUEUE_PREFIX } from './out-of-service.js';
 import { ReconcileRunner } from './reconcile-runner.js';
 import type { BlindReason, SightChange, WatchBlindReason } from './sight.js';
 import { type LeadershipControl, SightDriver } from './sight-driver.js';
@@ -21,6 +23,17 @@ import { ZoneTicks } from './zone-ticks.js';
 
 export type { BlindReason, WatchBlindReason } from './sight.js';
 export type { LeadershipControl } from './sight-driver.js';
+
+/** A cap Event about an out-of-service admission names the node, and the taint. */
+function outOfServiceHeld(e: EventRecord): EventRecord {
+  const name = e.involvedObject.name;
+  if (!name.startsWith(OUT_OF_SERVICE_QUEUE_PREFIX)) return e;
+  return {
+    ...e,
+    involvedObject: { ...e.involvedObject, name: name.slice(OUT_OF_SERVICE_QUEUE_PREFIX.length) },
+    message: `${e.message} (${OUT_OF_SERVICE_TAINT.key})`,
+  };
+}
 
 /** The work queue's `name` in workqueue_* (upstream's node lifecycle controller's node queue). */
 export const WORK_QUEUE_NAME = 'node_lifecycle_controller';
@@ -63,14 +76,19 @@ export interface NodeLifecycleOptions {
   /** A leader whose watches have been blind this long steps down (0 or absent: never). */
   blindStepDownMs?: number;
   workers?: number;
+  /**
+   * --out-of-service: the out-of-service taint for a node this controller marked lost that a fence
+   * signal says is down (src/remediation/); absent: off.
+   */
+  outOfService?: OutOfServiceSettings;
   /** Called for each lease or node event before it is processed (benchmarks, tests). */
   onObservation?: (kind: 'lease' | 'node', result: ObservationResult) => void;
 }
 
 type Options = Required<
-  Omit<NodeLifecycleOptions, 'onObservation' | 'election' | 'ticker' | 'markPodsNotReady'>
+  Omit<NodeLifecycleOptions, 'onObservation' | 'election' | 'ticker' | 'markPodsNotReady' | 'outOfService'>
 > &
-  Pick<NodeLifecycleOptions, 'onObservation' | 'election' | 'ticker'>;
+  Pick<NodeLifecycleOptions, 'onObservation' | 'election' | 'ticker' | 'outOfService'>;
 
 /**
  * The node lifecycle reconciler: feeds watch events to the pure health tracker and disruption
@@ -172,16 +190,13 @@ export class NodeLifecycleController {
       log: this.log,
       acting,
       stopped,
-      admitted: (name) => {
-        this.nodeReconciler.admit(name);
-        this.runner.add(name);
-      },
+      admitted: (name) => this.runner.add(this.nodeReconciler.admit(name)),
       reconcileAll: () => this.reconcileAll(),
       freshGrace: (now) => {
         this.o.tracker.resetAll(now);
         this.armDeadlineTimer();
       },
-      emit: (e) => void this.nodeReconciler.emit(e),
+      emit: (e) => void this.nodeReconciler.emit(outOfServiceHeld(e)),
     });
   }
 
@@ -290,6 +305,7 @@ export class NodeLifecycleController {
     } else {
       const r = this.o.tracker.observeNode(node, now);
       this.anomalies.note(r.anomalies);
+      this.nodeReconciler.observed(node);
       if (r.refreshed) this.nodeReconciler.renewed(name);
       // RegisteredNode only for nodes that appear while we watch (upstream also emits it for every
       // node it lists at start: 1,000 Events on each failover of a 1,000-node cluster).

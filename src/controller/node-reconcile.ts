@@ -7,9 +7,11 @@ import type { KubeClient } from '../kube/client.js';
 import type { Node } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import type { MarkingPolicy, NodeView, StatusWrite } from '../policy/index.js';
+import type { OutOfServiceSettings } from '../remediation/index.js';
 import type { Store } from '../watch/store.js';
 import type { LeaseRecheck } from './lease-recheck.js';
 import type { ControllerMetrics } from './metrics.js';
+import { OUT_OF_SERVICE_QUEUE_PREFIX, OutOfServiceStep } from './out-of-service.js';
 import { PodStep } from './pods.js';
 import { RecentWrites } from './recent-writes.js';
 import { TaintStep } from './taints.js';
@@ -36,6 +38,12 @@ export async function emitEvent(writer: ApiWriter, e: EventRecord): Promise<void
     reason: e.reason,
     message: e.message,
   });
+}
+
+/** The earliest of the steps' requeue delays (undefined: none wants one). */
+function earliest(...due: (number | undefined)[]): number | undefined {
+  const set = due.filter((d): d is number => d !== undefined);
+  return set.length === 0 ? undefined : Math.min(...set);
 }
 
 /** Counts the node in its zone as the policy judges it (ready or not). */
@@ -68,6 +76,8 @@ export interface NodeReconcilerOptions {
   blind: () => string | undefined;
   /** A NoExecute admission was requested: the zone pass should run soon. */
   admissionRequested: () => void;
+  /** --out-of-service: the taint for a node known to be down (absent: off). */
+  outOfService?: OutOfServiceSettings | undefined;
 }
 
 /**
@@ -84,9 +94,19 @@ export class NodeReconciler {
   private readonly stepSince = new Map<string, number>();
   private readonly pods: PodStep;
   private readonly taints: TaintStep;
+  private readonly outOfService: OutOfServiceStep | undefined;
 
   constructor(private readonly o: NodeReconcilerOptions) {
     this.pods = new PodStep({ ...o, emit: (e) => this.emit(e) });
+    this.outOfService = o.outOfService
+      ? new OutOfServiceStep({
+          ...o,
+          settings: o.outOfService,
+          silent: (name) => o.tracker.isTimedOut(name, this.now()),
+          dryRunMarked: (name) => this.dryRunMarked.has(name),
+          emit: (e) => this.emit(e),
+        })
+      : undefined;
     this.taints = new TaintStep({
       ...o,
       writtenNodes: this.writtenNodes,
@@ -102,9 +122,23 @@ export class NodeReconciler {
     return emitEvent(this.o.writer, e);
   }
 
-  /** The zone pass admitted this node's rate-limited step (its taint write settles it). */
-  admit(name: string): void {
-    this.taints.admit(name);
+  /**
+   * The zone pass admitted this node's rate-limited step (its taint write settles it), or its
+   * out-of-service taint. Returns the node to reconcile.
+   */
+  admit(name: string): string {
+    if (!name.startsWith(OUT_OF_SERVICE_QUEUE_PREFIX)) {
+      this.taints.admit(name);
+      return name;
+    }
+    const node = name.slice(OUT_OF_SERVICE_QUEUE_PREFIX.length);
+    this.outOfService?.admit(node);
+    return node;
+  }
+
+  /** Every copy of a node the watch delivers. */
+  observed(node: Node): void {
+    this.outOfService?.observe(node);
   }
 
   /** The node renewed (a lease or a heartbeat): a dry-run mark no longer stands. */
@@ -116,6 +150,7 @@ export class NodeReconciler {
   forget(name: string): void {
     this.taints.forget(name);
     this.pods.forget(name);
+    this.outOfService?.forget(name);
     this.stepSince.delete(name);
     this.dryRunMarked.delete(name);
     this.writtenNodes.forget(name);
@@ -144,6 +179,11 @@ export class NodeReconciler {
       this.stillWanted(name, this.o.tracker.isTimedOut(name, this.now())),
     );
     if (taintsDue === 'fenced') return undefined;
+    const oosDue = await this.outOfService?.run(
+      name,
+      this.writtenNodes.current(name, this.o.nodes.get(name), this.now()) ?? node,
+    );
+    if (oosDue === 'fenced') return undefined;
 
     // 3. Pods. How long the node has been in its rate-limited step (companion: evicting), on our clock.
     const since = this.o.policy.inRateLimitedStep(node)
@@ -161,9 +201,7 @@ export class NodeReconciler {
       },
       this.podsStillWanted(name, node),
     );
-    return taintsDue === undefined || podsDue === undefined
-      ? (taintsDue ?? podsDue)
-      : Math.min(taintsDue, podsDue);
+    return earliest(taintsDue, oosDue, podsDue);
   }
 
   /**

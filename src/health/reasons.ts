@@ -83,6 +83,12 @@ export const EventReason = {
   NodeLeaseRenewed: 'NodeLeaseRenewed',
   /** Companion mode: on each Pod (Warning) set Ready=False on a lost node. */
   PodNodeLeaseExpired: 'NodeLeaseExpired',
+  /** --out-of-service (ours): on the Node (Warning) when the out-of-service taint is added. */
+  OutOfServiceTaintApplied: 'OutOfServiceTaintApplied',
+  /** --out-of-service: on the Node (Normal) when it renewed, is Ready and our taint came off. */
+  OutOfServiceTaintRemoved: 'OutOfServiceTaintRemoved',
+  /** --out-of-service: on the Node (Normal) once no VolumeAttachment is left on it. */
+  OutOfServiceVolumesDetached: 'OutOfServiceVolumesDetached',
 } as const;
 export type EventReason = (typeof EventReason)[keyof typeof EventReason];
 

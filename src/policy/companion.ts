@@ -274,6 +274,8 @@ export function companionPolicy(o: CompanionPolicyOptions): MarkingPolicy {
 
     renewalMatters: (node) => ourCondition(node) !== undefined,
 
+    markedLost: isLost,
+
     inRateLimitedStep: evicting,
 
     // RegisteredNode and RemovingNode are upstream's Events: the provider records them.

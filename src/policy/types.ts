@@ -106,6 +106,8 @@ export interface MarkingPolicy {
   pods(node: Node, pods: readonly Pod[], wallNow: number, ctx: PodContext): PodWork;
   /** A renewal of this node's lease needs a reconcile even if we had not reported it due (our marks are on it). */
   renewalMatters(node: Node): boolean;
+  /** Our mark of a lost node is on it (upstream: Ready Unknown; companion: our condition True). */
+  markedLost(node: Node): boolean;
   /** The node shows its rate-limited step was taken (companion: its evictions go on). */
   inRateLimitedStep(node: Node): boolean;
   /** The Event for a node that appeared or went while we watch (undefined: none). */

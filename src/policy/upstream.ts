@@ -75,6 +75,8 @@ export function upstreamPolicy(o: UpstreamPolicyOptions): MarkingPolicy {
     // The kubelet's own status update brings a renewed node's Ready back (a node event).
     renewalMatters: () => false,
 
+    markedLost: (node) => readyStatus(node) === 'Unknown',
+
     inRateLimitedStep: () => false,
 
     nodeEvent(kind, name, uid) {

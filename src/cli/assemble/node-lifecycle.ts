@@ -135,9 +135,10 @@ export function poolGrace(o: {
 }
 
 export interface NodeLifecycleOptions {
-  config: Pick<Config, 'health' | 'mode' | 'companion' | 'concurrentController' | 'dryRun' | 'kubeApi'> & {
-    leaderElection: Pick<Config['leaderElection'], 'identity' | 'leaseDurationMs' | 'blindStepDownMs'>;
-  };
+  config: Pick<Config, 'health' | 'mode' | 'companion' | 'concurrentController' | 'dryRun' | 'kubeApi'> &
+    Partial<Pick<Config, 'outOfService'>> & {
+      leaderElection: Pick<Config['leaderElection'], 'identity' | 'leaseDurationMs' | 'blindStepDownMs'>;
+    };
   clock: Clock;
   logger: Logger;
   registry: Registry;
@@ -285,6 +286,7 @@ function reconcilerOf(o: NodeLifecycleOptions, writer: ApiWriter): NodeLifecycle
     // it (once its writes on the wire are over) so that one that can see leads.
     election: o.election,
     blindStepDownMs: o.election ? config.leaderElection.blindStepDownMs : 0,
+    ...(config.outOfService ? { outOfService: config.outOfService } : {}),
   });
 }
 

@@ -15,6 +15,7 @@ import { RequestRateLimiter } from '../../kube/rate-limit.js';
 import type { Lease, Node } from '../../kube/types.js';
 import { memoryLogger } from '../../log/logger.js';
 import type { MarkingPolicy } from '../../policy/index.js';
+import type { OutOfServiceSettings } from '../../remediation/index.js';
 import { asyncScheduler, type SchedulerLike } from '../../rx/index.js';
 import { Reflector } from '../../watch/reflector.js';
 import { stripLease, stripNode } from '../../watch/strip.js';
@@ -64,6 +65,8 @@ export function harness(o: {
   before?: (sim: SimApiServer) => void;
   /** What is written for a lost node (default: upstream's). */
   policy?: MarkingPolicy;
+  /** --out-of-service (default: off). */
+  outOfService?: OutOfServiceSettings;
   /** The writer computes and logs but sends nothing. */
   dryRun?: boolean;
   /** The writer's client-side rate limit (default 50 QPS, burst 100). */
@@ -152,6 +155,7 @@ export function harness(o: {
     monitorPeriodMs: 5_000,
     markPodsNotReady: 'always',
     policy: o.policy,
+    ...(o.outOfService ? { outOfService: o.outOfService } : {}),
     ...(o.workers !== undefined ? { workers: o.workers } : {}),
     blindStepDownMs: o.blindStepDownMs,
     ticker: o.ticker,

@@ -90,6 +90,8 @@ export class SimApiServer {
   readonly pods = new Map<string, Pod>();
   /** Pods evicted (monotonic time, namespace/name), in order. */
   readonly evictions: Array<{ at: number; pod: string }> = [];
+  /** VolumeAttachments (listed, not watched): the node each is on. */
+  readonly volumeAttachments: Array<{ metadata: { name: string }; spec: { nodeName: string } }> = [];
   /** Pods whose eviction a PodDisruptionBudget refuses (429) while listed here. */
   readonly pdbBlocked = new Set<string>();
   private readonly history: Change[] = [];
@@ -469,6 +471,9 @@ export class SimApiServer {
       const items = [...this.pods.values()].filter((p) => node === undefined || p.spec?.nodeName === node);
       return { metadata: { resourceVersion: String(this.rv) }, items: clone(items) };
     }
+    if (req.path === '/apis/storage.k8s.io/v1/volumeattachments' && req.method === 'GET') {
+      return { metadata: { resourceVersion: String(this.rv) }, items: clone(this.volumeAttachments) };
+    }
     const pod = POD_PATH.exec(req.path);
     if (pod) return this.podRequest(req, `${pod[1]}/${pod[2]}`, pod[3] as 'status' | 'eviction' | undefined);
     if (req.method === 'POST' && req.path.endsWith('/events')) return {};
@@ -480,7 +485,7 @@ export class SimApiServer {
       if (req.method === 'GET') return clone(current);
       if (req.method === 'PATCH') {
         const body = req.body as {
-          metadata?: { resourceVersion?: string };
+          metadata?: { resourceVersion?: string; annotations?: Record<string, string | null> };
           status?: { conditions?: NodeCondition[] };
           spec?: { taints?: Taint[] };
         };
@@ -501,6 +506,15 @@ export class SimApiServer {
           next.status = { ...next.status, conditions };
         } else if (body.spec?.taints) {
           next.spec = { ...next.spec, taints: body.spec.taints };
+        }
+        if (!node[2] && body.metadata?.annotations) {
+          // Merge patch of a map: null removes the key.
+          const annotations = { ...next.metadata.annotations };
+          for (const [k, v] of Object.entries(body.metadata.annotations)) {
+            if (v === null) delete annotations[k];
+            else annotations[k] = v;
+          }
+          next.metadata = { ...next.metadata, annotations };
         }
         this.patches.push({ at: this.now(), path: req.path, body: req.body });
         this.store('nodes', 'MODIFIED', next);

@@ -1,0 +1,180 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { Node } from '../kube/types.js';
+import {
+  APPLIED_ANNOTATION,
+  CLOUD_SHUTDOWN_TAINT_KEY,
+  FENCE_SIGNALS,
+  FENCED_ANNOTATION,
+  OUT_OF_SERVICE_TAINT,
+} from '../remediation/index.js';
+import { advance, GRACE_MS, type Harness, harness, metric } from './testing/harness.js';
+
+/** --out-of-service in the controller as run.ts wires it, against the in-memory server, in virtual time. */
+const T0 = Date.parse('2026-05-01T08:00:00.000Z');
+const AFTER = 60_000;
+const OOS = OUT_OF_SERVICE_TAINT.key;
+
+beforeEach(() => {
+  vi.useFakeTimers({ now: T0 });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+function start(o: { dryRun?: boolean; nodes?: number } = {}): Harness {
+  return harness({
+    nodes: o.nodes ?? 10,
+    outOfService: { signals: FENCE_SIGNALS, afterMs: AFTER },
+    ...(o.dryRun ? { dryRun: true } : {}),
+  });
+}
+
+const node = (h: Harness, name: string): Node => h.sim.nodes.get(name)!;
+const hasOos = (h: Harness, name: string) => (node(h, name).spec?.taints ?? []).some((t) => t.key === OOS);
+/** When the out-of-service taint was written to `name` (monotonic), from the server's record of patches. */
+const oosAt = (h: Harness, name: string) =>
+  h.sim.patches.find((p) => p.path === `/api/v1/nodes/${name}` && JSON.stringify(p.body).includes(OOS))?.at;
+const fence = (h: Harness, name: string) =>
+  h.sim.updateNode(name, (n) => ({
+    ...n,
+    metadata: { ...n.metadata, annotations: { ...n.metadata.annotations, [FENCED_ANNOTATION]: 'true' } },
+  }));
+const logged = (h: Harness, msg: string, name: string) =>
+  h.logs.filter((l) => l.msg === msg && l.node === name);
+
+describe('--out-of-service: the taint for a node known to be down', () => {
+  it('a fenced node gets the taint the delay after it was marked, and loses it once it renews and is Ready', async () => {
+    const h = start();
+    await advance(1_000);
+    h.sim.stopKubelet('node-1');
+    fence(h, 'node-1');
+    await advance(GRACE_MS + 5_000);
+    const marked = h.sim.markedUnknownAt('node-1');
+    expect(marked).toBeDefined();
+    await advance(AFTER - 7_000);
+    expect(hasOos(h, 'node-1')).toBe(false);
+    await advance(10_000);
+    expect(hasOos(h, 'node-1')).toBe(true);
+    expect(oosAt(h, 'node-1')! - marked!).toBeGreaterThanOrEqual(AFTER);
+    expect(node(h, 'node-1').metadata.annotations?.[APPLIED_ANNOTATION]).toBe('fence-annotation');
+    expect(logged(h, 'Applied the out-of-service taint', 'node-1')).toEqual([
+      expect.objectContaining({ signal: 'fence-annotation', taint: `${OOS}=nodeshutdown:NoExecute` }),
+    ]);
+    expect(await metric(h.registry, 'nlc_out_of_service_decisions_total', { decision: 'applied' })).toBe(1);
+    // Back: it renews, but the taint stays until the kubelet says Ready.
+    h.sim.startKubelet('node-1');
+    await advance(5_000);
+    expect(hasOos(h, 'node-1')).toBe(true);
+    h.sim.setReady('node-1', 'True');
+    await advance(2_000);
+    expect(hasOos(h, 'node-1')).toBe(false);
+    expect(node(h, 'node-1').metadata.annotations ?? {}).toEqual({});
+    expect(logged(h, 'Removed the out-of-service taint', 'node-1')).toHaveLength(1);
+    await h.stop();
+  });
+
+  it('a partitioned node with no fence signal never gets it (lease silence alone is not a shutdown)', async () => {
+    const h = start();
+    await advance(1_000);
+    h.sim.stopKubelet('node-2');
+    await advance(15 * 60_000);
+    expect(h.sim.markedUnknownAt('node-2')).toBeDefined();
+    expect(h.sim.patches.some((p) => JSON.stringify(p.body).includes(OOS))).toBe(false);
+    await h.stop();
+  });
+
+  it("the cloud provider's shutdown taint is a signal too", async () => {
+    const h = start();
+    await advance(1_000);
+    h.sim.stopKubelet('node-3');
+    h.sim.setTaints('node-3', [{ key: CLOUD_SHUTDOWN_TAINT_KEY, effect: 'NoSchedule' }]);
+    await advance(GRACE_MS + AFTER + 20_000);
+    expect(hasOos(h, 'node-3')).toBe(true);
+    expect(node(h, 'node-3').metadata.annotations?.[APPLIED_ANNOTATION]).toBe('cloud-shutdown-taint');
+    await h.stop();
+  });
+
+  it("the kubelet's shutdown announcement, overwritten by our mark, still counts (remembered from the watch)", async () => {
+    const h = start();
+    await advance(1_000);
+    h.sim.setReady('node-9', 'False');
+    h.sim.updateNode('node-9', (n) => ({
+      ...n,
+      status: {
+        ...n.status,
+        conditions: (n.status?.conditions ?? []).map((c) =>
+          c.type === 'Ready' ? { ...c, message: 'node is shutting down' } : c,
+        ),
+      },
+    }));
+    await advance(1_000);
+    h.sim.stopKubelet('node-9');
+    await advance(GRACE_MS + 5_000);
+    expect(h.sim.readyOf('node-9')).toBe('Unknown');
+    await advance(AFTER + 20_000);
+    expect(hasOos(h, 'node-9')).toBe(true);
+    expect(node(h, 'node-9').metadata.annotations?.[APPLIED_ANNOTATION]).toBe('kubelet-shutdown');
+    await h.stop();
+  });
+
+  it('rate-limited per zone: two fenced nodes of one zone are tainted 1/--node-eviction-rate apart', async () => {
+    const h = start();
+    await advance(1_000);
+    for (const n of ['node-4', 'node-5']) {
+      h.sim.stopKubelet(n);
+      fence(h, n);
+    }
+    await advance(GRACE_MS + AFTER + 60_000);
+    const [a, b] = [oosAt(h, 'node-4'), oosAt(h, 'node-5')];
+    expect(a).toBeDefined();
+    expect(b).toBeDefined();
+    // The zone's bucket: 0.1 per second, burst 1 (the NoExecute taints share it).
+    expect(Math.abs(a! - b!)).toBeGreaterThanOrEqual(10_000 - 1);
+    await h.stop();
+  });
+
+  it('not while not leading: a fenced node waits, and is tainted only after we lead again', async () => {
+    const h = start();
+    await advance(1_000);
+    h.sim.stopKubelet('node-6');
+    fence(h, 'node-6');
+    await advance(GRACE_MS + 10_000);
+    h.controller.setLeading(false);
+    await advance(5 * AFTER);
+    expect(hasOos(h, 'node-6')).toBe(false);
+    h.controller.setLeading(true);
+    // A new term: a fresh grace, then the delay from the first time it is seen fenced again.
+    await advance(GRACE_MS + AFTER + 20_000);
+    expect(hasOos(h, 'node-6')).toBe(true);
+    await h.stop();
+  });
+
+  it('dry run: the decision is logged and counted, nothing is written', async () => {
+    const h = start({ dryRun: true });
+    await advance(1_000);
+    h.sim.stopKubelet('node-7');
+    fence(h, 'node-7');
+    await advance(GRACE_MS + AFTER + 60_000);
+    expect(h.sim.patches.filter((p) => JSON.stringify(p.body).includes(OOS))).toEqual([]);
+    expect(hasOos(h, 'node-7')).toBe(false);
+    expect(logged(h, 'Dry run: would apply the out-of-service taint', 'node-7')).toHaveLength(1);
+    expect(await metric(h.registry, 'nlc_out_of_service_decisions_total', { decision: 'dry_run' })).toBe(1);
+    await h.stop();
+  });
+
+  it('says once when the tainted node has no VolumeAttachment left', async () => {
+    const h = start();
+    h.sim.volumeAttachments.push({ metadata: { name: 'csi-1' }, spec: { nodeName: 'node-8' } });
+    await advance(1_000);
+    h.sim.stopKubelet('node-8');
+    fence(h, 'node-8');
+    await advance(GRACE_MS + AFTER + 30_000);
+    expect(hasOos(h, 'node-8')).toBe(true);
+    const gone = 'Out-of-service node has no VolumeAttachment left';
+    expect(logged(h, gone, 'node-8')).toEqual([]);
+    h.sim.volumeAttachments.splice(0);
+    await advance(30_000);
+    expect(logged(h, gone, 'node-8')).toHaveLength(1);
+    await h.stop();
+  });
+});

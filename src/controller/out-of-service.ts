@@ -1,0 +1,295 @@
+import type { ApiWriter, WriteOutcome } from '../apply/writer.js';
+import type { Clock } from '../clock/clock.js';
+import { formatDuration } from '../clock/duration.js';
+import { type DisruptionController, zoneKeyOf } from '../disruption/index.js';
+import { EventReason, type EventRecord, EventType, nodeRef } from '../health/index.js';
+import type { KubeClient } from '../kube/client.js';
+import type { List, Node } from '../kube/types.js';
+import type { Logger } from '../log/logger.js';
+import type { MarkingPolicy } from '../policy/index.js';
+import {
+  type FenceSignal,
+  OUT_OF_SERVICE_TAINT,
+  OutOfServiceCore,
+  type OutOfServiceSettings,
+  outOfServicePatch,
+} from '../remediation/index.js';
+import type { LeaseRecheck } from './lease-recheck.js';
+import type { ControllerMetrics } from './metrics.js';
+
+/**
+ * The disruption controller's queue is keyed by node name; an out-of-service admission goes in
+ * under this prefix (a node name has no ':'), so it shares the zones' rates and the blast-radius
+ * cap with the NoExecute taints without standing in for them.
+ */
+export const OUT_OF_SERVICE_QUEUE_PREFIX = 'out-of-service:';
+
+/** How often the VolumeAttachments of a node we tainted are looked at until none is left. */
+const VOLUME_CHECK_MS = 10_000;
+
+const TAINT = `${OUT_OF_SERVICE_TAINT.key}=${OUT_OF_SERVICE_TAINT.value}:${OUT_OF_SERVICE_TAINT.effect}`;
+
+export interface OutOfServiceStepOptions {
+  clock: Clock;
+  log: Logger;
+  metrics: ControllerMetrics;
+  client: KubeClient;
+  writer: ApiWriter;
+  disruption: DisruptionController;
+  policy: MarkingPolicy;
+  recheckLease: LeaseRecheck;
+  settings: OutOfServiceSettings;
+  reads: AbortSignal;
+  /** The node's lease is past its grace now (our clock). */
+  silent: (name: string) => boolean;
+  /** Dry run: the node's mark was decided but not written (the node does not show it). */
+  dryRunMarked: (name: string) => boolean;
+  /** Why we do not act now (undefined: we act). */
+  blind: () => string | undefined;
+  admissionRequested: () => void;
+  emit: (e: EventRecord) => Promise<void>;
+}
+
+/**
+ * The out-of-service step of one node's reconcile: asks the pure core (src/remediation/) and does
+ * what it says through the fenced writer; the admission through the zone pass, the lease re-read
+ * before the taint, the taint's removal, and one report when the node's VolumeAttachments are gone.
+ */
+export class OutOfServiceStep {
+  private readonly core: OutOfServiceCore;
+  /** Nodes the zone pass admitted whose taint write has not run yet. */
+  private readonly admitted = new Set<string>();
+  /** Fenced nodes, logged once per spell: since when (our clock) and by which signal. */
+  private readonly fenced = new Map<string, { since: number; signal: FenceSignal }>();
+  /** Nodes we tainted whose VolumeAttachments were not yet seen gone. */
+  private readonly volumes = new Set<string>();
+  /** Dry run: nodes we would have tainted (nothing is written, so the node never shows it). */
+  private readonly dryRun = new Set<string>();
+
+  constructor(private readonly o: OutOfServiceStepOptions) {
+    this.core = new OutOfServiceCore(o.settings);
+  }
+
+  private now(): number {
+    return this.o.clock.scheduler.now();
+  }
+
+  /** Every copy of a node the watch delivers (a kubelet's shutdown announcement is kept). */
+  observe(node: Node): void {
+    this.core.observe(node);
+  }
+
+  admit(name: string): void {
+    this.admitted.add(name);
+  }
+
+  forget(name: string): void {
+    this.core.forget(name);
+    this.fenced.delete(name);
+    this.volumes.delete(name);
+    this.dryRun.delete(name);
+    this.o.disruption.cancel(OUT_OF_SERVICE_QUEUE_PREFIX + name);
+    if (this.admitted.delete(name)) this.settle(name, 'dropped');
+  }
+
+  private settle(name: string, outcome: 'applied' | 'failed' | 'dropped'): void {
+    this.o.disruption.settle(OUT_OF_SERVICE_QUEUE_PREFIX + name, outcome, this.now());
+  }
+
+  private count(decision: string, signal: string): void {
+    this.o.metrics.outOfService.decisions.inc({ decision, signal });
+  }
+
+  /** Returns 'fenced', or when to look again (ms). Throws to be retried. */
+  async run(name: string, node: Node): Promise<'fenced' | number | undefined> {
+    const now = this.now();
+    const admitted = this.admitted.has(name);
+    const d = this.core.decide(
+      {
+        node,
+        marked: this.o.policy.markedLost(node) || this.o.dryRunMarked(name),
+        silent: this.o.silent(name),
+        blind: this.o.blind(),
+        admitted,
+      },
+      now,
+    );
+    if (d.kind === 'remove') return this.remove(name, node);
+    const volumes = this.volumes.has(name) ? VOLUME_CHECK_MS : undefined;
+    if (d.kind === 'none') {
+      if (d.cancel) this.cancel(name, d.why ?? '');
+      if (volumes !== undefined) await this.checkVolumes(name, node);
+      return this.volumes.has(name) ? VOLUME_CHECK_MS : undefined;
+    }
+    this.noteFenced(name, d.signal, now);
+    if (d.kind === 'wait') return d.inMs;
+    if (d.kind === 'request') {
+      if (this.dryRun.has(name)) return undefined;
+      this.o.disruption.requestNoExecute(
+        OUT_OF_SERVICE_QUEUE_PREFIX + name,
+        zoneKeyOf(node.metadata.labels),
+        now,
+        OUT_OF_SERVICE_TAINT.key,
+      );
+      this.o.admissionRequested();
+      this.count('requested', d.signal);
+      return undefined;
+    }
+    this.admitted.delete(name);
+    return this.apply(name, node, d.signal);
+  }
+
+  /** The first time in a spell a node is seen fenced: one line naming the signal. */
+  private noteFenced(name: string, signal: FenceSignal, now: number): void {
+    if (this.fenced.has(name)) return;
+    this.fenced.set(name, { since: now, signal });
+    this.o.log.info('Node fenced: out-of-service taint after the delay', {
+      node: name,
+      signal,
+      after: formatDuration(this.o.settings.afterMs),
+    });
+  }
+
+  private cancel(name: string, why: string): void {
+    const f = this.fenced.get(name);
+    this.fenced.delete(name);
+    this.dryRun.delete(name);
+    this.o.disruption.cancel(OUT_OF_SERVICE_QUEUE_PREFIX + name);
+    if (this.admitted.delete(name)) this.settle(name, 'dropped');
+    this.count('cancelled', f?.signal ?? 'none');
+    this.o.log.info('Out-of-service taint not applied: the fence signal is gone', {
+      node: name,
+      signal: f?.signal,
+      reason: why,
+    });
+  }
+
+  private async apply(name: string, node: Node, signal: FenceSignal): Promise<'fenced' | number | undefined> {
+    // The lease is read again (quorum) as before any mark: a watch behind or a storage outage
+    // shows here, and nothing is written.
+    if (!(await this.o.recheckLease.confirmStale(name)) || this.o.blind() !== undefined) {
+      this.settle(name, 'dropped');
+      this.count('withdrawn', signal);
+      return undefined;
+    }
+    const out = await this.o.writer.patchNode(
+      name,
+      node,
+      (current) =>
+        current === node || this.core.signal(current) ? outOfServicePatch(current, signal) : undefined,
+      () => this.o.blind() ?? (this.o.silent(name) ? undefined : 'node renewed'),
+    );
+    const ok = out.kind === 'applied' || out.kind === 'dry-run';
+    this.settle(name, ok ? 'applied' : out.kind === 'failed' ? 'failed' : 'dropped');
+    if (out.kind === 'failed') throw out.error;
+    if (out.kind === 'fenced') return 'fenced';
+    if (!ok) {
+      this.count('withdrawn', signal);
+      return undefined;
+    }
+    return this.applied(name, node, signal, out);
+  }
+
+  private applied(
+    name: string,
+    node: Node,
+    signal: FenceSignal,
+    out: Extract<WriteOutcome, { kind: 'applied' | 'dry-run' }>,
+  ): number | undefined {
+    const since = this.fenced.get(name)?.since ?? this.now();
+    const waited = formatDuration(Math.round(this.now() - since));
+    if (out.kind === 'dry-run') {
+      this.dryRun.add(name);
+      this.count('dry_run', signal);
+      this.o.log.info('Dry run: would apply the out-of-service taint', { node: name, signal, waited });
+      return undefined;
+    }
+    this.count('applied', signal);
+    this.o.metrics.outOfService.delay.observe((this.now() - since) / 1000);
+    this.o.log.info('Applied the out-of-service taint', { node: name, taint: TAINT, signal, waited });
+    void this.o.emit(
+      this.nodeEvent(
+        node,
+        EventType.Warning,
+        EventReason.OutOfServiceTaintApplied,
+        `Node is down (signal: ${signal}) and was marked lost ${waited} ago: ${TAINT} added, so its pods are force-deleted and their volumes detached`,
+      ),
+    );
+    this.volumes.add(name);
+    return VOLUME_CHECK_MS;
+  }
+
+  private async remove(name: string, node: Node): Promise<'fenced' | number | undefined> {
+    this.fenced.delete(name);
+    this.dryRun.delete(name);
+    const out = await this.o.writer.patchNode(
+      name,
+      node,
+      (current) => this.core.removalPatch(current),
+      () => this.o.blind(),
+    );
+    if (out.kind === 'failed') throw out.error;
+    if (out.kind === 'fenced') return 'fenced';
+    if (out.kind !== 'applied' && out.kind !== 'dry-run') return undefined;
+    this.volumes.delete(name);
+    const dry = out.kind === 'dry-run';
+    this.count(dry ? 'dry_run_removed' : 'removed', 'none');
+    this.o.log.info(
+      dry ? 'Dry run: would remove the out-of-service taint' : 'Removed the out-of-service taint',
+      {
+        node: name,
+        taint: TAINT,
+      },
+    );
+    if (!dry) {
+      void this.o.emit(
+        this.nodeEvent(
+          node,
+          EventType.Normal,
+          EventReason.OutOfServiceTaintRemoved,
+          `Node renewed its lease and is Ready: ${TAINT} removed`,
+        ),
+      );
+    }
+    return undefined;
+  }
+
+  /** A node we tainted: once none of its VolumeAttachments is left, says so (log and Event) once. */
+  private async checkVolumes(name: string, node: Node): Promise<void> {
+    let list: List<{ spec?: { nodeName?: string } }>;
+    try {
+      list = await this.o.client.request({
+        method: 'GET',
+        path: '/apis/storage.k8s.io/v1/volumeattachments',
+        query: { resourceVersion: '0' },
+        timeoutMs: 30_000,
+        signal: this.o.reads,
+      });
+    } catch (err) {
+      // Only a report: the node's other steps go on, and it is looked at again later.
+      this.o.log.debug(2, 'Could not list VolumeAttachments', { node: name, err });
+      return;
+    }
+    const left = list.items.filter((a) => a.spec?.nodeName === name).length;
+    if (left > 0) return;
+    this.volumes.delete(name);
+    this.o.log.info('Out-of-service node has no VolumeAttachment left', { node: name });
+    void this.o.emit(
+      this.nodeEvent(
+        node,
+        EventType.Normal,
+        EventReason.OutOfServiceVolumesDetached,
+        'No VolumeAttachment is left on this node',
+      ),
+    );
+  }
+
+  private nodeEvent(
+    node: Node,
+    type: EventRecord['type'],
+    reason: EventRecord['reason'],
+    message: string,
+  ): EventRecord {
+    return { involvedObject: nodeRef(node.metadata.name, node.metadata.uid), type, reason, message };
+  }
+}

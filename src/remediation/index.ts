@@ -1,0 +1,17 @@
+/** PURE: remediation of a node known to be down (the out-of-service taint, KEP-2268). */
+
+export {
+  APPLIED_ANNOTATION,
+  announcesShutdown,
+  CLOUD_SHUTDOWN_TAINT_KEY,
+  FENCE_SIGNALS,
+  FENCED_ANNOTATION,
+  type FenceSignal,
+  KUBELET_SHUTDOWN_MESSAGE,
+  OUT_OF_SERVICE_TAINT,
+  OutOfServiceCore,
+  type OutOfServiceDecision,
+  type OutOfServiceFacts,
+  type OutOfServiceSettings,
+  outOfServicePatch,
+} from './out-of-service.js';

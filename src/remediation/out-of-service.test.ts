@@ -1,0 +1,186 @@
+import { describe, expect, it } from 'vitest';
+import type { Node, NodeCondition, Taint } from '../kube/types.js';
+import {
+  APPLIED_ANNOTATION,
+  CLOUD_SHUTDOWN_TAINT_KEY,
+  FENCE_SIGNALS,
+  FENCED_ANNOTATION,
+  type FenceSignal,
+  OUT_OF_SERVICE_TAINT,
+  OutOfServiceCore,
+  type OutOfServiceFacts,
+} from './index.js';
+
+const AFTER = 60_000;
+const UNKNOWN: NodeCondition = {
+  type: 'Ready',
+  status: 'Unknown',
+  message: 'Kubelet stopped posting node status.',
+};
+const READY: NodeCondition = { type: 'Ready', status: 'True' };
+const SHUTTING_DOWN: NodeCondition = { type: 'Ready', status: 'False', message: 'node is shutting down' };
+
+function node(
+  o: { ready?: NodeCondition; taints?: Taint[]; annotations?: Record<string, string> } = {},
+): Node {
+  return {
+    metadata: { name: 'n1', uid: 'u1', annotations: o.annotations ?? {} },
+    spec: { taints: o.taints ?? [{ key: 'node.kubernetes.io/unreachable', effect: 'NoExecute' }] },
+    status: { conditions: [o.ready ?? UNKNOWN] },
+  } as Node;
+}
+
+const fencedBy: Record<Exclude<FenceSignal, 'kubelet-shutdown'>, () => Node> = {
+  'cloud-shutdown-taint': () =>
+    node({
+      taints: [
+        { key: 'node.kubernetes.io/unreachable', effect: 'NoExecute' },
+        { key: CLOUD_SHUTDOWN_TAINT_KEY, effect: 'NoSchedule' },
+      ],
+    }),
+  'fence-annotation': () => node({ annotations: { [FENCED_ANNOTATION]: 'true' } }),
+};
+
+const facts = (n: Node, o: Partial<OutOfServiceFacts> = {}): OutOfServiceFacts => ({
+  node: n,
+  marked: true,
+  silent: true,
+  blind: undefined,
+  admitted: false,
+  ...o,
+});
+
+const core = (signals: readonly FenceSignal[] = FENCE_SIGNALS) =>
+  new OutOfServiceCore({ signals, afterMs: AFTER });
+
+describe('OutOfServiceCore: applied only to a marked, silent, fenced node, after the delay', () => {
+  for (const [signal, make] of Object.entries(fencedBy)) {
+    it(`${signal}: waits out the delay, asks the zone pass, then writes the taint naming the signal`, () => {
+      const c = core();
+      expect(c.decide(facts(make()), 1_000)).toEqual({ kind: 'wait', signal, inMs: AFTER });
+      expect(c.decide(facts(make()), 1_000 + AFTER - 1)).toEqual({ kind: 'wait', signal, inMs: 1 });
+      expect(c.decide(facts(make()), 1_000 + AFTER)).toEqual({ kind: 'request', signal });
+      const d = c.decide(facts(make(), { admitted: true }), 1_000 + AFTER);
+      expect(d.kind).toBe('apply');
+      if (d.kind !== 'apply') return;
+      const patch = d.patch as {
+        metadata: { annotations: Record<string, string> };
+        spec: { taints: Taint[] };
+      };
+      expect(patch.metadata.annotations[APPLIED_ANNOTATION]).toBe(signal);
+      expect(patch.spec.taints).toContainEqual(OUT_OF_SERVICE_TAINT);
+      // Every taint it had is kept.
+      expect(patch.spec.taints).toEqual([...(make().spec?.taints ?? []), OUT_OF_SERVICE_TAINT]);
+    });
+  }
+
+  it("kubelet-shutdown: the kubelet's announcement, seen before our mark overwrote Ready, still counts", () => {
+    const c = core();
+    c.observe(node({ ready: SHUTTING_DOWN }));
+    c.observe(node()); // our mark: Ready Unknown
+    expect(c.decide(facts(node()), 0)).toEqual({ kind: 'wait', signal: 'kubelet-shutdown', inMs: AFTER });
+    expect(c.decide(facts(node(), { admitted: true }), AFTER).kind).toBe('apply');
+  });
+
+  it('kubelet-shutdown: the message within an aggregate of errors counts; Ready=True since forgets it', () => {
+    const c = core(['kubelet-shutdown']);
+    c.observe(
+      node({ ready: { ...SHUTTING_DOWN, message: '[container runtime is down, node is shutting down]' } }),
+    );
+    expect(c.signal(node())).toBe('kubelet-shutdown');
+    c.observe(node({ ready: READY }));
+    expect(c.signal(node())).toBeUndefined();
+    c.observe(node({ ready: { type: 'Ready', status: 'False', message: 'container runtime is down' } }));
+    expect(c.signal(node())).toBeUndefined();
+  });
+
+  it('never on lease silence alone: a marked, silent node without a signal is never tainted', () => {
+    const c = core();
+    for (const t of [0, AFTER, 10 * AFTER, 1000 * AFTER]) {
+      expect(c.decide(facts(node(), { admitted: true }), t)).toEqual({ kind: 'none' });
+    }
+  });
+
+  it('only the signals chosen count; an annotation that is not "true" is no fence', () => {
+    const c = core(['cloud-shutdown-taint']);
+    expect(c.decide(facts(fencedBy['fence-annotation'](), { admitted: true }), AFTER)).toEqual({
+      kind: 'none',
+    });
+    const maybe = node({ annotations: { [FENCED_ANNOTATION]: 'yes' } });
+    expect(core().decide(facts(maybe, { admitted: true }), AFTER)).toEqual({ kind: 'none' });
+  });
+
+  it('not on a node we did not mark, nor on one whose lease renews', () => {
+    const n = fencedBy['fence-annotation']();
+    const c = core();
+    expect(c.decide(facts(n, { marked: false, admitted: true }), 10 * AFTER)).toEqual({ kind: 'none' });
+    expect(c.decide(facts(n, { silent: false, admitted: true }), 10 * AFTER)).toEqual({ kind: 'none' });
+  });
+
+  it('not while blind or not leading: nothing decided, and no delay runs meanwhile', () => {
+    const c = core();
+    const n = fencedBy['cloud-shutdown-taint']();
+    for (const blind of ['silent', 'not_leader']) {
+      expect(c.decide(facts(n, { blind, admitted: true }), 0)).toEqual({ kind: 'none', why: blind });
+    }
+    // The delay starts when we see and lead.
+    expect(c.decide(facts(n), 5 * AFTER)).toEqual({
+      kind: 'wait',
+      signal: 'cloud-shutdown-taint',
+      inMs: AFTER,
+    });
+  });
+
+  it('a fence signal that goes before the taint drops the request and starts the delay again', () => {
+    const c = core();
+    expect(c.decide(facts(fencedBy['fence-annotation']()), 0).kind).toBe('wait');
+    expect(c.decide(facts(node()), AFTER)).toEqual({ kind: 'none', why: 'fence signal gone', cancel: true });
+    expect(c.decide(facts(fencedBy['fence-annotation']()), 2 * AFTER)).toEqual({
+      kind: 'wait',
+      signal: 'fence-annotation',
+      inMs: AFTER,
+    });
+  });
+
+  it('a node that carries the taint already gets nothing more', () => {
+    const n = node({ taints: [OUT_OF_SERVICE_TAINT], annotations: { [FENCED_ANNOTATION]: 'true' } });
+    const c = core();
+    expect(c.decide(facts(n, { admitted: true }), 10 * AFTER)).toEqual({ kind: 'none' });
+  });
+});
+
+describe('OutOfServiceCore: removal once the node renewed and is Ready', () => {
+  const ours = (ready: NodeCondition) =>
+    node({
+      ready,
+      taints: [{ key: 'x', effect: 'NoSchedule' }, OUT_OF_SERVICE_TAINT],
+      annotations: { [APPLIED_ANNOTATION]: 'fence-annotation', [FENCED_ANNOTATION]: 'true' },
+    });
+
+  it('renewed and Ready: our taint, our annotation and the fence annotation come off, other taints stay', () => {
+    const d = core().decide(facts(ours(READY), { silent: false }), 0);
+    expect(d).toEqual({
+      kind: 'remove',
+      ours: true,
+      patch: {
+        metadata: { annotations: { [APPLIED_ANNOTATION]: null, [FENCED_ANNOTATION]: null } },
+        spec: { taints: [{ key: 'x', effect: 'NoSchedule' }] },
+      },
+    });
+  });
+
+  it('not while the lease is silent, nor while renewed but not Ready', () => {
+    expect(core().decide(facts(ours(READY), { silent: true }), 0)).toEqual({ kind: 'none' });
+    expect(core().decide(facts(ours(UNKNOWN), { silent: false }), 0)).toEqual({ kind: 'none' });
+  });
+
+  it('an out-of-service taint an operator put there is not ours: left alone, and the fence too', () => {
+    const n = node({
+      ready: READY,
+      taints: [OUT_OF_SERVICE_TAINT],
+      annotations: { [FENCED_ANNOTATION]: 'true' },
+    });
+    expect(core().decide(facts(n, { silent: false }), 0)).toEqual({ kind: 'none' });
+    expect(core().removalPatch(n)).toBeUndefined();
+  });
+});

@@ -1,0 +1,190 @@
+import { applyTaintChanges, findCondition, nodeConditions, readyStatus } from '../health/index.js';
+import type { Node, Taint } from '../kube/types.js';
+
+/**
+ * PURE: the out-of-service taint (non-graceful node shutdown, KEP-2268) for a node known to be
+ * down. With it, kube-controller-manager's pod garbage collector force-deletes the node's
+ * terminating pods and the attach-detach controller detaches their volumes at once, instead of
+ * after its 6-minute wait. Applied only to a node this controller marked lost, whose lease is
+ * silent AND for which a fence signal says the machine is down, once that has held for a delay;
+ * never on lease silence alone (a partitioned node may still run its pods and write its disks).
+ * Removed once the node renews and is Ready again, and only if we put it there.
+ */
+
+/** The taint (its key, value and effect are the ones the Kubernetes documentation gives). */
+export const OUT_OF_SERVICE_TAINT: Readonly<Taint> = Object.freeze({
+  key: 'node.kubernetes.io/out-of-service',
+  value: 'nodeshutdown',
+  effect: 'NoExecute',
+});
+
+/** The cloud provider's taint on a node whose instance is shut down (cloud-controller-manager). */
+export const CLOUD_SHUTDOWN_TAINT_KEY = 'node.cloudprovider.kubernetes.io/shutdown';
+
+/**
+ * An operator's or a fencing agent's word that the machine is powered off or isolated from its
+ * storage: the annotation with the value `true` (any other value is not a fence).
+ */
+export const FENCED_ANNOTATION = 'node-lifecycle-controller.io/fenced';
+
+/**
+ * Set with the taint: the signal that allowed it. Tells our taint from one an operator put there
+ * (which we never remove).
+ */
+export const APPLIED_ANNOTATION = 'node-lifecycle-controller.io/out-of-service';
+
+/**
+ * What the kubelet's graceful node shutdown manager puts in the Ready condition (False) while the
+ * machine shuts down; the condition's message joins it with any other error.
+ */
+export const KUBELET_SHUTDOWN_MESSAGE = 'node is shutting down';
+
+export const FENCE_SIGNALS = ['cloud-shutdown-taint', 'kubelet-shutdown', 'fence-annotation'] as const;
+export type FenceSignal = (typeof FENCE_SIGNALS)[number];
+
+/** --out-of-service-*: which signals are trusted, and how long a fenced node waits. */
+export interface OutOfServiceSettings {
+  signals: readonly FenceSignal[];
+  /** How long a node must have been marked, silent and fenced (our clock) before the taint. */
+  afterMs: number;
+}
+
+/** What the wiring knows about one node when it asks. */
+export interface OutOfServiceFacts {
+  node: Node;
+  /** This controller marked it lost (the policy's mark is on the node). */
+  marked: boolean;
+  /** Its lease is past its grace now, on our clock. */
+  silent: boolean;
+  /** Why we do not act (blind, not leading), or undefined: we act. */
+  blind: string | undefined;
+  /** The zone pass admitted this node's taint (zone rates, blast-radius cap, master disruption). */
+  admitted: boolean;
+}
+
+export type OutOfServiceDecision =
+  /** Nothing to do; `why` when a fenced node is held (blind, not leading) or a request dropped. */
+  | { kind: 'none'; why?: string; cancel?: boolean }
+  /** Fenced, the delay not over: look again in `inMs`. */
+  | { kind: 'wait'; signal: FenceSignal; inMs: number }
+  /** Delay over: ask the zone pass for an admission. */
+  | { kind: 'request'; signal: FenceSignal }
+  /** Admitted: write `taints` and the annotation naming the signal. */
+  | { kind: 'apply'; signal: FenceSignal; patch: Record<string, unknown> | undefined }
+  /** Back (renewed and Ready): our taint and the fence annotation come off. */
+  | { kind: 'remove'; patch: Record<string, unknown>; ours: boolean };
+
+function taintList(node: Node): unknown[] {
+  const list: unknown = node.spec?.taints;
+  return Array.isArray(list) ? list : [];
+}
+
+function hasTaint(node: Node, key: string): boolean {
+  return taintList(node).some((t) => typeof t === 'object' && t !== null && (t as Taint).key === key);
+}
+
+/**
+ * The patch that adds the taint to this copy of the node (every other taint kept) with the
+ * annotation naming the signal, or undefined: it carries the taint already.
+ */
+export function outOfServicePatch(node: Node, signal: FenceSignal): Record<string, unknown> | undefined {
+  if (hasTaint(node, OUT_OF_SERVICE_TAINT.key)) return undefined;
+  const taints = applyTaintChanges(taintList(node), [OUT_OF_SERVICE_TAINT], []);
+  return { metadata: { annotations: { [APPLIED_ANNOTATION]: signal } }, spec: { taints } };
+}
+
+/** The kubelet announced a shutdown in this copy of the node (Ready=False with its message). */
+export function announcesShutdown(node: Node): boolean {
+  const ready = findCondition(nodeConditions(node), 'Ready');
+  return ready?.status === 'False' && (ready.message ?? '').includes(KUBELET_SHUTDOWN_MESSAGE);
+}
+
+/**
+ * The decision core: keeps, per node, whether the kubelet announced a shutdown before it went
+ * silent (our own mark overwrites Ready in upstream mode, so the announcement must be remembered
+ * from the watch) and since when it has been fenced. Time comes in as `now` (monotonic ms).
+ */
+export class OutOfServiceCore {
+  /** Nodes whose kubelet announced a shutdown and has not been Ready since. */
+  private readonly announced = new Set<string>();
+  /** Nodes marked, silent and fenced: since when (our clock). */
+  private readonly fencedSince = new Map<string, number>();
+
+  constructor(private readonly s: OutOfServiceSettings) {}
+
+  /** Every copy of a node the watch delivers: a shutdown announcement is kept until Ready=True. */
+  observe(node: Node): void {
+    const name = node.metadata.name;
+    if (announcesShutdown(node)) this.announced.add(name);
+    else if (readyStatus(node) === 'True') this.announced.delete(name);
+  }
+
+  forget(name: string): void {
+    this.announced.delete(name);
+    this.fencedSince.delete(name);
+  }
+
+  /** The first trusted signal that says this node is down, or undefined. */
+  signal(node: Node): FenceSignal | undefined {
+    for (const s of this.s.signals) {
+      if (s === 'cloud-shutdown-taint' && hasTaint(node, CLOUD_SHUTDOWN_TAINT_KEY)) return s;
+      if (s === 'fence-annotation' && node.metadata.annotations?.[FENCED_ANNOTATION] === 'true') return s;
+      if (s === 'kubelet-shutdown' && (this.announced.has(node.metadata.name) || announcesShutdown(node)))
+        return s;
+    }
+    return undefined;
+  }
+
+  decide(f: OutOfServiceFacts, now: number): OutOfServiceDecision {
+    // Blind or not leading: nothing is decided, no delay starts (the runner does not even ask).
+    if (f.blind !== undefined) return { kind: 'none', why: f.blind };
+    const name = f.node.metadata.name;
+    const tainted = hasTaint(f.node, OUT_OF_SERVICE_TAINT.key);
+    if (!f.silent && readyStatus(f.node) === 'True') {
+      this.fencedSince.delete(name);
+      return this.removal(f.node, tainted);
+    }
+    const signal = f.marked && f.silent ? this.signal(f.node) : undefined;
+    if (signal === undefined) {
+      // Lease silence alone, or not our mark: never. A request already made is dropped.
+      const had = this.fencedSince.delete(name);
+      return had ? { kind: 'none', why: 'fence signal gone', cancel: true } : { kind: 'none' };
+    }
+    if (tainted) return { kind: 'none' };
+    const since = this.fencedSince.get(name) ?? now;
+    this.fencedSince.set(name, since);
+    const left = since + this.s.afterMs - now;
+    if (left > 0) return { kind: 'wait', signal, inMs: left };
+    if (!f.admitted) return { kind: 'request', signal };
+    return { kind: 'apply', signal, patch: outOfServicePatch(f.node, signal) };
+  }
+
+  /** The removal's patch for this copy of the node, or undefined: nothing of ours left on it. */
+  removalPatch(node: Node): Record<string, unknown> | undefined {
+    const d = this.removal(node, hasTaint(node, OUT_OF_SERVICE_TAINT.key));
+    return d.kind === 'remove' ? d.patch : undefined;
+  }
+
+  /**
+   * Renewed and Ready: our taint comes off, with the annotation that says it was ours and the fence
+   * annotation (a fence is about one outage). A node we never tainted is left as it is: an agent may
+   * annotate a machine it is about to fence before its lease runs out.
+   */
+  private removal(node: Node, tainted: boolean): OutOfServiceDecision {
+    const annotations = node.metadata.annotations ?? {};
+    if (annotations[APPLIED_ANNOTATION] === undefined) return { kind: 'none' };
+    const fence = annotations[FENCED_ANNOTATION] !== undefined;
+    const patch: Record<string, unknown> = {
+      metadata: {
+        annotations: { [APPLIED_ANNOTATION]: null, ...(fence ? { [FENCED_ANNOTATION]: null } : {}) },
+      },
+    };
+    if (tainted) {
+      const taints = taintList(node).filter(
+        (t) => !(typeof t === 'object' && t !== null && (t as Taint).key === OUT_OF_SERVICE_TAINT.key),
+      );
+      patch.spec = { taints };
+    }
+    return { kind: 'remove', patch, ours: tainted };
+  }
+}
