@@ -177,4 +177,28 @@ describe('--out-of-service: the taint for a node known to be down', () => {
     expect(logged(h, gone, 'node-8')).toHaveLength(1);
     await h.stop();
   });
+
+  it('an install that may not list VolumeAttachments: the taint still goes on, the refusal is a warning said once', async () => {
+    const h = start();
+    h.sim.volumeAttachmentsForbidden = true;
+    await advance(1_000);
+    for (const n of ['node-3', 'node-8']) {
+      h.sim.stopKubelet(n);
+      fence(h, n);
+    }
+    await advance(GRACE_MS + AFTER + 60_000);
+    expect(hasOos(h, 'node-3')).toBe(true);
+    expect(hasOos(h, 'node-8')).toBe(true);
+    const refused = h.logs.filter((l) => String(l.msg).startsWith('Cannot list VolumeAttachments'));
+    expect(refused).toEqual([expect.objectContaining({ level: 'warn', status: 403 })]);
+    expect(String(refused[0]!.msg)).toContain('volumeattachments.storage.k8s.io');
+    expect(h.logs.filter((l) => l.msg === 'Out-of-service node has no VolumeAttachment left')).toEqual([]);
+    // Granted later (the rule added): the report comes.
+    h.sim.volumeAttachmentsForbidden = false;
+    await advance(20_000);
+    expect(h.logs.filter((l) => l.msg === 'Out-of-service node has no VolumeAttachment left')).toHaveLength(
+      2,
+    );
+    await h.stop();
+  });
 });

@@ -3,7 +3,7 @@ import type { Clock } from '../clock/clock.js';
 import { formatDuration } from '../clock/duration.js';
 import { type DisruptionController, zoneKeyOf } from '../disruption/index.js';
 import { EventReason, type EventRecord, EventType, nodeRef } from '../health/index.js';
-import type { KubeClient } from '../kube/client.js';
+import { KubeApiError, type KubeClient } from '../kube/client.js';
 import type { List, Node } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import type { MarkingPolicy } from '../policy/index.js';
@@ -63,6 +63,8 @@ export class OutOfServiceStep {
   private readonly fenced = new Map<string, { since: number; signal: FenceSignal }>();
   /** Nodes we tainted whose VolumeAttachments were not yet seen gone. */
   private readonly volumes = new Set<string>();
+  /** A list of VolumeAttachments was refused (401/403) and said so once. */
+  private volumeListRefused = false;
   /** Dry run: nodes we would have tainted (nothing is written, so the node never shows it). */
   private readonly dryRun = new Set<string>();
 
@@ -266,8 +268,17 @@ export class OutOfServiceStep {
         signal: this.o.reads,
       });
     } catch (err) {
-      // Only a report: the node's other steps go on, and it is looked at again later.
-      this.o.log.debug(2, 'Could not list VolumeAttachments', { node: name, err });
+      // Only a report: the node's other steps go on, and it is looked at again later. A refusal is
+      // an install without the rule (manifests/components/out-of-service has it): said once, as a
+      // warning; any other failure is retried quietly.
+      if (err instanceof KubeApiError && (err.status === 401 || err.status === 403)) {
+        if (!this.volumeListRefused)
+          this.o.log.warn(
+            'Cannot list VolumeAttachments: the report of detached volumes needs list on volumeattachments.storage.k8s.io (manifests/components/out-of-service, or the chart with controller.outOfService=true)',
+            { node: name, status: err.status },
+          );
+        this.volumeListRefused = true;
+      } else this.o.log.debug(2, 'Could not list VolumeAttachments', { node: name, err });
       return;
     }
     const left = list.items.filter((a) => a.spec?.nodeName === name).length;

@@ -27,6 +27,8 @@ export class ClusterObserver {
    * DELETED event (a pod whose grace period is 0 is removed at once, with no deletionTimestamp seen).
    */
   readonly podDeleted = new Map<string, { at: number; uid: string }[]>();
+  /** pod key -> when its DELETED event came (the object gone from the API, not only terminating). */
+  readonly podGone = new Map<string, number[]>();
   private readonly lastRenew = new Map<string, string>();
   private readonly lastHeartbeat = new Map<string, string>();
   private stops: (() => void)[] = [];
@@ -60,6 +62,7 @@ export class ClusterObserver {
       await rawWatch<Pod>(client, paths.pods(), (e) => {
         const key = `${e.object.metadata.namespace}/${e.object.metadata.name}`;
         o.pods.set(key, e.object);
+        if (e.type === 'DELETED') o.podGone.set(key, [...(o.podGone.get(key) ?? []), e.at]);
         if (e.type === 'DELETED' || e.object.metadata.deletionTimestamp) {
           const uid = e.object.metadata.uid ?? '';
           const ds = o.podDeleted.get(key) ?? [];
@@ -125,6 +128,11 @@ export class ClusterObserver {
   /** First time after `since` that the pod (any incarnation) was seen being deleted or gone. */
   podDeletedAt(key: string, since = 0): number | undefined {
     return this.podDeleted.get(key)?.find((d) => d.at >= since)?.at;
+  }
+
+  /** First time after `since` that the pod was removed from the API (its DELETED event). */
+  podGoneAt(key: string, since = 0): number | undefined {
+    return this.podGone.get(key)?.find((at) => at >= since);
   }
 
   podReadyStatus(key: string): string | undefined {

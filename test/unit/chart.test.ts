@@ -242,7 +242,9 @@ describe('Helm chart', () => {
       controller: Record<string, unknown>;
     };
     const set = Object.keys(values.controller)
-      .filter((k) => !['dryRun', 'coordinatedLeaderElection', 'verbosity', 'extraArgs'].includes(k))
+      .filter(
+        (k) => !['dryRun', 'coordinatedLeaderElection', 'outOfService', 'verbosity', 'extraArgs'].includes(k),
+      )
       .map(
         (k, i) =>
           `controller.${k}=${
@@ -251,6 +253,7 @@ describe('Helm chart', () => {
               logFormat: 'text',
               mode: 'companion',
               companionMarkPodsNotReady: 'true',
+              outOfServiceSignals: 'fence-annotation',
             }[k] ?? `${i + 1}s`
           }`,
       );
@@ -292,6 +295,36 @@ describe('Helm chart', () => {
     expect(pod(plain).containers[0]!.args.some((a) => a.startsWith('--feature-gates'))).toBe(false);
   });
 
+  it('controller.outOfService: the objects of manifests/base with the out-of-service component; no volumeattachments rule without it or in dry-run', () => {
+    const chart = withoutHelmLabels(template(['--set', 'controller.outOfService=true']));
+    const kustomized = kustomizeOverlay({
+      resources: [BASE],
+      components: [join(MANIFESTS, 'components', 'out-of-service')],
+    });
+    expect(byKey(chart)).toEqual(byKey(notNamespace(kustomized)));
+    const rules = (objects: Manifest[]) =>
+      JSON.stringify(
+        objects.find((o) => o.kind === 'ClusterRole' && !o.metadata.name.endsWith('-reader'))?.rules,
+      );
+    expect(rules(chart)).toContain('volumeattachments');
+    for (const args of [[], ['--set', 'controller.outOfService=true,controller.dryRun=true']]) {
+      expect(rules(template(args)), args.join(' ')).not.toContain('volumeattachments');
+    }
+    const tuned = pod(
+      template([
+        '--set',
+        'controller.outOfService=true,controller.outOfServiceSignals=fence-annotation,controller.outOfServiceAfter=2m',
+      ]),
+    ).containers[0]!.args;
+    expect(tuned).toEqual(
+      expect.arrayContaining([
+        '--out-of-service',
+        '--out-of-service-signals=fence-annotation',
+        '--out-of-service-after=2m',
+      ]),
+    );
+  });
+
   it('nodePools: a ConfigMap the controller accepts, mounted where --node-pool-config points', () => {
     const objects = template([
       '--set-json',
@@ -319,6 +352,11 @@ describe('Helm chart', () => {
     expect(refused(['--set', 'controller.nodeMonitorGracePeriod=fifty'])).toMatch(/nodeMonitorGracePeriod/);
     expect(refused(['--set', 'controller.markPodsNotReady=sometimes'])).toMatch(/markPodsNotReady/);
     expect(refused(['--set', 'controller.nodeMonitorGracePeriod=1m30s'])).toBeUndefined();
+    expect(refused(['--set', 'controller.outOfServiceSignals=lease-silence'])).toMatch(/outOfServiceSignals/);
+    expect(refused(['--set', 'controller.outOfServiceAfter=soon'])).toMatch(/outOfServiceAfter/);
+    expect(
+      refused(['--set', 'controller.outOfService=true,controller.outOfServiceSignals=fence-annotation']),
+    ).toBeUndefined();
     // Pool lists the controller's own parser accepts or refuses, and the schema likewise.
     const sel = { matchLabels: { pool: 'gpu' } };
     const cases: [string, unknown[], boolean][] = [

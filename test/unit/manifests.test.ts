@@ -46,6 +46,7 @@ const COMPONENT_DIRS = [
   'prometheusrule',
   'networkpolicy',
   'coordinated-leader-election',
+  'out-of-service',
 ].map((c) => join(COMPONENTS, c));
 
 const rel = (p: string) => relative(REPO, p);
@@ -112,6 +113,7 @@ describe('manifest files', () => {
         'manifests/components/coordinated-leader-election',
         'manifests/components/networkpolicy',
         'manifests/components/node-pools',
+        'manifests/components/out-of-service',
         'manifests/components/prometheusrule',
         'manifests/components/servicemonitor',
         'manifests/overlays/companion',
@@ -663,6 +665,32 @@ describe('overlays', () => {
     expect(() => configOf(dep(kustomizeWith([BASE], [join(COMPONENTS, 'companion-evictions')])))).toThrow(
       /need --mode=companion/,
     );
+  });
+
+  it('out-of-service: the component turns on --out-of-service at its defaults and adds list volumeattachments, nothing else', () => {
+    const role = (docs: Obj[]) =>
+      docs.find(
+        (d) => d.kind === 'ClusterRole' && get(d, 'metadata', 'name') === 'node-lifecycle-controller',
+      );
+    const dep = (docs: Obj[]) => docs.find((d) => d.kind === 'Deployment')!;
+    const base = kustomize(BASE);
+    const withOos = kustomizeWith([BASE], [join(COMPONENTS, 'out-of-service')]);
+    expect(configOf(dep(base)).outOfService).toBeUndefined();
+    expect(configOf(dep(withOos)).outOfService).toEqual({
+      signals: ['cloud-shutdown-taint', 'kubelet-shutdown', 'fence-annotation'],
+      afterMs: 60_000,
+    });
+    const others = (docs: Obj[]) => docs.filter((d) => d.kind !== 'Deployment' && d.kind !== 'ClusterRole');
+    expect(others(withOos)).toEqual(others(base));
+    expect(role(withOos)).toEqual({
+      ...role(base),
+      rules: [
+        ...arr(role(base)?.rules),
+        { apiGroups: ['storage.k8s.io'], resources: ['volumeattachments'], verbs: ['list'] },
+      ],
+    });
+    const argsOf = (d: Obj) => arr(get(d, 'spec', 'template', 'spec', 'containers', 0, 'args')).map(String);
+    expect(argsOf(dep(withOos))).toEqual([...argsOf(dep(base)), '--out-of-service']);
   });
 
   it('metrics-reader: get on the non-resource URL /metrics, nothing else', () => {

@@ -66,10 +66,12 @@ watchSilenceThreshold: watch-silence-threshold
 kubeApiQps: kube-api-qps
 kubeApiBurst: kube-api-burst
 logFormat: log-format
+outOfServiceSignals: out-of-service-signals
+outOfServiceAfter: out-of-service-after
 {{- end -}}
 
 {{- define "nlc.flagOrder" -}}
-mode nodeMonitorGracePeriod companionTaintKey companionEvictAfter companionMarkPodsNotReady nodeStartupGracePeriod nodeMonitorPeriod nodeEvictionRate secondaryNodeEvictionRate largeClusterSizeThreshold unhealthyZoneThreshold maxNoExecuteTaints maxNoExecutePercent maxNoExecuteWindow markPodsNotReady watchSilenceThreshold kubeApiQps kubeApiBurst logFormat
+mode nodeMonitorGracePeriod companionTaintKey companionEvictAfter companionMarkPodsNotReady nodeStartupGracePeriod nodeMonitorPeriod nodeEvictionRate secondaryNodeEvictionRate largeClusterSizeThreshold unhealthyZoneThreshold maxNoExecuteTaints maxNoExecutePercent maxNoExecuteWindow markPodsNotReady watchSilenceThreshold kubeApiQps kubeApiBurst logFormat outOfServiceSignals outOfServiceAfter
 {{- end -}}
 
 {{/* Where the node-pool ConfigMap is mounted. */}}

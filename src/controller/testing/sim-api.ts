@@ -92,6 +92,8 @@ export class SimApiServer {
   readonly evictions: Array<{ at: number; pod: string }> = [];
   /** VolumeAttachments (listed, not watched): the node each is on. */
   readonly volumeAttachments: Array<{ metadata: { name: string }; spec: { nodeName: string } }> = [];
+  /** The controller may not list VolumeAttachments (403), as an install without that rule. */
+  volumeAttachmentsForbidden = false;
   /** Pods whose eviction a PodDisruptionBudget refuses (429) while listed here. */
   readonly pdbBlocked = new Set<string>();
   private readonly history: Change[] = [];
@@ -472,6 +474,7 @@ export class SimApiServer {
       return { metadata: { resourceVersion: String(this.rv) }, items: clone(items) };
     }
     if (req.path === '/apis/storage.k8s.io/v1/volumeattachments' && req.method === 'GET') {
+      if (this.volumeAttachmentsForbidden) throw apiError(403, 'Forbidden', what);
       return { metadata: { resourceVersion: String(this.rv) }, items: clone(this.volumeAttachments) };
     }
     const pod = POD_PATH.exec(req.path);
