@@ -7,6 +7,7 @@
  */
 
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import {
   chmodSync,
   copyFileSync,
@@ -471,6 +472,8 @@ export async function deleteSharedCluster(): Promise<void> {
 }
 
 export const PROMETHEUS_IMAGE = 'nlc-e2e/prometheus:v3.16.0';
+/** The sha256 of the binary an image was built from. */
+const CONTENT_LABEL = 'org.nlc.content-sha256';
 
 /**
  * A Prometheus image from the binary scripts/build-prometheus.sh builds (the one the loopback e2e
@@ -485,6 +488,21 @@ export async function buildPrometheusImage(t: Tools): Promise<void> {
     .split('\n')
     .at(-1);
   if (!dir) throw new Error('scripts/build-prometheus.sh printed no directory');
+  // Cached by content: the image of this very binary is kept (re-importing it each run would only
+  // leave the last one behind as a dangling image).
+  const content = createHash('sha256')
+    .update(readFileSync(path.join(dir, 'prometheus')))
+    .digest('hex');
+  const have = await t
+    .sh('docker', [
+      'image',
+      'inspect',
+      '--format',
+      `{{index .Config.Labels "${CONTENT_LABEL}"}}`,
+      PROMETHEUS_IMAGE,
+    ])
+    .catch(() => '');
+  if (have.trim() === content) return;
   const tree = mkdtempSync(path.join(os.tmpdir(), 'nlc-prometheus-image-'));
   try {
     for (const d of ['bin', 'etc', 'prometheus', 'tmp']) mkdirSync(path.join(tree, d));
@@ -503,6 +521,8 @@ export async function buildPrometheusImage(t: Tools): Promise<void> {
       'USER 65534',
       '--change',
       'ENTRYPOINT ["/bin/prometheus"]',
+      '--change',
+      `LABEL ${CONTENT_LABEL}=${content}`,
       tar,
       PROMETHEUS_IMAGE,
     ]);

@@ -242,6 +242,8 @@ describe('kind cluster, controller from its image and manifests', () => {
     const tag = `node-lifecycle-controller:rollout-${Date.now()}`;
     await t.docker(['tag', IMAGE, tag]);
     await cluster.loadImage(tag);
+    // In the cluster now; the host keeps no tag per run (each would pin that run's image).
+    await t.docker(['rmi', tag]);
 
     // Watch the lock and the nodes while the Deployment rolls.
     let done = false;
