@@ -207,7 +207,13 @@ export interface NodeObj {
   status: { conditions?: Condition[] };
 }
 export interface PodObj {
-  metadata: { name: string; namespace: string; deletionTimestamp?: string; creationTimestamp: string };
+  metadata: {
+    name: string;
+    namespace: string;
+    uid?: string;
+    deletionTimestamp?: string;
+    creationTimestamp: string;
+  };
   spec: { nodeName?: string };
   status: { phase?: string; podIP?: string; conditions?: Condition[] };
 }

@@ -10,6 +10,8 @@
  *   - a worker stopped (`docker stop`): Ready=Unknown with upstream's reason, both unreachable
  *     taints, its pod Ready=False, then evicted by the taint-eviction-controller after the pod's
  *     tolerationSeconds; `docker start` undoes it all;
+ *   - a StatefulSet pod on a worker stopped and reported shut down by the cloud provider's taint:
+ *     the out-of-service taint after the delay, the pod replaced and Running on the other worker;
  *   - the leader's own node killed (`docker kill`, a crash: no graceful release): the standby takes
  *     the lease once it expires and marks that node.
  * Timers start before `docker stop`, which takes seconds on a systemd node. At the end it removes
@@ -67,6 +69,13 @@ const LEASE_S = 15;
 /** The test pod's toleration of the unreachable NoExecute taint. */
 const TOLERATION_S = 5;
 const VICTIM_POD = 'nlc-kind-victim';
+/** kube-controller-manager's pod garbage collector runs every 20 s (fixed). */
+const PODGC_PERIOD_S = 20;
+/** The kind overlay's --out-of-service-after; its signal is the cloud provider's shutdown taint. */
+const OOS_AFTER_S = 5;
+const OUT_OF_SERVICE = 'node.kubernetes.io/out-of-service';
+const CLOUD_SHUTDOWN = 'node.cloudprovider.kubernetes.io/shutdown';
+const STS_NS = 'nlc-kind-sts';
 /**
  * How far past its grace period a lost node may be marked, judged by the test's own watches (the
  * last renewal of the node's lease it saw, the Ready=Unknown it saw): the controller in its pod and
@@ -413,6 +422,17 @@ describe('kind cluster, controller from its image and manifests', () => {
     pass(
       `${VICTIM_POD} evicted by the taint-eviction-controller ${secs(evictedAfter)}s after the NoExecute taint (tolerationSeconds ${TOLERATION_S})`,
     );
+    // With no fence signal (lease silence alone) there is no out-of-service taint, although the
+    // install runs --out-of-service: past a pass of the pod garbage collector (every 20 s) the
+    // evicted pod is still terminating, as its volumes would still be attached. This is "never"
+    // for the StatefulSet case below: only the node's return ends it.
+    await new Promise((r) => setTimeout(r, PODGC_PERIOD_S * 1000 + 2000));
+    const stuck = await pod(VICTIM_POD);
+    expect(stuck.metadata.deletionTimestamp).toBeDefined();
+    expect((await node(victim)).spec.taints?.some((x) => x.key === OUT_OF_SERVICE)).toBe(false);
+    pass(
+      `${VICTIM_POD} still terminating ${secs(performance.now() - start)}s after the stop: no fence signal, no out-of-service taint`,
+    );
 
     const restart = performance.now();
     await t.docker(['start', victim]);
@@ -437,6 +457,119 @@ describe('kind cluster, controller from its image and manifests', () => {
     pass(
       `${victim} started: Ready=True and untainted ${secs(back.ms)}s after docker start; its pod deleted; both replicas back in ${secs(performance.now() - restart)}s`,
     );
+  });
+
+  it('a StatefulSet pod on a stopped worker that the cloud provider reports shut down runs again on another node (--out-of-service)', async () => {
+    collectOnFailure('out-of-service');
+    const { leader, standby } = await cluster.steady(180_000);
+    const victim = standby.spec.nodeName;
+    const other = leader.node;
+    if (!victim || victim === other) throw new Error(`no worker without the leader (standby on ${victim})`);
+    await t.kubectl(['create', 'namespace', STS_NS]);
+    const stsPods = async () =>
+      (await t.getJson<{ items: PodObj[] }>(['-n', STS_NS, 'pods', '-l', 'app=nlc-kind-sts'])).items;
+    try {
+      await t.kubectl(['apply', '-f', '-'], {
+        input: JSON.stringify({
+          apiVersion: 'apps/v1',
+          kind: 'StatefulSet',
+          metadata: { name: 'db', namespace: STS_NS },
+          spec: {
+            replicas: 1,
+            serviceName: 'db',
+            selector: { matchLabels: { app: 'nlc-kind-sts' } },
+            template: {
+              metadata: { labels: { app: 'nlc-kind-sts' } },
+              spec: {
+                // On the victim if it can be; anywhere else once it cannot.
+                affinity: {
+                  nodeAffinity: {
+                    preferredDuringSchedulingIgnoredDuringExecution: [
+                      {
+                        weight: 100,
+                        preference: {
+                          matchExpressions: [
+                            { key: 'kubernetes.io/hostname', operator: 'In', values: [victim] },
+                          ],
+                        },
+                      },
+                    ],
+                  },
+                },
+                containers: [
+                  {
+                    name: 'idle',
+                    image: IMAGE,
+                    imagePullPolicy: 'Never',
+                    command: ['/nodejs/bin/node', '-e', 'setInterval(() => {}, 1 << 30)'],
+                  },
+                ],
+              },
+            },
+          },
+        }),
+      });
+      const first = await waitFor('the StatefulSet pod Running and Ready', 120_000, async () => {
+        const p = (await stsPods()).find((x) => condition(x, 'Ready')?.status === 'True');
+        return p;
+      });
+      expect(first.value.spec.nodeName).toBe(victim);
+      const firstUid = first.value.metadata.uid;
+      await new Promise((r) => setTimeout(r, 12_000));
+
+      const start = performance.now();
+      const stopping = t.docker(['stop', victim], 120_000);
+      // What cloud-controller-manager does once the instance is stopped.
+      await t.kubectl(['taint', 'node', victim, `${CLOUD_SHUTDOWN}:NoSchedule`, '--overwrite']);
+      await stopping;
+      const fenced = await waitFor(
+        `${victim} tainted ${OUT_OF_SERVICE}`,
+        (GRACE_S + OOS_AFTER_S + 60) * 1000,
+        async () => ((await node(victim)).spec.taints ?? []).find((x) => x.key === OUT_OF_SERVICE),
+      );
+      const lastRenewal = observer.lastRenewalAt(victim)!;
+      const unknownAt = observer.readyAt(victim, 'Unknown', lastRenewal)!;
+      const oosAt = observer.taintsAt(victim, [`${OUT_OF_SERVICE}:NoExecute`], lastRenewal)!;
+      expect(fenced.value.effect).toBe('NoExecute');
+      expect(oosAt - unknownAt).toBeGreaterThanOrEqual(OOS_AFTER_S * 1000 - 100);
+      // Evicted (no toleration for it), force-deleted by the pod garbage collector (the kubelet is
+      // gone), replaced by the StatefulSet controller, scheduled on the other worker.
+      const again = await waitFor(
+        'the StatefulSet pod Running and Ready on another node',
+        (PODGC_PERIOD_S + 90) * 1000,
+        async () =>
+          (await stsPods()).find(
+            (x) =>
+              x.metadata.uid !== firstUid &&
+              x.spec.nodeName !== victim &&
+              condition(x, 'Ready')?.status === 'True',
+          ),
+      );
+      const runningMs = performance.now() - start;
+      expect(again.value.spec.nodeName).toBe(other);
+      pass(
+        `StatefulSet pod db-0 on stopped ${victim}: Unknown ${secs(unknownAt - start)}s, out-of-service ${secs(oosAt - start)}s (${secs(oosAt - unknownAt)}s after Unknown, --out-of-service-after=${OOS_AFTER_S}s), Running and Ready on ${other} ${secs(runningMs)}s after the stop began; without the taint it stays terminating until the node returns (the case above)`,
+      );
+
+      // The machine comes back: the provider lifts its taint, the kubelet renews and reports Ready,
+      // ours removes the out-of-service taint.
+      await t.docker(['start', victim]);
+      await t.kubectl(['taint', 'node', victim, `${CLOUD_SHUTDOWN}:NoSchedule-`]);
+      const back = await waitFor(`${victim} Ready, no health or out-of-service taint`, 180_000, async () => {
+        const x = await node(victim);
+        return (
+          condition(x, 'Ready')?.status === 'True' &&
+          healthTaints(x).length === 0 &&
+          !(x.spec.taints ?? []).some((y) => y.key === OUT_OF_SERVICE)
+        );
+      });
+      pass(`${victim} back: Ready and untainted ${secs(back.ms)}s after docker start`);
+    } finally {
+      await t.kubectl(['delete', 'namespace', STS_NS, '--ignore-not-found', '--wait=true'], {
+        timeoutMs: 180_000,
+      });
+    }
+    await cluster.steady(180_000);
   });
 
   it("the leader's own node killed: the standby takes the lease after it expires and marks that node", async () => {

@@ -149,7 +149,12 @@ export function deploymentOf(overlayDir: string): Obj {
     for (const i of arr(bk.images)) if (isObj(i) && i.newTag) image = `${i.name}:${i.newTag}`;
   }
   if (!dep) throw new Error(`${overlayDir}: no base with a Deployment`);
-  for (const p of arr(k.patches)) {
+  // kustomize's order: the resources, then the components' patches, then the overlay's own.
+  const patches = [
+    ...arr(k.components).flatMap((c) => arr(kustomizationOf(resolve(overlayDir, String(c))).patches)),
+    ...arr(k.patches),
+  ];
+  for (const p of patches) {
     if (!isObj(p) || get(p, 'target', 'kind') !== 'Deployment') continue;
     const ops = loadAllYaml(String(p.patch))[0] as PatchOp[];
     dep = applyJsonPatch(dep, ops) as Obj;
