@@ -469,6 +469,8 @@ describe('kind cluster, controller from its image and manifests', () => {
     const stsPods = async () =>
       (await t.getJson<{ items: PodObj[] }>(['-n', STS_NS, 'pods', '-l', 'app=nlc-kind-sts'])).items;
     try {
+      // The first pod goes to the victim: the other worker is cordoned until it is scheduled.
+      await t.kubectl(['cordon', other]);
       await t.kubectl(['apply', '-f', '-'], {
         input: JSON.stringify({
           apiVersion: 'apps/v1',
@@ -513,6 +515,7 @@ describe('kind cluster, controller from its image and manifests', () => {
         const p = (await stsPods()).find((x) => condition(x, 'Ready')?.status === 'True');
         return p;
       });
+      await t.kubectl(['uncordon', other]);
       expect(first.value.spec.nodeName).toBe(victim);
       const firstUid = first.value.metadata.uid;
       await new Promise((r) => setTimeout(r, 12_000));
@@ -565,6 +568,7 @@ describe('kind cluster, controller from its image and manifests', () => {
       });
       pass(`${victim} back: Ready and untainted ${secs(back.ms)}s after docker start`);
     } finally {
+      await t.kubectl(['uncordon', other]);
       await t.kubectl(['delete', 'namespace', STS_NS, '--ignore-not-found', '--wait=true'], {
         timeoutMs: 180_000,
       });
