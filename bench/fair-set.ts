@@ -176,7 +176,7 @@ async function main(): Promise<number> {
       .join('\n')}\n` +
       `Expected duration: about ${formatMinutes(total)} on a quiet machine (done around ${finish.toISOString().slice(0, 16).replace('T', ' ')} UTC); a busy machine takes longer.`,
   );
-  if (o.parts.includes('side-by-side') && !existsSync(binariesIn().kubeControllerManager))
+  if (o.parts.includes('side-by-side') && !existsSync(binariesIn(process.env).kubeControllerManager))
     console.log('kube-controller-manager is not built yet: it is built first (about 10 minutes more).');
   if (dryRun) {
     for (const s of steps) console.log(`  ${s.name}: ${s.argv.join(' ')}`);
@@ -189,7 +189,7 @@ async function main(): Promise<number> {
     );
   mkdirSync(setDir, { recursive: true });
   mkdirSync(o.raw, { recursive: true });
-  await ensureBinaries({ withKcm: o.parts.includes('side-by-side') });
+  await ensureBinaries(process.env, { withKcm: o.parts.includes('side-by-side') });
   const prefix = lockPrefix(lock);
   const startedAt = new Date().toISOString();
   const env = environment();

@@ -12,7 +12,7 @@ const nodes = Number(process.argv[2] ?? 1000);
 const seconds = Number(process.argv[3] ?? 60);
 const renewMs = Number(process.argv[4] ?? 10_000);
 
-const cp = await LocalControlPlane.start();
+const cp = await LocalControlPlane.start({ env: process.env });
 const client = await cp.client({ maxSockets: 128 });
 try {
   const t0 = performance.now();

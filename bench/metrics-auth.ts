@@ -70,7 +70,7 @@ async function run(
   return out;
 }
 
-const cp = await LocalControlPlane.start();
+const cp = await LocalControlPlane.start({ env: process.env });
 const admin = await cp.client();
 try {
   // The metrics-reader role, bound to every ServiceAccount of one namespace.

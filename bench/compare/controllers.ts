@@ -90,7 +90,7 @@ async function httpGet(url: string): Promise<{ status: number; body: string }> {
 }
 
 export async function startKcm(l: ControllerLaunch): Promise<RunningController> {
-  const bins = await ensureBinaries({ withKcm: true });
+  const bins = await ensureBinaries(process.env, { withKcm: true });
   const port = await claimPort();
   const tuning = l.kcmDefaults
     ? []

@@ -351,7 +351,7 @@ async function runOne(
   const notes: string[] = [];
   const loadAtStart = loadAverage();
   log(`${name}: starting control plane (${loadAtStart})`);
-  const cp = await LocalControlPlane.start({ audit: true });
+  const cp = await LocalControlPlane.start({ env: process.env, audit: true });
   const cleanups: Array<() => Promise<void> | void> = [];
   let admin: KubeClient | undefined;
   let simClient: KubeClient | undefined;

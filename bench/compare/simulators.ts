@@ -119,7 +119,7 @@ export class FleetSimulator implements Simulator {
 export const KWOK_VERSION = 'v0.8.0';
 
 export function kwokBinary(): string {
-  return path.join(cacheRoot(), 'bin', `kwok-${KWOK_VERSION}`, 'kwok');
+  return path.join(cacheRoot(process.env), 'bin', `kwok-${KWOK_VERSION}`, 'kwok');
 }
 
 /** Installs kwok into the cache folder (never the repo) with the machine's Go, if missing. */
@@ -132,8 +132,8 @@ export function ensureKwok(): string {
     env: {
       ...process.env,
       GOBIN: path.dirname(bin),
-      GOMODCACHE: process.env.GOMODCACHE ?? path.join(cacheRoot(), 'gomod'),
-      GOCACHE: process.env.GOCACHE ?? path.join(cacheRoot(), 'gobuild'),
+      GOMODCACHE: process.env.GOMODCACHE ?? path.join(cacheRoot(process.env), 'gomod'),
+      GOCACHE: process.env.GOCACHE ?? path.join(cacheRoot(process.env), 'gobuild'),
       CGO_ENABLED: '0',
     },
   });
@@ -146,13 +146,20 @@ function kwokStageFiles(): string[] {
     try {
       return execFileSync('go', ['env', 'GOMODCACHE'], {
         encoding: 'utf8',
-        env: { ...process.env, GOMODCACHE: process.env.GOMODCACHE ?? path.join(cacheRoot(), 'gomod') },
+        env: {
+          ...process.env,
+          GOMODCACHE: process.env.GOMODCACHE ?? path.join(cacheRoot(process.env), 'gomod'),
+        },
       }).trim();
     } catch {
-      return path.join(cacheRoot(), 'gomod');
+      return path.join(cacheRoot(process.env), 'gomod');
     }
   })();
-  const candidates = [modcache, path.join(cacheRoot(), 'gomod'), path.join(os.homedir(), 'go', 'pkg', 'mod')];
+  const candidates = [
+    modcache,
+    path.join(cacheRoot(process.env), 'gomod'),
+    path.join(os.homedir(), 'go', 'pkg', 'mod'),
+  ];
   for (const root of candidates) {
     const stage = path.join(root, 'sigs.k8s.io', `kwok@${KWOK_VERSION}`, 'kustomize', 'stage');
     const files = [

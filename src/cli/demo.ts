@@ -40,7 +40,7 @@ const SLACK_MS = 10_000;
  * leader election; kills some heartbeats on a schedule; and shows the fleet live. At the end it
  * says whether the controller did what each step calls for (demo-checks.ts) and exits 1 if not.
  */
-export async function runDemo(argv: string[], _env: NodeJS.ProcessEnv): Promise<number> {
+export async function runDemo(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   let args: ReturnType<typeof parseArgs>;
   try {
     args = parseArgs(argv, DEMO_FLAGS);
@@ -60,7 +60,7 @@ export async function runDemo(argv: string[], _env: NodeJS.ProcessEnv): Promise<
   say(
     'Starting a local control plane (first run builds etcd and kube-apiserver from the Go module proxy: several minutes)...',
   );
-  const cp = await LocalControlPlane.start();
+  const cp = await LocalControlPlane.start({ env });
   const logPath = path.join(cp.dir, 'controller.log');
   say(
     `kube-apiserver ${cp.version} at ${cp.server}; controller logs: ${logPath}; kubeconfig: ${cp.kubeconfigPath}`,

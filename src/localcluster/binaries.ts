@@ -17,15 +17,18 @@ export interface ControlPlaneBinaries {
   kubectl: string;
 }
 
+/** The environment a caller passes in (its process's, in main, tests and benchmarks): read nowhere else. */
+export type Environment = Readonly<Record<string, string | undefined>>;
+
 /** Cache folder shared by all runs of this project on this machine (never inside the repo). */
-export function cacheRoot(env: NodeJS.ProcessEnv = process.env): string {
+export function cacheRoot(env: Environment): string {
   return (
     env.NLC_CACHE_DIR ??
     path.join(env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'node-lifecycle-controller')
   );
 }
 
-export function binariesIn(env: NodeJS.ProcessEnv = process.env): ControlPlaneBinaries {
+export function binariesIn(env: Environment): ControlPlaneBinaries {
   const dir = path.join(cacheRoot(env), 'bin', `k8s-${K8S_VERSION}-etcd-${ETCD_VERSION}`);
   return {
     dir,
@@ -46,8 +49,11 @@ function buildScript(): string {
  * Returns the cached binaries, building them from the Go module proxy first if they are missing
  * (a one-time cost of several minutes; progress goes to stderr).
  */
-export async function ensureBinaries(opts: { withKcm?: boolean } = {}): Promise<ControlPlaneBinaries> {
-  const bins = binariesIn();
+export async function ensureBinaries(
+  env: Environment,
+  opts: { withKcm?: boolean } = {},
+): Promise<ControlPlaneBinaries> {
+  const bins = binariesIn(env);
   const missing = !existsSync(bins.etcd) || !existsSync(bins.kubeApiserver);
   const missingKcm = opts.withKcm === true && !existsSync(bins.kubeControllerManager);
   if (!missing && !missingKcm) return bins;
@@ -55,7 +61,7 @@ export async function ensureBinaries(opts: { withKcm?: boolean } = {}): Promise<
   await new Promise<void>((resolve, reject) => {
     const child = spawn('bash', args, {
       stdio: ['ignore', 'ignore', 'inherit'],
-      env: { ...process.env, K8S_VERSION, ETCD_VERSION },
+      env: { ...env, K8S_VERSION, ETCD_VERSION },
     });
     child.on('error', reject);
     child.on('exit', (code) =>

@@ -15,10 +15,12 @@ import path from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { formatDuration } from '../clock/duration.js';
 import { KubeClient, type KubeClientOptions } from '../kube/client.js';
-import { type ControlPlaneBinaries, ensureBinaries, K8S_VERSION } from './binaries.js';
+import { type ControlPlaneBinaries, type Environment, ensureBinaries, K8S_VERSION } from './binaries.js';
 import { claimPort, type PortClaim } from './ports.js';
 
 export interface ControlPlaneOptions {
+  /** The caller's environment: where the binaries are cached (NLC_CACHE_DIR, XDG_CACHE_HOME), their build's. */
+  env: Environment;
   /** Record an audit log of writes (JSON lines) at `auditLogPath`. */
   audit?: boolean;
   /**
@@ -155,8 +157,8 @@ export class LocalControlPlane {
     this.kubeConfig = new KubeConfig();
   }
 
-  static async start(opts: ControlPlaneOptions = {}): Promise<LocalControlPlane> {
-    const bins = await ensureBinaries();
+  static async start(opts: ControlPlaneOptions): Promise<LocalControlPlane> {
+    const bins = await ensureBinaries(opts.env);
     const base = opts.baseDir ?? (existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir());
     const etcd = await claimPort('127.0.0.1');
     const api = await claimPort(opts.ipv6 ? '::1' : '127.0.0.1').catch((err: unknown) => {

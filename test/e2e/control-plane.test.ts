@@ -137,6 +137,7 @@ describe('local control plane', () => {
     // kube-apiserver refuses --secure-port=0 (one reason the harness claims ports itself).
     const t = performance.now();
     const err = await LocalControlPlane.start({
+      env: process.env,
       apiserverArgs: ['--secure-port=0'],
       readyTimeoutMs: 30_000,
     }).then(

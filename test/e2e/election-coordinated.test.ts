@@ -708,7 +708,7 @@ describe('RBAC: manifests/base with the coordinated-leader-election component', 
 
 describe('fall-back: the gate asked for, the API server without it', () => {
   /** A replica asking for coordinated election on another control plane: its fall-back, as measured. */
-  async function fallBackOn(opts: ControlPlaneOptions, name: string, decideWithinMs: number) {
+  async function fallBackOn(opts: Omit<ControlPlaneOptions, 'env'>, name: string, decideWithinMs: number) {
     const other = await startCluster({ audit: true, ...opts });
     try {
       await other.admin.request({

@@ -8,10 +8,11 @@ export interface TestCluster {
 }
 
 /** Starts a real control plane for one test file. */
-export async function startCluster(opts: ControlPlaneOptions = {}): Promise<TestCluster> {
+export async function startCluster(opts: Omit<ControlPlaneOptions, 'env'> = {}): Promise<TestCluster> {
   const t = performance.now();
   // NLC_KEEP_CONTROL_PLANE_DIR=1 keeps logs and the audit log of a failing run.
   const cp = await LocalControlPlane.start({
+    env: process.env,
     keepDir: process.env.NLC_KEEP_CONTROL_PLANE_DIR === '1',
     ...opts,
   });

@@ -20,7 +20,7 @@ export function helmVersion(): string {
  * never a helm on PATH. Missing, it throws saying how to build it: the tests fail, they do not skip.
  */
 export function projectHelm(): string {
-  const helm = path.join(cacheRoot(), 'bin', `helm-${helmVersion()}`, 'helm');
+  const helm = path.join(cacheRoot(process.env), 'bin', `helm-${helmVersion()}`, 'helm');
   if (!existsSync(helm)) {
     throw new Error(`the project's helm is not built (${helm}); run: bash scripts/build-helm.sh`);
   }

@@ -13,7 +13,7 @@ import { type Manifest, parseManifests } from './apply.js';
  * do not skip.
  */
 export function projectKubectl(): string {
-  const kubectl = binariesIn().kubectl;
+  const kubectl = binariesIn(process.env).kubectl;
   if (!existsSync(kubectl)) {
     throw new Error(
       `the project's kubectl is not built (${kubectl}); run: bash scripts/build-control-plane.sh --with-kubectl`,
