@@ -8,7 +8,7 @@
 //                            [--image=<registry>/node-lifecycle-controller] [--output=<file>|-]
 //
 // --with       components of manifests/components to include (comma-separated; `all` for every one,
-//              the opt-in ones too: coordinated-leader-election, node-pools; not companion-evictions,
+//              the opt-in ones too: coordinated-leader-election, node-pools, out-of-service; not companion-evictions,
 //              which belongs to manifests/overlays/companion)
 // --image      image repository (default: node-lifecycle-controller, no registry); the tag is always
 //              the version, so the file installs exactly the release it belongs to

@@ -24,6 +24,7 @@ const COMPONENTS = [
   'coordinated-leader-election',
   'networkpolicy',
   'node-pools',
+  'out-of-service',
   'prometheusrule',
   'servicemonitor',
 ];
@@ -140,7 +141,7 @@ describe('npm run render-install: one YAML file, checked by a server-side dry ru
     for (const [args, msg] of [
       [
         ['--with=grafana'],
-        /no component "grafana" \(accepted: coordinated-leader-election, networkpolicy, node-pools, prometheusrule, servicemonitor, all\)/,
+        /no component "grafana" \(accepted: coordinated-leader-election, networkpolicy, node-pools, out-of-service, prometheusrule, servicemonitor, all\)/,
       ],
       [['--image=registry.example/nlc:1.0'], /a repository without a tag/],
       [['--namespace'], /unknown argument/],
