@@ -1,11 +1,18 @@
 import { type Clock, timerDelay } from '../clock/clock.js';
 import { formatDuration } from '../clock/duration.js';
-import { KubeApiError } from '../kube/client.js';
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
-import { BehaviorSubject, type Observable, ReplaySubject, Subject, type Subscription } from '../rx/index.js';
+import type { Observable, Subscription } from '../rx/index.js';
 import { JITTER_FACTOR, type LeaderElectionConfig, leaderlessLimitMs } from './config.js';
+import {
+  type ElectionEvent,
+  type LeaderCallbacks,
+  LeadershipSignals,
+  type LostLeadership,
+  type StopReason,
+} from './leadership-signals.js';
 import { isConflict, type KubeRequester, LeaseApi } from './lease-api.js';
+import { type ApiAccess, LockObservation } from './lock-observation.js';
 import {
   attemptFinished,
   attemptStarted,
@@ -27,63 +34,16 @@ import {
   setEligible,
   stepDown,
   stop,
+  type WritePlan,
   writeSucceeded,
 } from './machine.js';
 import type { LeaderElectionMetrics } from './metrics.js';
 import { recordOf } from './record.js';
 
-export type StopReason = 'lost' | 'released' | 'stopped' | 'stepped-down';
-
-export type ElectionEvent =
-  | { readonly type: 'started-leading'; readonly identity: string; readonly at: number }
-  | {
-      readonly type: 'stopped-leading';
-      readonly reason: StopReason;
-      readonly detail: string;
-      readonly at: number;
-    }
-  /** The observed holder changed ('' = nobody holds the lock). Includes our own acquisition. */
-  | { readonly type: 'new-leader'; readonly identity: string; readonly at: number };
-
-/** Emitted once when leadership ends involuntarily: stop guarded writes and exit non-zero. */
-export interface LostLeadership {
-  readonly reason: string;
-  /** Monotonic time of the decision. */
-  readonly at: number;
-}
-
-export interface LeaderCallbacks {
-  onStartedLeading?: () => void;
-  onStoppedLeading?: (reason: StopReason, detail: string) => void;
-  onNewLeader?: (identity: string) => void;
-}
+export type { ElectionEvent, LeaderCallbacks, LostLeadership, StopReason } from './leadership-signals.js';
+export { type ApiAccess, LOCK_WARNING_INTERVAL_MS, lockFailureCause } from './lock-observation.js';
 
 export type ReleaseResult = 'released' | 'not-holder' | 'failed';
-
-/**
- * A lock request that fails for one cause over and over (a retry every retry period) is logged as a
- * warning once per this interval, and at once when the cause changes.
- */
-export const LOCK_WARNING_INTERVAL_MS = 60_000;
-
-/** What failed, short and stable across retries: `403 Forbidden`, `500 InternalError`, `ECONNREFUSED`. */
-export function lockFailureCause(err: unknown): string {
-  if (err instanceof KubeApiError) return `${err.status} ${err.reason}`;
-  const code = (err as { code?: unknown } | undefined)?.code;
-  return typeof code === 'string' && code !== '' ? code : 'error';
-}
-
-/** What the API server's answers to our lock requests say about our access (monotonic times). */
-export interface ApiAccess {
-  /** When the elector started. */
-  readonly since: number;
-  /** Last lock request answered as for an authorized client (2xx, or 404/409 on the lock). */
-  readonly okAt: number | undefined;
-  /** Last answer that shows our credentials were accepted (also 403, 429). */
-  readonly authenticatedAt: number | undefined;
-  /** The last failure, if the last request failed. */
-  readonly lastError: string | undefined;
-}
 
 export interface LeaderElectorOptions {
   config: LeaderElectionConfig;
@@ -128,59 +88,25 @@ export class NotLeaderError extends Error {
  * injected lock-updates stream for fast reaction.
  */
 export class LeaderElector {
-  readonly identity: string;
-  readonly name: string;
-  readonly namespace: string;
-  /** Every leadership event, in order. */
-  readonly events$: Observable<ElectionEvent>;
-  /** true while leading (replays the current value). */
-  readonly leading$: Observable<boolean>;
-  /** The observed holder identity, '' for none (replays the current value). */
-  readonly leader$: Observable<string>;
-  /** Emits once if leadership is lost (not on release()/stop()). Replays to late subscribers. */
-  readonly lost$: Observable<LostLeadership>;
-
   private cfg: MachineConfig;
-  private readonly api: LeaseApi;
-  private readonly clock: Clock;
-  private readonly log: Logger;
-  private readonly metrics: LeaderElectionMetrics;
   private readonly opts: LeaderElectorOptions;
-  private readonly random: () => number;
+  private readonly api: LeaseApi;
+  private readonly log: Logger;
   private readonly requestTimeoutMs: number;
-  private readonly events = new Subject<ElectionEvent>();
-  private readonly leading = new BehaviorSubject<boolean>(false);
-  private readonly leader = new BehaviorSubject<string>('');
-  private readonly lost = new ReplaySubject<LostLeadership>(1);
+  /** What we say about leadership: streams, callbacks, edge logs and metrics. */
+  private readonly signals: LeadershipSignals;
+  /** What we have seen of the lock apart from the lock: answers, warnings, leaderless time. */
+  private readonly seen: LockObservation;
   private s: ElectionState;
   private running = false;
   private busy = false;
   private timer: Subscription | undefined;
   private watchSub: Subscription | undefined;
   private inflight: AbortController | undefined;
-  /** Holder seen at the first observation: not counted as a transition. */
-  private lastHolderSeen: string | undefined;
-  private access: { okAt?: number; authenticatedAt?: number; lastError?: string } = {};
-  private readonly since: number;
-  /** The last lock failure warned about (the rate limit), and how often it repeated since. */
-  private lockWarned: { cause: string; at: number; repeats: number } | undefined;
-  /** The cause last warned about, until an attempt succeeds (then said once, at info). */
-  private lockFailing: string | undefined;
-  /** The lock's strategy and preferredHolder as last exported (nlc_leader_election_lock_info). */
-  private lockInfo: { strategy: string; preferred_holder: string } | undefined;
-  /** When start() ran (monotonic). */
-  private startedAt: number | undefined;
-  /** Until when the last leader we observed was live (monotonic): its lease by our observation. */
-  private leaderUntil = Number.NEGATIVE_INFINITY;
-  /** The first answer of the current run of answered lock requests (no gap longer than observeGapMs). */
-  private observingSince: number | undefined;
 
   constructor(opts: LeaderElectorOptions) {
     const c = opts.config;
     this.opts = opts;
-    this.identity = c.identity;
-    this.name = c.name;
-    this.namespace = c.namespace;
     this.cfg = {
       identity: c.identity,
       leaseDurationMs: c.leaseDurationMs,
@@ -190,27 +116,61 @@ export class LeaderElector {
       coordinated: opts.coordinated === true,
     };
     this.api = new LeaseApi(opts.client, c.namespace);
-    this.clock = opts.clock;
     this.log = opts.logger.with({
       component: 'leader-election',
       lock: `${c.namespace}/${c.name}`,
       identity: c.identity,
     });
-    this.metrics = opts.metrics;
-    this.random = opts.random ?? Math.random;
     // Each request gets at most half the renew deadline, so a hung request leaves time for a retry.
     this.requestTimeoutMs = Math.max(1, Math.floor(c.renewDeadlineMs / 2));
     this.s = initialState(this.now());
-    this.since = this.now();
-    this.events$ = this.events.asObservable();
-    this.leading$ = this.leading.asObservable();
-    this.leader$ = this.leader.asObservable();
-    this.lost$ = this.lost.asObservable();
-    this.metrics.masterStatus.set({ name: c.name }, 0);
-    this.metrics.coordinated.set({ name: c.name }, this.cfg.coordinated ? 1 : 0);
-    for (const counter of [this.metrics.slowpath, this.metrics.transitions, this.metrics.renewErrors]) {
-      counter.inc({ name: c.name }, 0);
-    }
+    this.signals = new LeadershipSignals({
+      name: c.name,
+      identity: c.identity,
+      log: this.log,
+      metrics: opts.metrics,
+      callbacks: opts.callbacks,
+    });
+    this.seen = new LockObservation({
+      log: this.log,
+      namespace: c.namespace,
+      // The longest gap between two answered lock reads of a campaigning candidate, plus a timeout.
+      observeGapMs: c.leaseDurationMs + c.retryPeriodMs * (1 + JITTER_FACTOR) + this.requestTimeoutMs,
+      since: this.now(),
+    });
+    opts.metrics.coordinated.set({ name: c.name }, this.cfg.coordinated ? 1 : 0);
+  }
+
+  get identity(): string {
+    return this.opts.config.identity;
+  }
+
+  get name(): string {
+    return this.opts.config.name;
+  }
+
+  get namespace(): string {
+    return this.opts.config.namespace;
+  }
+
+  /** Every leadership event, in order. */
+  get events$(): Observable<ElectionEvent> {
+    return this.signals.events$;
+  }
+
+  /** true while leading (replays the current value). */
+  get leading$(): Observable<boolean> {
+    return this.signals.leading$;
+  }
+
+  /** The observed holder identity, '' for none (replays the current value). */
+  get leader$(): Observable<string> {
+    return this.signals.leader$;
+  }
+
+  /** Emits once if leadership is lost (not on release()/stop()). Replays to late subscribers. */
+  get lost$(): Observable<LostLeadership> {
+    return this.signals.lost$;
   }
 
   /** Whether this elector runs coordinated leader election (after any fall-back). */
@@ -230,7 +190,7 @@ export class LeaderElector {
     if (this.s.phase !== 'candidate') return false;
     if (!this.cfg.coordinated) return true;
     this.cfg = { ...this.cfg, coordinated: false };
-    this.metrics.coordinated.set({ name: this.name }, 0);
+    this.opts.metrics.coordinated.set({ name: this.name }, 0);
     if (this.running) {
       this.log.info('Switched to ordinary leader election: campaigning for the lock ourselves');
       // Our polls so far did not try to take a free lock (as after setEligible(true)): try at once.
@@ -251,12 +211,7 @@ export class LeaderElector {
    */
   leaderlessFor(now: number = this.now()): number | undefined {
     if (!this.running || this.s.phase !== 'candidate') return undefined;
-    const okAt = this.access.okAt;
-    if (okAt === undefined || now - okAt > this.observeGapMs() || this.observingSince === undefined) {
-      return undefined;
-    }
-    const from = Math.max(this.leaderUntil, this.startedAt ?? now, this.observingSince);
-    return now >= from ? now - from : undefined;
+    return this.seen.leaderlessFor(now);
   }
 
   /**
@@ -284,23 +239,18 @@ export class LeaderElector {
           : 'the lock names no holder';
     const mode = this.cfg.coordinated
       ? 'coordinated leader election: the coordinator has named nobody'
-      : `ordinary leader election: this replica could not take it${this.access.lastError ? ` (last error: ${this.access.lastError})` : ''}`;
+      : `ordinary leader election: this replica could not take it${this.seen.lastError() ? ` (last error: ${this.seen.lastError()})` : ''}`;
     return new Error(
       `nobody has led the lock ${this.namespace}/${this.name} for ${formatDuration(Math.round(idle / 100) * 100)} ` +
         `(limit ${formatDuration(limitMs)}): ${seen}; ${mode}`,
     );
   }
 
-  /** The longest gap between two answered lock reads of a campaigning candidate, plus a timeout. */
-  private observeGapMs(): number {
-    return this.cfg.leaseDurationMs + this.cfg.retryPeriodMs * (1 + JITTER_FACTOR) + this.requestTimeoutMs;
-  }
-
   /** Starts campaigning. Idempotent; cannot restart after stop()/release()/loss. */
   start(): void {
     if (this.running || this.s.phase === 'stopped' || this.s.phase === 'lost') return;
     this.running = true;
-    this.startedAt = this.now();
+    this.seen.started(this.now());
     this.log.info('Attempting to acquire leader lease');
     this.watchSub = this.opts.lockUpdates$?.subscribe({
       next: (lease) => this.onWatch(lease),
@@ -388,12 +338,12 @@ export class LeaderElector {
           continue;
         }
         const written = await this.api.update(
-          { ...base, spec: releaseSpec(recordOf(base), this.clock.wall(), this.cfg.coordinated) },
+          { ...base, spec: releaseSpec(recordOf(base), this.opts.clock.wall(), this.cfg.coordinated) },
           { timeoutMs },
         );
         this.log.info('Released leader lease');
         if (this.running) this.apply(observe(this.cfg, this.s, written, this.now(), 'get'));
-        this.setLeader(recordOf(written).holderIdentity);
+        this.signals.observedLeader(recordOf(written).holderIdentity, this.now());
         return 'released';
       } catch (err) {
         if (isConflict(err)) {
@@ -404,7 +354,7 @@ export class LeaderElector {
         this.log.error('Failed to release lease', { err });
         base = undefined;
         await new Promise<void>((resolve) => {
-          this.clock.scheduler.schedule(
+          this.opts.clock.scheduler.schedule(
             () => resolve(),
             timerDelay(Math.min(this.cfg.retryPeriodMs, deadline - this.now())),
           );
@@ -417,66 +367,7 @@ export class LeaderElector {
 
   /** What the answers to our lock requests say about our access to the API server (probes). */
   apiAccess(): ApiAccess {
-    return {
-      since: this.since,
-      okAt: this.access.okAt,
-      authenticatedAt: this.access.authenticatedAt,
-      lastError: this.access.lastError,
-    };
-  }
-
-  /**
-   * A candidate's lock request failed for a reason other than a lost race (409): the lock cannot be
-   * read or created (403 RBAC, 404 a namespace that does not exist, 5xx, no connection). That keeps
-   * this replica from ever leading, so it is a warning, with the lock (in the logger's context) and
-   * the cause; once per LOCK_WARNING_INTERVAL_MS while the cause stays the same (with how often it
-   * repeated meanwhile), at once when it changes, and debug in between.
-   */
-  private warnLockFailure(err: unknown): void {
-    const cause = lockFailureCause(err);
-    const now = this.now();
-    const last = this.lockWarned;
-    if (last?.cause === cause && now - last.at < LOCK_WARNING_INTERVAL_MS) {
-      last.repeats++;
-      this.log.debug(2, 'Failed to acquire lease', { err });
-      return;
-    }
-    const hint =
-      err instanceof KubeApiError && err.status === 403
-        ? `RBAC: the controller's user needs get, create and update on leases in namespace ${this.namespace}`
-        : err instanceof KubeApiError && err.status === 404
-          ? `namespace ${this.namespace} does not exist (--leader-elect-resource-namespace, else POD_NAMESPACE)`
-          : undefined;
-    this.log.warn('Cannot read or create the leader election lock', {
-      cause,
-      err: err instanceof Error ? err.message : String(err),
-      ...(hint ? { hint } : {}),
-      ...(last?.cause === cause ? { repeatsSinceLastWarning: last.repeats } : {}),
-    });
-    this.lockWarned = { cause, at: now, repeats: 0 };
-    this.lockFailing = cause;
-  }
-
-  /** An attempt that ended without an error, after one that was warned about. */
-  private lockRequestSucceeded(): void {
-    if (this.lockFailing === undefined) return;
-    this.log.info('Leader election lock requests succeed again', { after: this.lockFailing });
-    this.lockFailing = undefined;
-  }
-
-  /** Records the outcome of one lock request: `err` undefined for a success. */
-  private noteAnswer(err?: unknown): void {
-    const now = this.now();
-    const status = err instanceof KubeApiError ? err.status : undefined;
-    if (err === undefined || status === 404 || status === 409) {
-      const prev = this.access.okAt;
-      if (prev === undefined || now - prev > this.observeGapMs()) this.observingSince = now;
-      this.access = { okAt: now, authenticatedAt: now };
-    } else if (status === 403 || status === 429) {
-      this.access = { ...this.access, authenticatedAt: now, lastError: (err as Error).message };
-    } else {
-      this.access = { ...this.access, lastError: err instanceof Error ? err.message : String(err) };
-    }
+    return this.seen.apiAccess();
   }
 
   isLeader(): boolean {
@@ -485,7 +376,7 @@ export class LeaderElector {
 
   /** Last observed holder, '' for none. */
   getLeader(): string {
-    return this.leader.value;
+    return this.signals.currentLeader();
   }
 
   /**
@@ -521,7 +412,7 @@ export class LeaderElector {
   }
 
   private now(): number {
-    return this.clock.scheduler.now();
+    return this.opts.clock.scheduler.now();
   }
 
   private ended(): boolean {
@@ -564,7 +455,7 @@ export class LeaderElector {
     this.cancelTimer();
     // tick() decides again: a timer cut short by timerDelay (an expiry beyond ~24.8 days, from
     // another holder's leaseDurationSeconds) just waits again.
-    this.timer = this.clock.scheduler.schedule(
+    this.timer = this.opts.clock.scheduler.schedule(
       () => {
         this.timer = undefined;
         this.tick();
@@ -612,101 +503,128 @@ export class LeaderElector {
   private async attempt(read: boolean, why: string): Promise<void> {
     const ac = new AbortController();
     this.inflight = ac;
-    const o = { timeoutMs: this.requestTimeoutMs, signal: ac.signal };
+    const req = { timeoutMs: this.requestTimeoutMs, signal: ac.signal };
     const leaderAtStart = this.s.phase === 'leader';
     this.apply(attemptStarted(this.s, this.now()));
     let failed = false;
     try {
       let readFirst = read;
       for (let round = 0; round < 2; round++) {
-        if (readFirst || this.s.lock.kind === 'unknown') {
-          readFirst = true;
-          const lease = await this.api.get(this.name, o);
-          this.noteAnswer();
-          if (this.ended()) return;
-          this.apply(observe(this.cfg, this.s, lease, this.now(), 'get'));
-          if (this.ended()) return;
-        }
-        const plan = planWrite(this.cfg, this.s, this.now(), this.clock.wall());
-        if (plan.kind === 'read') {
-          readFirst = true;
-          continue;
-        }
-        if (
-          plan.kind === 'held' ||
-          plan.kind === 'ineligible' ||
-          plan.kind === 'await-coordinator' ||
-          plan.kind === 'preempted'
-        ) {
-          if (plan.kind === 'held') {
-            this.log.debug(4, 'Lease is held and has not yet expired', {
-              holder: plan.holder === '' ? '<not seen>' : plan.holder,
-              lock: this.s.lock.kind === 'absent' ? 'missing' : 'present',
-              expiresIn: formatDuration(Math.round(plan.until - this.now())),
-            });
-          } else if (plan.kind === 'await-coordinator') {
-            this.log.debug(4, 'Waiting for the coordinator to name us holder', {
-              holder: plan.holder === '' ? '<none>' : plan.holder,
-              lock: this.s.lock.kind === 'absent' ? 'missing' : 'present',
-            });
-          }
-          this.apply(attemptFinished(this.cfg, this.s, this.now(), this.random()));
-          return;
-        }
-        if (this.s.phase === 'leader' && readFirst) this.metrics.slowpath.inc({ name: this.name });
-        const sentAt = this.now();
-        try {
-          const written =
-            plan.kind === 'create'
-              ? await this.api.create(
-                  { metadata: { name: this.name, labels: { ...this.opts.labels } }, spec: plan.spec },
-                  o,
-                )
-              : await this.api.update(plan.body, o);
-          this.noteAnswer();
-          if (this.ended()) return;
-          this.apply(writeSucceeded(this.cfg, this.s, written, sentAt, this.now()));
-          this.log.debug(5, leaderAtStart ? 'Successfully renewed lease' : 'Successfully acquired lease', {
-            why,
-          });
-          return;
-        } catch (err) {
-          this.noteAnswer(err);
-          if (this.ended()) return;
-          // Our copy was stale (409), the leader's optimistic update failed in any way, or someone
-          // created the lock first: read the lock and decide again, once (client-go's slow path).
-          if (
-            round === 0 &&
-            (plan.kind === 'create'
-              ? isConflict(err)
-              : !readFirst && (isConflict(err) || this.s.phase === 'leader'))
-          ) {
-            this.log.debug(2, 'Failed to update lease optimistically, falling back to slow path', { err });
-            readFirst = true;
-            continue;
-          }
-          throw err;
-        }
+        const next = await this.attemptRound(
+          round,
+          readFirst,
+          req,
+          leaderAtStart ? 'renewed' : 'acquired',
+          why,
+        );
+        if (next === 'done') return;
+        readFirst = true;
       }
-      this.apply(attemptFinished(this.cfg, this.s, this.now(), this.random()));
+      this.finishAttempt();
     } catch (err) {
       failed = true;
-      this.noteAnswer(err);
+      this.seen.answered(this.now(), err);
       if (this.ended()) return;
       if (this.s.phase === 'leader') {
-        this.metrics.renewErrors.inc({ name: this.name });
+        this.opts.metrics.renewErrors.inc({ name: this.name });
         this.log.warn('Failed to renew lease', { err });
       } else if (isConflict(err)) {
         // Another replica was faster: part of the normal race.
         this.log.debug(2, 'Failed to acquire lease', { err: 'conflict' });
       } else {
-        this.warnLockFailure(err);
+        this.seen.warnFailure(this.now(), err);
       }
-      this.apply(attemptFinished(this.cfg, this.s, this.now(), this.random()));
+      this.finishAttempt();
     } finally {
       if (this.inflight === ac) this.inflight = undefined;
-      if (!failed && !this.ended()) this.lockRequestSucceeded();
+      if (!failed && !this.ended()) this.seen.succeeded();
     }
+  }
+
+  /**
+   * One round of an attempt: read the lock first if asked (or never seen), plan, write. 'read' asks
+   * for a second round that reads first (our copy was stale: client-go's slow path); errors other
+   * than those are thrown to attempt().
+   */
+  private async attemptRound(
+    round: number,
+    read: boolean,
+    req: { timeoutMs: number; signal: AbortSignal },
+    success: 'renewed' | 'acquired',
+    why: string,
+  ): Promise<'done' | 'read'> {
+    const readFirst = read || this.s.lock.kind === 'unknown';
+    if (readFirst) {
+      const lease = await this.api.get(this.name, req);
+      this.seen.answered(this.now());
+      if (this.ended()) return 'done';
+      this.apply(observe(this.cfg, this.s, lease, this.now(), 'get'));
+      if (this.ended()) return 'done';
+    }
+    const plan = planWrite(this.cfg, this.s, this.now(), this.opts.clock.wall());
+    if (plan.kind === 'read') return 'read';
+    if (
+      plan.kind === 'held' ||
+      plan.kind === 'ineligible' ||
+      plan.kind === 'await-coordinator' ||
+      plan.kind === 'preempted'
+    ) {
+      this.sayNotWriting(plan);
+      this.finishAttempt();
+      return 'done';
+    }
+    if (this.s.phase === 'leader' && readFirst) this.opts.metrics.slowpath.inc({ name: this.name });
+    const sentAt = this.now();
+    try {
+      const written =
+        plan.kind === 'create'
+          ? await this.api.create(
+              { metadata: { name: this.name, labels: { ...this.opts.labels } }, spec: plan.spec },
+              req,
+            )
+          : await this.api.update(plan.body, req);
+      this.seen.answered(this.now());
+      if (this.ended()) return 'done';
+      this.apply(writeSucceeded(this.cfg, this.s, written, sentAt, this.now()));
+      this.log.debug(5, `Successfully ${success} lease`, { why });
+      return 'done';
+    } catch (err) {
+      this.seen.answered(this.now(), err);
+      if (this.ended()) return 'done';
+      // Our copy was stale (409), the leader's optimistic update failed in any way, or someone
+      // created the lock first: read the lock and decide again, once (client-go's slow path).
+      const slowPath =
+        plan.kind === 'create'
+          ? isConflict(err)
+          : !readFirst && (isConflict(err) || this.s.phase === 'leader');
+      if (round === 0 && slowPath) {
+        this.log.debug(2, 'Failed to update lease optimistically, falling back to slow path', { err });
+        return 'read';
+      }
+      throw err;
+    }
+  }
+
+  /** Why an attempt writes nothing, at debug level (a lock held by another, or the coordinator's). */
+  private sayNotWriting(plan: WritePlan): void {
+    const lock = this.s.lock.kind === 'absent' ? 'missing' : 'present';
+    if (plan.kind === 'held') {
+      this.log.debug(4, 'Lease is held and has not yet expired', {
+        holder: plan.holder === '' ? '<not seen>' : plan.holder,
+        lock,
+        expiresIn: formatDuration(Math.round(plan.until - this.now())),
+      });
+    } else if (plan.kind === 'await-coordinator') {
+      this.log.debug(4, 'Waiting for the coordinator to name us holder', {
+        holder: plan.holder === '' ? '<none>' : plan.holder,
+        lock,
+      });
+    }
+  }
+
+  /** The attempt is over: the machine schedules the next one (with jitter). */
+  private finishAttempt(): void {
+    this.apply(attemptFinished(this.cfg, this.s, this.now(), (this.opts.random ?? Math.random)()));
   }
 
   /** Installs a new state and publishes what changed. */
@@ -718,37 +636,25 @@ export class LeaderElector {
     const prev = this.s;
     this.s = next;
     const at = this.now();
-    this.leaderUntil = Math.max(this.leaderUntil, liveUntil(this.cfg, next));
+    this.seen.leaderLiveUntil(liveUntil(this.cfg, next));
     const holder = observedHolder(next);
     // A leader about to create its deleted lock again has not handed anything over.
     const recreating = next.phase === 'leader' && next.lock.kind === 'absent';
-    if (holder !== undefined && !recreating) this.setLeader(holder);
+    if (holder !== undefined && !recreating) this.signals.observedLeader(holder, at);
     if (prev.phase !== 'leader' && next.phase === 'leader') {
-      this.metrics.masterStatus.set({ name: this.name }, 1);
-      this.log.info('Successfully acquired lease', {
-        leaseTransitions: next.lock.kind === 'present' ? next.lock.record.leaseTransitions : undefined,
-      });
-      this.leading.next(true);
-      this.events.next({ type: 'started-leading', identity: this.identity, at });
-      this.safe(() => this.opts.callbacks?.onStartedLeading?.());
+      const transitions = next.lock.kind === 'present' ? next.lock.record.leaseTransitions : undefined;
+      this.signals.startedLeading(at, transitions);
     } else if (prev.phase === 'leader' && next.phase !== 'leader') {
       const reason: StopReason = next.phase === 'lost' ? 'lost' : (stopReason ?? 'stopped');
       const detail = next.endReason ?? why ?? reason;
-      this.metrics.masterStatus.set({ name: this.name }, 0);
-      if (reason === 'lost') this.log.error('Leader election lost', { reason: detail });
-      else this.log.info('Stopped leading', { reason: detail });
-      this.leading.next(false);
-      this.events.next({ type: 'stopped-leading', reason, detail, at });
-      if (reason === 'lost') {
+      this.signals.stoppedLeading(reason, detail, at, () => {
         if (this.running) this.teardown();
-        this.lost.next({ reason: detail, at });
-      }
-      this.safe(() => this.opts.callbacks?.onStoppedLeading?.(reason, detail));
+      });
     }
     if (prev.lock.kind === 'unknown' && next.lock.kind === 'absent' && next.lock.heldUntil !== undefined) {
       // A fresh cluster, or a lock deleted under a leader we never saw: see machine.ts absentSince.
       // The moment on our wall clock (which stamps the renewTime we would create it with).
-      const createAt = new Date(this.clock.wall() + (next.lock.heldUntil - this.now()));
+      const createAt = new Date(this.opts.clock.wall() + (next.lock.heldUntil - this.now()));
       if (this.cfg.coordinated) {
         // Only the coordinator creates it; a holder we never saw may still write until then.
         this.log.info(
@@ -773,7 +679,7 @@ export class LeaderElector {
         'Lock names us at our first look (the coordinator handed it over); leading no earlier than one lease duration from now',
         {
           notBeforeIn: formatDuration(Math.round(next.lock.heldUntil - next.lock.since)),
-          notBeforeAt: new Date(this.clock.wall() + (next.lock.heldUntil - this.now())).toISOString(),
+          notBeforeAt: new Date(this.opts.clock.wall() + (next.lock.heldUntil - this.now())).toISOString(),
         },
       );
     }
@@ -786,7 +692,7 @@ export class LeaderElector {
         });
       }
     }
-    if (next.lock !== prev.lock) this.exportLockInfo();
+    if (next.lock !== prev.lock) this.signals.lockSeen(this.lockStrategy());
     const by = this.running ? preemptedBy(this.cfg, this.s) : undefined;
     if (by !== undefined) {
       // The coordinator prefers another replica (an older version during an upgrade): the fence
@@ -803,36 +709,5 @@ export class LeaderElector {
     const lock = this.s.lock;
     if (lock.kind !== 'present') return undefined;
     return { strategy: lock.record.strategy ?? '', preferredHolder: lock.record.preferredHolder ?? '' };
-  }
-
-  private exportLockInfo(): void {
-    const seen = this.lockStrategy();
-    const labels = seen ? { strategy: seen.strategy, preferred_holder: seen.preferredHolder } : undefined;
-    const prev = this.lockInfo;
-    if (prev?.strategy === labels?.strategy && prev?.preferred_holder === labels?.preferred_holder) return;
-    if (prev) this.metrics.lockInfo.remove({ name: this.name, ...prev });
-    if (labels) this.metrics.lockInfo.set({ name: this.name, ...labels }, 1);
-    this.lockInfo = labels;
-  }
-
-  private setLeader(holder: string): void {
-    if (holder === this.leader.value) return;
-    const first = this.lastHolderSeen === undefined;
-    this.leader.next(holder);
-    if (holder !== '') {
-      if (!first) this.metrics.transitions.inc({ name: this.name });
-      this.lastHolderSeen = holder;
-    }
-    this.log.info('New leader observed', { leader: holder === '' ? '<none>' : holder });
-    this.events.next({ type: 'new-leader', identity: holder, at: this.now() });
-    this.safe(() => this.opts.callbacks?.onNewLeader?.(holder));
-  }
-
-  private safe(fn: () => void): void {
-    try {
-      fn();
-    } catch (err) {
-      this.log.error('Leader election callback threw', { err });
-    }
   }
 }
