@@ -9,3 +9,13 @@ export interface FunctionLength {
 }
 export function functionLengths(files: readonly string[], cwd?: string): FunctionLength[];
 export function projectFiles(args: readonly string[], cwd?: string): string[];
+export interface ClassFields {
+  /** As given (relative to cwd). */
+  file: string;
+  name: string;
+  /** 1-based line of the class's first token. */
+  line: number;
+  /** Property declarations and constructor parameter properties. */
+  fields: number;
+}
+export function classFields(files: readonly string[], cwd?: string): ClassFields[];

@@ -4,6 +4,7 @@
 //
 //   node scripts/function-lengths.mjs src/cli/run.ts        every function of the file, longest first
 //   node scripts/function-lengths.mjs --over=80 src         those of more than 80 lines under src/
+//   node scripts/function-lengths.mjs --fields --over=15 src  classes with more than 15 fields
 //
 // A function counts from the line of its first token (after its comments) to the line of its
 // closing brace; a function inside another counts in both. Every function-like node counts:
@@ -56,23 +57,67 @@ function functionsOf(sf) {
 }
 
 /**
+ * The classes of one parsed source file: { name, line, fields }. A field is a property declaration
+ * (static or not, initialised or not) or a constructor parameter property (`readonly x`); accessors
+ * and methods are not fields.
+ */
+function classesOf(sf) {
+  const out = [];
+  const visit = (node) => {
+    if (node.kind === SyntaxKind.ClassDeclaration || node.kind === SyntaxKind.ClassExpression) {
+      let fields = 0;
+      for (const member of node.members) {
+        if (member.kind === SyntaxKind.PropertyDeclaration) fields++;
+        if (member.kind === SyntaxKind.Constructor) {
+          fields += member.parameters.filter((p) => (p.modifiers?.length ?? 0) > 0).length;
+        }
+      }
+      const line = sf.getLineAndCharacterOfPosition(node.getStart(sf)).line + 1;
+      out.push({
+        name: node.name ? sf.text.slice(node.name.getStart(sf), node.name.end) : '<anonymous>',
+        line,
+        fields,
+      });
+    }
+    node.forEachChild(visit);
+  };
+  sf.forEachChild(visit);
+  return out;
+}
+
+function eachSourceFile(files, cwd, fn) {
+  const api = new API({ cwd });
+  try {
+    const project = api.updateSnapshot({ openProject: path.join(cwd, 'tsconfig.json') }).getProjects()[0];
+    for (const file of files) {
+      const sf = project.program.getSourceFile(path.resolve(cwd, file));
+      if (!sf) throw new Error(`${file}: not a file of ${path.join(cwd, 'tsconfig.json')}`);
+      fn(file, sf);
+    }
+  } finally {
+    api.close();
+  }
+}
+
+/** Every class of the given files (paths relative to `cwd`) with its field count, most fields first. */
+export function classFields(files, cwd = process.cwd()) {
+  const out = [];
+  eachSourceFile(files, cwd, (file, sf) => {
+    for (const c of classesOf(sf)) out.push({ file, ...c });
+  });
+  return out.sort((a, b) => b.fields - a.fields || a.file.localeCompare(b.file) || a.line - b.line);
+}
+
+/**
  * Every function of the given files (paths relative to `cwd`), with its file, from the project of
  * `cwd`/tsconfig.json. Longest first.
  */
 export function functionLengths(files, cwd = process.cwd()) {
-  const api = new API({ cwd });
-  try {
-    const project = api.updateSnapshot({ openProject: path.join(cwd, 'tsconfig.json') }).getProjects()[0];
-    const out = [];
-    for (const file of files) {
-      const sf = project.program.getSourceFile(path.resolve(cwd, file));
-      if (!sf) throw new Error(`${file}: not a file of ${path.join(cwd, 'tsconfig.json')}`);
-      for (const f of functionsOf(sf)) out.push({ file, ...f });
-    }
-    return out.sort((a, b) => b.lines - a.lines || a.file.localeCompare(b.file) || a.line - b.line);
-  } finally {
-    api.close();
-  }
+  const out = [];
+  eachSourceFile(files, cwd, (file, sf) => {
+    for (const f of functionsOf(sf)) out.push({ file, ...f });
+  });
+  return out.sort((a, b) => b.lines - a.lines || a.file.localeCompare(b.file) || a.line - b.line);
 }
 
 /** The .ts files (tests and declarations aside) named, or under the folders named, in `cwd`'s project. */
@@ -98,7 +143,13 @@ export function projectFiles(args, cwd = process.cwd()) {
 function main(argv) {
   const over = Number(argv.find((a) => a.startsWith('--over='))?.slice('--over='.length) ?? 0);
   const args = argv.filter((a) => !a.startsWith('--'));
-  if (args.length === 0) throw new Error('usage: function-lengths.mjs [--over=N] <file or folder>...');
+  if (args.length === 0)
+    throw new Error('usage: function-lengths.mjs [--fields] [--over=N] <file or folder>...');
+  if (argv.includes('--fields')) {
+    const rows = classFields(projectFiles(args)).filter((c) => c.fields > over);
+    for (const c of rows) console.log(`${String(c.fields).padStart(5)}  ${c.file}:${c.line}  ${c.name}`);
+    return;
+  }
   const rows = functionLengths(projectFiles(args)).filter((f) => f.lines > over);
   for (const f of rows) console.log(`${String(f.lines).padStart(5)}  ${f.file}:${f.line}  ${f.name}`);
 }

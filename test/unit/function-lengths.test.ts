@@ -6,7 +6,24 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { functionLengths, projectFiles } from '../../scripts/function-lengths.mjs';
+import { classFields, functionLengths, projectFiles } from '../../scripts/function-lengths.mjs';
+
+const CLASSES = `export class Wide {
+  static shared = 1;
+  private a = 0;
+  readonly b: string;
+  c?: number;
+  constructor(private readonly d: number, e: number) {
+    this.b = String(d + e);
+  }
+  get f(): number {
+    return this.a;
+  }
+}
+export const Anon = class {
+  x = 1;
+};
+`;
 
 const FIXTURE = `// a comment before: not counted
 export function outer(a: number): number {
@@ -45,6 +62,7 @@ beforeAll(() => {
   mkdirSync(join(dir, 'src'));
   writeFileSync(join(dir, 'src', 'fixture.ts'), FIXTURE);
   writeFileSync(join(dir, 'src', 'fixture.test.ts'), 'export const t = () => 1;\n');
+  writeFileSync(join(dir, 'src', 'classes.ts'), CLASSES);
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -62,8 +80,18 @@ describe('function-lengths', () => {
     ]);
   });
 
+  it('counts the fields of each class: property declarations and constructor parameter properties, not accessors or methods', () => {
+    expect(
+      classFields(['src/classes.ts', 'src/fixture.ts'], dir).map((c) => [c.file, c.name, c.line, c.fields]),
+    ).toEqual([
+      ['src/classes.ts', 'Wide', 1, 5],
+      ['src/classes.ts', '<anonymous>', 13, 1],
+      ['src/fixture.ts', 'K', 9, 1],
+    ]);
+  });
+
   it('a folder names its .ts files, tests aside; a file outside the project is an error', () => {
-    expect(projectFiles(['src/'], dir)).toEqual(['src/fixture.ts']);
+    expect(projectFiles(['src/'], dir)).toEqual(['src/classes.ts', 'src/fixture.ts']);
     expect(projectFiles(['src/fixture.test.ts'], dir)).toEqual(['src/fixture.test.ts']);
     expect(() => functionLengths(['src/absent.ts'], dir)).toThrow(/src\/absent\.ts: not a file of/);
   });
