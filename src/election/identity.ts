@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
 import { type Clock, timerDelay } from '../clock/clock.js';
-import { formatDuration } from '../clock/duration.js';
 import { KubeApiError } from '../kube/client.js';
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import type { Observable, Subscription } from '../rx/index.js';
 import { COMPONENT_NAME } from './config.js';
+import { IdentityLeaseCollector, LEADER_LABEL } from './identity-gc.js';
 import { isConflict, type KubeRequester, LeaseApi } from './lease-api.js';
 import type { LeaderElectionMetrics } from './metrics.js';
 import { microTime } from './record.js';
@@ -19,7 +19,7 @@ import { microTime } from './record.js';
  * lists the running replicas (HOLDER = the replica's election identity) and who leads.
  */
 export const IDENTITY_LABEL = 'node-lifecycle-controller.nlc.dev/identity';
-export const LEADER_LABEL = 'node-lifecycle-controller.nlc.dev/leader';
+export { LEADER_LABEL };
 /** Upstream's well-known label (kube-apiserver sets it on its identity leases too). */
 export const HOSTNAME_LABEL = 'kubernetes.io/hostname';
 /** The full host/pod name (a label value is limited to 63 characters). */
@@ -104,61 +104,64 @@ export interface IdentityLeaseOptions {
   random?: () => number;
 }
 
-interface Tracked {
-  key: string;
-  since: number;
-}
-
 /**
- * Publishes and renews this replica's identity lease and garbage-collects those of dead replicas.
- *
- * GC judges age by OUR observation, never by comparing a remote renewTime with our clock (upstream
- * kube-apiserver does compare renewTime + leaseDuration with its wall clock, which a skewed clock
- * breaks both ways). A lease is stale when its renewTime and holder have not changed for gcAge
- * while we were looking; at startup we know no history, so nothing is collected before we have
- * watched a lease for a full gcAge. The delete is preconditioned on the resourceVersion we last
- * read, so a renewal racing the delete wins. Every replica runs GC; deletes are idempotent.
+ * Publishes and renews this replica's identity lease (its `leader` label following the elector)
+ * and garbage-collects those of dead replicas (IdentityLeaseCollector: by our own observation of
+ * their renewals, never by comparing a remote renewTime with our clock; upstream kube-apiserver
+ * does, which a skewed clock breaks both ways).
  */
 export class IdentityLeases {
   readonly leaseName: string;
-  readonly component: string;
-  readonly selector: string;
   private readonly api: LeaseApi;
   private readonly log: Logger;
   private readonly o: IdentityLeaseOptions;
-  private readonly leaseDurationSeconds: number;
-  private readonly renewIntervalMs: number;
-  private readonly gcAgeMs: number;
-  private readonly gcCheckIntervalMs: number;
-  private readonly random: () => number;
+  /** leaseDurationSeconds written, the renew interval, jitter. */
+  private readonly renewal: { leaseDurationSeconds: number; intervalMs: number; random: () => number };
+  private readonly collector: IdentityLeaseCollector;
   private cached: Lease | undefined;
   private leading = false;
   private running = false;
   private syncing = false;
   private dirty = false;
   private renewTimer: Subscription | undefined;
-  private gcTimer: Subscription | undefined;
   private leadingSub: Subscription | undefined;
   private failures = 0;
-  private readonly tracked = new Map<string, Tracked>();
   private acquiredAt: string | undefined;
 
   constructor(o: IdentityLeaseOptions) {
     this.o = o;
-    this.component = o.component ?? COMPONENT_NAME;
     this.leaseName = identityLeaseName(this.component, o.hostname);
-    this.selector = `${IDENTITY_LABEL}=${labelValue(this.component)}`;
     this.api = new LeaseApi(o.client, o.namespace);
     this.log = o.logger.with({ component: 'identity-lease', lease: `${o.namespace}/${this.leaseName}` });
-    this.leaseDurationSeconds = o.leaseDurationSeconds ?? IDENTITY_DEFAULTS.leaseDurationSeconds;
-    this.gcAgeMs = o.gcAgeMs ?? IDENTITY_DEFAULTS.gcAgeMs;
-    // Every replica collects leases unchanged for gcAge, so a live replica must renew well within
-    // it: with a short gcAge (--identity-lease-gc-age below ~10 s) the default interval would get
-    // live replicas' leases deleted between renewals.
-    this.renewIntervalMs = o.renewIntervalMs ?? Math.min(IDENTITY_DEFAULTS.renewIntervalMs, this.gcAgeMs / 4);
-    this.gcCheckIntervalMs =
-      o.gcCheckIntervalMs ?? Math.min(IDENTITY_DEFAULTS.gcCheckIntervalMs, this.gcAgeMs / 4);
-    this.random = o.random ?? Math.random;
+    const gcAgeMs = o.gcAgeMs ?? IDENTITY_DEFAULTS.gcAgeMs;
+    this.renewal = {
+      leaseDurationSeconds: o.leaseDurationSeconds ?? IDENTITY_DEFAULTS.leaseDurationSeconds,
+      // Every replica collects leases unchanged for gcAge, so a live replica must renew well within
+      // it: with a short gcAge (--identity-lease-gc-age below ~10 s) the default interval would get
+      // live replicas' leases deleted between renewals.
+      intervalMs: o.renewIntervalMs ?? Math.min(IDENTITY_DEFAULTS.renewIntervalMs, gcAgeMs / 4),
+      random: o.random ?? Math.random,
+    };
+    this.collector = new IdentityLeaseCollector({
+      api: this.api,
+      clock: o.clock,
+      log: this.log,
+      metrics: o.metrics,
+      ownLease: this.leaseName,
+      selector: this.selector,
+      gcAgeMs,
+      gcCheckIntervalMs: o.gcCheckIntervalMs ?? Math.min(IDENTITY_DEFAULTS.gcCheckIntervalMs, gcAgeMs / 4),
+      leadership: () => ({ leading: this.leading, holder: this.o.elector?.getLeader() }),
+    });
+  }
+
+  get component(): string {
+    return this.o.component ?? COMPONENT_NAME;
+  }
+
+  /** The label selector of our component's identity leases. */
+  get selector(): string {
+    return `${IDENTITY_LABEL}=${labelValue(this.component)}`;
   }
 
   start(): void {
@@ -170,16 +173,16 @@ export class IdentityLeases {
       if (this.running) void this.sync();
     });
     void this.sync();
-    this.scheduleGc(0);
+    this.collector.start();
   }
 
   /** Stops renewing and collecting; the lease stays (a restart with the same name takes it over). */
   stop(): void {
     this.running = false;
     this.renewTimer?.unsubscribe();
-    this.gcTimer?.unsubscribe();
+    this.collector.stop();
     this.leadingSub?.unsubscribe();
-    this.renewTimer = this.gcTimer = this.leadingSub = undefined;
+    this.renewTimer = this.leadingSub = undefined;
   }
 
   /** Graceful shutdown: stop, then delete our lease unless it changed hands meanwhile. */
@@ -218,7 +221,7 @@ export class IdentityLeases {
       },
       spec: {
         holderIdentity: this.o.holderIdentity,
-        leaseDurationSeconds: this.leaseDurationSeconds,
+        leaseDurationSeconds: this.renewal.leaseDurationSeconds,
         acquireTime: this.acquiredAt,
         renewTime: now,
       },
@@ -233,7 +236,7 @@ export class IdentityLeases {
     }
     this.syncing = true;
     this.renewTimer?.unsubscribe();
-    const timeoutMs = Math.max(1000, Math.min(this.renewIntervalMs, 10_000));
+    const timeoutMs = Math.max(1000, Math.min(this.renewal.intervalMs, 10_000));
     let ok = false;
     try {
       if (this.cached) {
@@ -269,98 +272,17 @@ export class IdentityLeases {
       return await this.sync();
     }
     const base = ok
-      ? this.renewIntervalMs * (1 + 0.04 * this.random())
-      : Math.min(this.renewIntervalMs, 200 * 2 ** Math.min(this.failures, 10));
+      ? this.renewal.intervalMs * (1 + 0.04 * this.renewal.random())
+      : Math.min(this.renewal.intervalMs, 200 * 2 ** Math.min(this.failures, 10));
     this.renewTimer = this.o.clock.scheduler.schedule(() => void this.sync(), timerDelay(base));
     return ok;
   }
 
-  private scheduleGc(delay: number): void {
-    this.gcTimer?.unsubscribe();
-    this.gcTimer = this.o.clock.scheduler.schedule(() => {
-      void this.collect().finally(() => {
-        if (this.running) this.scheduleGc(this.gcCheckIntervalMs);
-      });
-    }, timerDelay(delay));
-  }
-
   /**
-   * One GC pass: lists identity leases, notes which changed, deletes those unchanged for gcAge
-   * (ours excepted). While we lead, also resets a stale `leader=true` on replicas that are not
-   * the lock holder (a leader that died keeps its label until collected otherwise).
-   * Returns the names deleted.
+   * One GC pass now (see IdentityLeaseCollector): deletes the leases of other replicas unchanged
+   * for gcAge while we watched; while we lead, resets stale leader labels. Returns the names deleted.
    */
   async collect(): Promise<string[]> {
-    const deleted: string[] = [];
-    let items: Lease[];
-    try {
-      items = (await this.api.list(this.selector, { timeoutMs: 10_000 })).items;
-    } catch (err) {
-      this.log.warn('Failed to list identity leases', { err });
-      return deleted;
-    }
-    const now = this.o.clock.scheduler.now();
-    const present = new Set<string>();
-    const stale: string[] = [];
-    for (const lease of items) {
-      const name = lease.metadata.name;
-      if (name === this.leaseName) continue;
-      present.add(name);
-      const key = changeKey(lease);
-      const t = this.tracked.get(name);
-      if (!t || t.key !== key) this.tracked.set(name, { key, since: now });
-      else if (now - t.since >= this.gcAgeMs) stale.push(name);
-    }
-    for (const name of this.tracked.keys()) if (!present.has(name)) this.tracked.delete(name);
-
-    for (const name of stale) {
-      try {
-        const fresh = await this.api.get(name, { timeoutMs: 10_000 });
-        const t = this.tracked.get(name);
-        if (!fresh || !t) {
-          this.tracked.delete(name);
-          continue;
-        }
-        if (changeKey(fresh) !== t.key) {
-          this.tracked.set(name, { key: changeKey(fresh), since: this.o.clock.scheduler.now() });
-          continue;
-        }
-        const rv = fresh.metadata.resourceVersion;
-        if (rv && (await this.api.deleteIfUnchanged(name, rv, { timeoutMs: 10_000 }))) {
-          deleted.push(name);
-          this.tracked.delete(name);
-          this.o.metrics.identityCollected.inc();
-          this.log.info('Deleted stale identity lease', {
-            stale: name,
-            holder: fresh.spec?.holderIdentity ?? '',
-            unchangedFor: formatDuration(Math.round(this.o.clock.scheduler.now() - t.since)),
-          });
-        }
-      } catch (err) {
-        this.log.warn('Failed to collect identity lease', { stale: name, err });
-      }
-    }
-
-    if (this.leading && this.o.elector) {
-      const holder = this.o.elector.getLeader();
-      for (const lease of items) {
-        const name = lease.metadata.name;
-        if (name === this.leaseName || deleted.includes(name)) continue;
-        const rv = lease.metadata.resourceVersion;
-        if (lease.metadata.labels?.[LEADER_LABEL] !== 'true' || lease.spec?.holderIdentity === holder || !rv)
-          continue;
-        try {
-          await this.api.patchLabels(name, rv, { [LEADER_LABEL]: 'false' }, { timeoutMs: 10_000 });
-          this.log.info('Reset stale leader label', { replica: name });
-        } catch (err) {
-          if (!isConflict(err)) this.log.warn('Failed to reset leader label', { replica: name, err });
-        }
-      }
-    }
-    return deleted;
+    return await this.collector.collect();
   }
-}
-
-function changeKey(lease: Lease): string {
-  return `${lease.spec?.renewTime ?? ''}|${lease.spec?.holderIdentity ?? ''}`;
 }
