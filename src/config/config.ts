@@ -95,71 +95,11 @@ export function buildConfig(args: ParsedArgs, env: ConfigEnv, hostname: string):
   const num = (k: string) => v[k] as number;
   const str = (k: string) => v[k] as string;
   const bool = (k: string) => v[k] as boolean;
-
-  const namespace = str('leader-elect-resource-namespace') || env.POD_NAMESPACE || 'kube-system';
-  // Identity: the pod name (unique per replica in a Deployment), else host name plus randomness
-  // (two processes on one host must still differ).
-  const identity = env.POD_NAME || defaultIdentity(hostname);
-  let election: LeaderElectionConfig;
-  try {
-    election = resolveLeaderElectionConfig({
-      leaseDurationMs: num('leader-elect-lease-duration'),
-      renewDeadlineMs: num('leader-elect-renew-deadline'),
-      retryPeriodMs: num('leader-elect-retry-period'),
-      name: str('leader-elect-resource-name'),
-      namespace,
-      identity,
-    });
-  } catch (err) {
-    if (err instanceof LeaderElectionConfigError) throw new FlagError(err.problems.join('; '));
-    throw err;
-  }
   const unschedulableMonitor = num('node-monitor-grace-period');
-  let silence = num('watch-silence-threshold');
-  if (!args.explicit.has('watch-silence-threshold') && silence >= unschedulableMonitor) {
-    // Upstream has no such flag: someone carrying over --node-monitor-grace-period=40s must not be
-    // refused for a flag they never set. The derived default keeps the same margin rule.
-    silence = Math.max(1000, Math.floor((unschedulableMonitor * 3) / 4));
-  }
-  if (silence >= unschedulableMonitor) {
-    // A blind watch must be noticed before a node's grace period could run out on stale data. Only
-    // an explicit threshold can get here (a derived one is below any grace the flag accepts); the
-    // message names both flags, with the values as Go durations, like the flags take them.
-    throw new FlagError(
-      `invalid value ${JSON.stringify(formatDuration(silence))} for flag --watch-silence-threshold: ` +
-        `it must be less than --node-monitor-grace-period (${formatDuration(unschedulableMonitor)}); ` +
-        `accepted: >= 1s and < ${formatDuration(unschedulableMonitor)}, or leave it unset (45s, or 3/4 ` +
-        `of the grace period when that is 45s or less)`,
-    );
-  }
-  const blindStepDownMs = blindStepDown(args, unschedulableMonitor);
-  const gates = featureGates(str('feature-gates'));
-  const coordinated = gates.CoordinatedLeaderElection === true;
-  if (coordinated && bool('leader-elect')) {
-    const problem = candidateNameProblem(identity);
-    if (problem)
-      throw new FlagError(`--feature-gates=CoordinatedLeaderElection=true: ${problem} (set POD_NAME)`);
-  }
-  const metricsAddress = address(str('metrics-bind-address'));
-  const probeAddress = address(str('health-probe-bind-address'));
-  if (
-    metricsAddress &&
-    probeAddress &&
-    metricsAddress.port === probeAddress.port &&
-    metricsAddress.port !== 0
-  ) {
-    throw new FlagError(
-      `--metrics-bind-address and --health-probe-bind-address must use different ports (both ${metricsAddress.port})`,
-    );
-  }
-  const certFile = str('tls-cert-file') || undefined;
-  const keyFile = str('tls-private-key-file') || undefined;
-  if ((certFile === undefined) !== (keyFile === undefined)) {
-    throw new FlagError('--tls-cert-file and --tls-private-key-file must be given together');
-  }
-  if (certFile && !bool('metrics-secure')) {
-    throw new FlagError('--tls-cert-file and --tls-private-key-file need --metrics-secure=true');
-  }
+  // Checked in this order: a run with several bad flags is told about the first.
+  const leaderElection = leaderElectionFlags(args, env, hostname);
+  const watchSilenceThresholdMs = watchSilenceThreshold(args, unschedulableMonitor);
+  const serving = servingFlags(args);
   return {
     kubeconfig: str('kubeconfig') || undefined,
     dryRun: bool('dry-run'),
@@ -168,7 +108,7 @@ export function buildConfig(args: ParsedArgs, env: ConfigEnv, hostname: string):
       startupGraceMs: num('node-startup-grace-period'),
       monitorPeriodMs: num('node-monitor-period'),
       markPodsNotReady: str('mark-pods-not-ready') as 'always' | 'upstream',
-      watchSilenceThresholdMs: silence,
+      watchSilenceThresholdMs,
       watchReadIntervalMs: readInterval(args),
     },
     nodePoolConfigPath: str('node-pool-config') || undefined,
@@ -188,26 +128,117 @@ export function buildConfig(args: ParsedArgs, env: ConfigEnv, hostname: string):
       capMaxPercent: num('max-noexecute-percent'),
       capWindowMs: num('max-noexecute-window'),
     },
-    leaderElection: {
-      ...election,
-      enabled: bool('leader-elect'),
-      blindStepDownMs,
-      identityLeaseGcAgeMs: num('identity-lease-gc-age'),
-      hostname: env.POD_NAME || hostname,
-      coordinated,
-      emulatedVersion: str('emulated-version'),
-    },
-    metricsAddress,
-    metricsSecurity: {
-      secure: bool('metrics-secure'),
-      certFile,
-      keyFile,
-      staleIfErrorMs: num('metrics-auth-stale-if-error'),
-    },
-    probeAddress,
+    leaderElection,
+    metricsAddress: serving.metricsAddress,
+    metricsSecurity: serving.metricsSecurity,
+    probeAddress: serving.probeAddress,
     shutdownGracePeriodMs: num('shutdown-grace-period'),
     kubeApi: { qps: num('kube-api-qps'), burst: num('kube-api-burst') },
     log: { format: str('log-format') as 'json' | 'text', verbosity: num('v') },
+  };
+}
+
+/**
+ * The leader election settings: the lock (namespace from the flag, else the pod's, else
+ * kube-system), our identity, the timings checked together, coordinated election's gate.
+ */
+function leaderElectionFlags(args: ParsedArgs, env: ConfigEnv, hostname: string): Config['leaderElection'] {
+  const v = args.values;
+  const num = (k: string) => v[k] as number;
+  const str = (k: string) => v[k] as string;
+  const bool = (k: string) => v[k] as boolean;
+  const namespace = str('leader-elect-resource-namespace') || env.POD_NAMESPACE || 'kube-system';
+  // Identity: the pod name (unique per replica in a Deployment), else host name plus randomness
+  // (two processes on one host must still differ).
+  const identity = env.POD_NAME || defaultIdentity(hostname);
+  let election: LeaderElectionConfig;
+  try {
+    election = resolveLeaderElectionConfig({
+      leaseDurationMs: num('leader-elect-lease-duration'),
+      renewDeadlineMs: num('leader-elect-renew-deadline'),
+      retryPeriodMs: num('leader-elect-retry-period'),
+      name: str('leader-elect-resource-name'),
+      namespace,
+      identity,
+    });
+  } catch (err) {
+    if (err instanceof LeaderElectionConfigError) throw new FlagError(err.problems.join('; '));
+    throw err;
+  }
+  const coordinated = featureGates(str('feature-gates')).CoordinatedLeaderElection === true;
+  if (coordinated && bool('leader-elect')) {
+    const problem = candidateNameProblem(identity);
+    if (problem)
+      throw new FlagError(`--feature-gates=CoordinatedLeaderElection=true: ${problem} (set POD_NAME)`);
+  }
+  return {
+    ...election,
+    enabled: bool('leader-elect'),
+    blindStepDownMs: blindStepDown(args, num('node-monitor-grace-period')),
+    identityLeaseGcAgeMs: num('identity-lease-gc-age'),
+    hostname: env.POD_NAME || hostname,
+    coordinated,
+    emulatedVersion: str('emulated-version'),
+  };
+}
+
+/**
+ * --watch-silence-threshold: below the grace period (a blind watch must be noticed before a
+ * node's grace could run out on stale data); unset, 45 s or 3/4 of a grace of 45 s or less.
+ */
+function watchSilenceThreshold(args: ParsedArgs, unschedulableMonitor: number): number {
+  let silence = args.values['watch-silence-threshold'] as number;
+  if (!args.explicit.has('watch-silence-threshold') && silence >= unschedulableMonitor) {
+    // Upstream has no such flag: someone carrying over --node-monitor-grace-period=40s must not be
+    // refused for a flag they never set. The derived default keeps the same margin rule.
+    silence = Math.max(1000, Math.floor((unschedulableMonitor * 3) / 4));
+  }
+  if (silence >= unschedulableMonitor) {
+    // Only an explicit threshold can get here (a derived one is below any grace the flag
+    // accepts); the message names both flags, with the values as Go durations, like the flags take them.
+    throw new FlagError(
+      `invalid value ${JSON.stringify(formatDuration(silence))} for flag --watch-silence-threshold: ` +
+        `it must be less than --node-monitor-grace-period (${formatDuration(unschedulableMonitor)}); ` +
+        `accepted: >= 1s and < ${formatDuration(unschedulableMonitor)}, or leave it unset (45s, or 3/4 ` +
+        `of the grace period when that is 45s or less)`,
+    );
+  }
+  return silence;
+}
+
+/** The metrics and probe listeners: distinct ports, the serving certificate's two flags together. */
+function servingFlags(args: ParsedArgs): Pick<Config, 'metricsAddress' | 'probeAddress' | 'metricsSecurity'> {
+  const str = (k: string) => args.values[k] as string;
+  const metricsAddress = address(str('metrics-bind-address'));
+  const probeAddress = address(str('health-probe-bind-address'));
+  if (
+    metricsAddress &&
+    probeAddress &&
+    metricsAddress.port === probeAddress.port &&
+    metricsAddress.port !== 0
+  ) {
+    throw new FlagError(
+      `--metrics-bind-address and --health-probe-bind-address must use different ports (both ${metricsAddress.port})`,
+    );
+  }
+  const certFile = str('tls-cert-file') || undefined;
+  const keyFile = str('tls-private-key-file') || undefined;
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    throw new FlagError('--tls-cert-file and --tls-private-key-file must be given together');
+  }
+  const secure = args.values['metrics-secure'] as boolean;
+  if (certFile && !secure) {
+    throw new FlagError('--tls-cert-file and --tls-private-key-file need --metrics-secure=true');
+  }
+  return {
+    metricsAddress,
+    probeAddress,
+    metricsSecurity: {
+      secure,
+      certFile,
+      keyFile,
+      staleIfErrorMs: args.values['metrics-auth-stale-if-error'] as number,
+    },
   };
 }
 
