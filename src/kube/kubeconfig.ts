@@ -164,13 +164,11 @@ function chooseProxy(
   }
 }
 
-function fromMerged(
+/** What the current context names: its cluster (with a server that is a URL) and its user. */
+function currentContext(
   merged: MergedConfig,
-  source: KubeconfigSourceKind,
-  files: string[],
-  o: LoadOptions,
-): KubeconfigResolution {
-  const where = `kubeconfig from ${source} (${files.join(', ')})`;
+  where: string,
+): { cluster: Named; server: string; user: Named } {
   const ctxName = merged.currentContext;
   if (!ctxName) throw new KubeconfigError(`${where} has no current-context`);
   const ctx = merged.contexts.get(ctxName);
@@ -188,20 +186,26 @@ function fromMerged(
       `${where}: cluster ${JSON.stringify(cluster.name)}: server ${JSON.stringify(server)} is not a URL`,
     );
   }
-  const proxy = chooseProxy(
-    server,
-    str(cluster.body['proxy-url']),
-    `${where}: cluster ${JSON.stringify(cluster.name)}`,
-    o.proxyEnv,
-  );
-  const proxyInfo = proxy ? { url: redactProxy(proxy.url), from: proxy.from } : undefined;
   const userName = str(ctx.body.user);
   const user: Named = (userName ? merged.users.get(userName) : undefined) ?? {
     name: userName ?? '',
     body: {},
     dir: cluster.dir,
   };
+  return { cluster, server, user };
+}
 
+/** TLS settings of the cluster, and the user's client certificate (files reloaded when they change). */
+function tlsOf(
+  cluster: Named,
+  user: Named,
+  where: string,
+  o: LoadOptions,
+): {
+  tls: Credentials['tls'];
+  hasClientCert: boolean;
+  clientCert: () => CertKeyFiles | { cert: Buffer; key: Buffer } | undefined;
+} {
   const tls: Credentials['tls'] = {};
   const ca = fileOrData(cluster, 'certificate-authority', 'certificate-authority-data', 'cluster');
   if (ca?.data) tls.ca = ca.data;
@@ -225,66 +229,48 @@ function fromMerged(
     }
     return { cert: cert.data, key: key.data };
   };
+  return { tls, hasClientCert: cert !== undefined, clientCert };
+}
 
+function fromMerged(
+  merged: MergedConfig,
+  source: KubeconfigSourceKind,
+  files: string[],
+  o: LoadOptions,
+): KubeconfigResolution {
+  const where = `kubeconfig from ${source} (${files.join(', ')})`;
+  const { cluster, server, user } = currentContext(merged, where);
+  const proxy = chooseProxy(
+    server,
+    str(cluster.body['proxy-url']),
+    `${where}: cluster ${JSON.stringify(cluster.name)}`,
+    o.proxyEnv,
+  );
+  const { tls, hasClientCert, clientCert } = tlsOf(cluster, user, where, o);
   const base = (auth: AuthSource): Credentials => {
     const c = clientCert();
     return makeCredentials(new URL(server), tls, c ? withClientCert(auth, c) : auth, proxy?.url);
   };
-  const authProvider = asDict(user.body['auth-provider']);
-  const exec = asDict(user.body.exec);
-  if (str(authProvider.name)) {
-    // oidc, gcp, azure...: let @kubernetes/client-node do it (loaded only for such users).
+  const resolved = {
+    source,
+    paths: files,
+    server,
+    proxy: proxy ? { url: redactProxy(proxy.url), from: proxy.from } : undefined,
+  };
+  const authProvider = str(asDict(user.body['auth-provider']).name);
+  if (authProvider) {
     return {
-      source,
-      paths: files,
-      server,
-      auth: `auth-provider:${str(authProvider.name)}`,
-      proxy: proxyInfo,
-      async credentials() {
-        const providerName = str(authProvider.name);
-        const { KubeConfig } = await o.loadClientNode().catch((err: unknown) => {
-          if ((err as { code?: unknown }).code !== 'ERR_MODULE_NOT_FOUND') throw err;
-          throw new KubeconfigError(
-            `${where}: user ${JSON.stringify(user.name)} uses auth-provider ${JSON.stringify(providerName)}, ` +
-              'which needs the optional package @kubernetes/client-node, left out of this build (the ' +
-              'container image leaves it out: in a cluster the controller uses its ServiceAccount). Use an ' +
-              'exec credential plugin (what client-go replaced auth providers with), or install the package',
-          );
-        });
-        const kc = new KubeConfig();
-        files.forEach((f, i) => {
-          if (i === 0) kc.loadFromFile(f);
-          else {
-            const extra = new KubeConfig();
-            extra.loadFromFile(f);
-            kc.mergeConfig(extra, true);
-          }
-        });
-        const creds = await credentialsFromKubeConfig(kc);
-        // client-node reads proxy-url only; the environment's proxy is ours to apply.
-        if (proxy) creds.proxy = proxy.url;
-        return creds;
-      },
+      ...resolved,
+      auth: `auth-provider:${authProvider}`,
+      credentials: () => authProviderCredentials(authProvider, user, files, where, o, proxy?.url),
     };
   }
+  const exec = asDict(user.body.exec);
   if (str(exec.command)) {
-    const plugin = new ExecCredentials(
-      {
-        apiVersion: str(exec.apiVersion) ?? 'client.authentication.k8s.io/v1',
-        command: str(exec.command)!,
-        args: Array.isArray(exec.args) ? exec.args.map(String) : [],
-        env: Array.isArray(exec.env) ? (exec.env as { name: string; value: string }[]) : [],
-        baseDir: user.dir,
-      },
-      o.processEnv,
-      { logger: o.logger?.with({ component: 'kube-credentials' }) },
-    );
+    const plugin = execPlugin(exec, user, o);
     return {
-      source,
-      paths: files,
-      server,
+      ...resolved,
       auth: 'exec',
-      proxy: proxyInfo,
       async credentials() {
         // Run it once now: a plugin that cannot produce credentials stops the start with its error.
         await plugin.auth();
@@ -292,28 +278,77 @@ function fromMerged(
       },
     };
   }
-  let auth: StaticAuth = { kind: 'none' };
-  const token = str(user.body.token);
-  const tokenFile = str(user.body.tokenFile);
-  if (token) auth = { kind: 'token', token };
-  else if (tokenFile) {
-    auth = {
-      kind: 'token-file',
-      tokenFile: path.isAbsolute(tokenFile) ? tokenFile : path.join(user.dir, tokenFile),
-    };
-  } else if (str(user.body.username)) {
-    auth = { kind: 'basic', username: str(user.body.username), password: str(user.body.password) };
-  }
-  const label = auth.kind === 'none' ? (cert ? 'client-certificate' : 'none') : auth.kind;
+  const auth = staticAuthOf(user);
   return {
-    source,
-    paths: files,
-    server,
-    auth: label,
-    proxy: proxyInfo,
+    ...resolved,
+    auth: auth.kind === 'none' ? (hasClientCert ? 'client-certificate' : 'none') : auth.kind,
     credentials: async () =>
       base(staticAuthSource(auth, { logger: o.logger?.with({ component: 'kube-credentials' }) })),
   };
+}
+
+/** oidc, gcp, azure...: @kubernetes/client-node does it (loaded only for such users). */
+async function authProviderCredentials(
+  providerName: string,
+  user: Named,
+  files: string[],
+  where: string,
+  o: LoadOptions,
+  proxy: URL | undefined,
+): Promise<Credentials> {
+  const { KubeConfig } = await o.loadClientNode().catch((err: unknown) => {
+    if ((err as { code?: unknown }).code !== 'ERR_MODULE_NOT_FOUND') throw err;
+    throw new KubeconfigError(
+      `${where}: user ${JSON.stringify(user.name)} uses auth-provider ${JSON.stringify(providerName)}, ` +
+        'which needs the optional package @kubernetes/client-node, left out of this build (the ' +
+        'container image leaves it out: in a cluster the controller uses its ServiceAccount). Use an ' +
+        'exec credential plugin (what client-go replaced auth providers with), or install the package',
+    );
+  });
+  const kc = new KubeConfig();
+  files.forEach((f, i) => {
+    if (i === 0) kc.loadFromFile(f);
+    else {
+      const extra = new KubeConfig();
+      extra.loadFromFile(f);
+      kc.mergeConfig(extra, true);
+    }
+  });
+  const creds = await credentialsFromKubeConfig(kc);
+  // client-node reads proxy-url only; the environment's proxy is ours to apply.
+  if (proxy) creds.proxy = proxy;
+  return creds;
+}
+
+function execPlugin(exec: Dict, user: Named, o: LoadOptions): ExecCredentials {
+  return new ExecCredentials(
+    {
+      apiVersion: str(exec.apiVersion) ?? 'client.authentication.k8s.io/v1',
+      command: str(exec.command)!,
+      args: Array.isArray(exec.args) ? exec.args.map(String) : [],
+      env: Array.isArray(exec.env) ? (exec.env as { name: string; value: string }[]) : [],
+      baseDir: user.dir,
+    },
+    o.processEnv,
+    { logger: o.logger?.with({ component: 'kube-credentials' }) },
+  );
+}
+
+/** A token, a token file (relative to the kubeconfig that names it), basic auth, or none. */
+function staticAuthOf(user: Named): StaticAuth {
+  const token = str(user.body.token);
+  const tokenFile = str(user.body.tokenFile);
+  if (token) return { kind: 'token', token };
+  if (tokenFile) {
+    return {
+      kind: 'token-file',
+      tokenFile: path.isAbsolute(tokenFile) ? tokenFile : path.join(user.dir, tokenFile),
+    };
+  }
+  if (str(user.body.username)) {
+    return { kind: 'basic', username: str(user.body.username), password: str(user.body.password) };
+  }
+  return { kind: 'none' };
 }
 
 /**
