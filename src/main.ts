@@ -2,7 +2,7 @@
 import os from 'node:os';
 import { buildInfo, versionLine } from './cli/build-info.js';
 import { runController } from './cli/run.js';
-import { FlagError, helpText, loadConfig } from './config/index.js';
+import { type Config, FlagError, helpText, loadConfig } from './config/index.js';
 import { KubeconfigError } from './kube/kubeconfig.js';
 import { proxyEnvOf } from './kube/proxy.js';
 import { createLogger } from './log/logger.js';
@@ -17,32 +17,8 @@ Usage:
 
 async function main(argv: string[]): Promise<void> {
   const sub = argv[0];
-  if (sub === 'status') {
-    const { runStatus } = await import('./cli/status.js');
-    try {
-      process.exitCode = await runStatus(argv.slice(1), process.env);
-    } catch (err) {
-      // A command-line tool: one line, no stack (e.g. an exec credential plugin that fails).
-      console.error(`error: ${(err instanceof Error ? err.message : String(err)).split('\n')[0]}`);
-      process.exitCode = 1;
-    }
-    return;
-  }
-  if (sub === 'demo') {
-    const demo = await import('./cli/demo.js').catch((err: unknown) => {
-      // The container image leaves the demo out (it needs the repository and Go-built binaries).
-      if ((err as { code?: unknown }).code !== 'ERR_MODULE_NOT_FOUND') throw err;
-      return undefined;
-    });
-    if (!demo) {
-      console.error('error: the demo is not part of this build; run it from the repository: ./dev demo');
-      process.exitCode = 2;
-      return;
-    }
-    const { runDemo } = demo;
-    process.exitCode = await runDemo(argv.slice(1), process.env);
-    return;
-  }
+  if (sub === 'status') return await status(argv.slice(1));
+  if (sub === 'demo') return await demo(argv.slice(1));
   let loaded: ReturnType<typeof loadConfig>;
   try {
     loaded = loadConfig(
@@ -69,7 +45,36 @@ async function main(argv: string[]): Promise<void> {
     console.error(`error: unexpected argument ${JSON.stringify(loaded.args.positionals[0])} (see --help)`);
     process.exit(2);
   }
-  const { config } = loaded;
+  await run(loaded.config);
+}
+
+/** `status`: a command-line tool; an error is one line, no stack (e.g. a failing exec plugin). */
+async function status(argv: string[]): Promise<void> {
+  const { runStatus } = await import('./cli/status.js');
+  try {
+    process.exitCode = await runStatus(argv, process.env);
+  } catch (err) {
+    console.error(`error: ${(err instanceof Error ? err.message : String(err)).split('\n')[0]}`);
+    process.exitCode = 1;
+  }
+}
+
+/** `demo`: left out of the container image (it needs the repository and Go-built binaries). */
+async function demo(argv: string[]): Promise<void> {
+  const module = await import('./cli/demo.js').catch((err: unknown) => {
+    if ((err as { code?: unknown }).code !== 'ERR_MODULE_NOT_FOUND') throw err;
+    return undefined;
+  });
+  if (!module) {
+    console.error('error: the demo is not part of this build; run it from the repository: ./dev demo');
+    process.exitCode = 2;
+    return;
+  }
+  process.exitCode = await module.runDemo(argv, process.env);
+}
+
+/** The controller itself, with the process's environment, signals and exit. */
+async function run(config: Config): Promise<void> {
   const logger = createLogger({ format: config.log.format, verbosity: config.log.verbosity });
   // A promise rejection or exception nobody handles means this process is in a state we did not
   // plan for: log it and exit non-zero, so that Kubernetes restarts it clean and another replica
