@@ -141,6 +141,58 @@ function metricsHandler(m: MetricsServing, logger: Logger): http.RequestListener
 }
 
 /**
+ * The /metrics server: HTTPS with the serving certificate (reloaded when it changes: the cleanup
+ * goes into `cleanups`) when `m.secure` is set, else plain HTTP.
+ */
+function metricsServer(
+  m: MetricsServing,
+  idleTimeoutMs: number,
+  logger: Logger,
+  cleanups: (() => void)[],
+): http.Server | https.Server {
+  const handler = metricsHandler(m, logger);
+  // Node's own timeouts stay as a second line (its header timeout is checked every 30 s only).
+  const serverOpts: http.ServerOptions = { headersTimeout: idleTimeoutMs, requestTimeout: 30_000 };
+  if (!m.secure) return http.createServer(serverOpts, handler);
+  const tlsServer = https.createServer(
+    {
+      ...serverOpts,
+      ...m.secure.certificate.current(),
+      minVersion: 'TLSv1.2',
+      handshakeTimeout: idleTimeoutMs,
+    },
+    handler,
+  );
+  cleanups.push(m.secure.certificate.onChange((pair) => tlsServer.setSecureContext(pair)));
+  return tlsServer;
+}
+
+/** The probe server: /healthz and /livez (liveness), /readyz (readiness), plain HTTP. */
+function probesServer(probes: {
+  healthz: () => readonly Check[];
+  readyz: () => readonly Check[];
+}): http.Server {
+  const healthz = checksHandler(probes.healthz);
+  const readyz = checksHandler(probes.readyz);
+  return http.createServer(
+    { headersTimeout: PROBE_CONNECTIONS.idleTimeoutMs, requestTimeout: 10_000 },
+    (req, res) => {
+      let path: string;
+      try {
+        path = new URL(req.url ?? '/', 'http://x').pathname;
+      } catch {
+        // An unparsable request target must not throw out of the handler (that ends the process).
+        res.writeHead(400).end('bad request\n');
+        return;
+      }
+      if (path === '/healthz' || path === '/livez') healthz(req, res);
+      else if (path === '/readyz') readyz(req, res);
+      else res.writeHead(404).end('not found\n');
+    },
+  );
+}
+
+/**
  * /metrics on its own port (HTTPS with delegated authentication and authorization unless
  * `metrics.secure` is unset); /healthz and /livez (liveness) and /readyz (readiness) on the plain
  * HTTP probe port, in the Kubernetes healthz format ("[+]name ok" lines with ?verbose, or on failure).
@@ -164,32 +216,11 @@ export async function startHttpServers(opts: {
   const m = opts.metrics;
   const listen = createBinder(opts.logger);
   if (m.address) {
-    const handler = metricsHandler(m, opts.logger);
     const limits = {
       ...METRICS_CONNECTIONS,
       maxConnections: m.maxConnections ?? METRICS_CONNECTIONS.maxConnections,
     };
-    // Node's own timeouts stay as a second line (its header timeout is checked every 30 s only).
-    const serverOpts: http.ServerOptions = {
-      headersTimeout: limits.idleTimeoutMs,
-      requestTimeout: 30_000,
-    };
-    let server: http.Server | https.Server;
-    if (m.secure) {
-      const tlsServer = https.createServer(
-        {
-          ...serverOpts,
-          ...m.secure.certificate.current(),
-          minVersion: 'TLSv1.2',
-          handshakeTimeout: limits.idleTimeoutMs,
-        },
-        handler,
-      );
-      cleanups.push(m.secure.certificate.onChange((pair) => tlsServer.setSecureContext(pair)));
-      server = tlsServer;
-    } else {
-      server = http.createServer(serverOpts, handler);
-    }
+    const server = metricsServer(m, limits.idleTimeoutMs, opts.logger, cleanups);
     const limiter = new ConnectionLimiter(server, 'metrics', limits, opts.clock, opts.connections);
     metricsAddr = await listen(server, m.address);
     servers.push({ server, limiter });
@@ -200,24 +231,7 @@ export async function startHttpServers(opts: {
     });
   }
   if (opts.probes.address) {
-    const healthz = checksHandler(opts.probes.healthz);
-    const readyz = checksHandler(opts.probes.readyz);
-    const server = http.createServer(
-      { headersTimeout: PROBE_CONNECTIONS.idleTimeoutMs, requestTimeout: 10_000 },
-      (req, res) => {
-        let path: string;
-        try {
-          path = new URL(req.url ?? '/', 'http://x').pathname;
-        } catch {
-          // An unparsable request target must not throw out of the handler (that ends the process).
-          res.writeHead(400).end('bad request\n');
-          return;
-        }
-        if (path === '/healthz' || path === '/livez') healthz(req, res);
-        else if (path === '/readyz') readyz(req, res);
-        else res.writeHead(404).end('not found\n');
-      },
-    );
+    const server = probesServer(opts.probes);
     const limiter = new ConnectionLimiter(server, 'probes', PROBE_CONNECTIONS, opts.clock, opts.connections);
     probesAddr = await listen(server, opts.probes.address);
     servers.push({ server, limiter });
