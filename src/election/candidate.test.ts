@@ -494,6 +494,22 @@ describe('checkCoordinatedElection (the fall-back decision)', () => {
     });
   });
 
+  it('each real answer starts the backoff over: failures after discovery answered wait 2 s again, and after a lease answer too', async () => {
+    const leaseAnswers: (Error | object)[] = [status(503), status(503), renewed(0), status(503)];
+    const client = stub(
+      [status(500), status(500), status(500), served],
+      (n) => leaseAnswers[n] ?? renewed(2),
+    );
+    const c = running(client);
+    await advance(60_000);
+    const retryIn = c.logs
+      .filter((l) => String(l.msg).startsWith('Cannot ask the API server'))
+      .map((l) => l.retryIn);
+    // Discovery 2, 4, 8 s; answered: the lease's failures 2, 4 s; answered: 2 s.
+    expect(retryIn).toEqual(['2s', '4s', '8s', '2s', '4s', '2s']);
+    expect(c.result()).toEqual({ ok: true });
+  });
+
   it("a 429's Retry-After is honoured (up to the cap)", async () => {
     const tooMany = new KubeApiError(429, { kind: 'Status', code: 429 }, { 'retry-after': '20' }, 'x');
     const client = stub([tooMany, served], renewed);

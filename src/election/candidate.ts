@@ -456,95 +456,120 @@ export const CHECK_STOPPED = 'stopped';
  * did would wait for a coordinator that may not exist, and no replica would lead).
  */
 export async function checkCoordinatedElection(o: CoordinationCheckOptions): Promise<CoordinationSupport> {
-  const retryMs = o.retryMs ?? COORDINATION_CHECK_DEFAULTS.retryMs;
-  const maxRetryMs = Math.max(retryMs, o.maxRetryMs ?? COORDINATION_CHECK_DEFAULTS.maxRetryMs);
-  const pollMs = o.pollMs ?? COORDINATION_CHECK_DEFAULTS.pollMs;
-  const waitMs = o.coordinatorWaitMs ?? COORDINATION_CHECK_DEFAULTS.coordinatorWaitMs;
-  const now = () => o.clock.scheduler.now();
-  const sleep = (ms: number) =>
-    new Promise<void>((resolve) => {
-      const signal = o.signal;
+  const run = new CheckRetries(o);
+  const served = await servesLeaseCandidates(o, run);
+  if (served !== undefined) return served;
+  return await coordinatorRuns(o, run);
+}
+
+/** The check's waits and retries: stops early on the abort signal; one backoff over all requests. */
+class CheckRetries {
+  private readonly o: CoordinationCheckOptions;
+  private readonly retryMs: number;
+  private readonly maxRetryMs: number;
+  /** Failed requests in a row (any request): the backoff. */
+  private failures = 0;
+
+  constructor(o: CoordinationCheckOptions) {
+    this.o = o;
+    this.retryMs = o.retryMs ?? COORDINATION_CHECK_DEFAULTS.retryMs;
+    this.maxRetryMs = Math.max(this.retryMs, o.maxRetryMs ?? COORDINATION_CHECK_DEFAULTS.maxRetryMs);
+  }
+
+  stopped(): boolean {
+    return this.o.signal?.aborted === true;
+  }
+
+  now(): number {
+    return this.o.clock.scheduler.now();
+  }
+
+  /** A real answer came: the backoff starts over. */
+  answered(): void {
+    this.failures = 0;
+  }
+
+  /** A request failed: warn with its cause, then wait (Retry-After, else the doubling backoff). */
+  async retry(what: string, err: unknown): Promise<void> {
+    this.failures++;
+    const asked = err instanceof KubeApiError ? (err.retryAfterSeconds ?? 0) * 1000 : 0;
+    const backoff = this.retryMs * 2 ** Math.min(this.failures - 1, 20);
+    const delay = Math.min(this.maxRetryMs, Math.max(asked, backoff));
+    const cause = err instanceof Error ? err.message : String(err);
+    this.o.onFailure?.(cause);
+    this.o.logger.warn(`Cannot ask the API server ${what}; undecided, retrying`, {
+      err,
+      failures: this.failures,
+      retryIn: formatDuration(delay),
+    });
+    await this.sleep(delay);
+  }
+
+  sleep(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const signal = this.o.signal;
       const done = () => {
         timer.unsubscribe();
         signal?.removeEventListener('abort', done);
         resolve();
       };
-      const timer = o.clock.scheduler.schedule(done, timerDelay(ms));
+      const timer = this.o.clock.scheduler.schedule(done, timerDelay(ms));
       signal?.addEventListener('abort', done, { once: true });
     });
-  const stopped = () => o.signal?.aborted === true;
-  const status = (err: unknown) => (err instanceof KubeApiError ? err.status : undefined);
-  /** Failed requests in a row (any request): the backoff. */
-  let failures = 0;
-  const retry = async (what: string, err: unknown) => {
-    failures++;
-    const asked = err instanceof KubeApiError ? (err.retryAfterSeconds ?? 0) * 1000 : 0;
-    const delay = Math.min(maxRetryMs, Math.max(asked, retryMs * 2 ** Math.min(failures - 1, 20)));
-    const cause = err instanceof Error ? err.message : String(err);
-    o.onFailure?.(cause);
-    o.logger.warn(`Cannot ask the API server ${what}; undecided, retrying`, {
-      err,
-      failures,
-      retryIn: formatDuration(delay),
-    });
-    await sleep(delay);
-  };
+  }
+}
 
+const statusOf = (err: unknown) => (err instanceof KubeApiError ? err.status : undefined);
+
+/** Step 1, discovery: undefined when LeaseCandidates are served, else the decision (or a stop). */
+async function servesLeaseCandidates(
+  o: CoordinationCheckOptions,
+  run: CheckRetries,
+): Promise<CoordinationSupport | undefined> {
   for (;;) {
-    if (stopped()) return { ok: false, reason: CHECK_STOPPED };
+    if (run.stopped()) return { ok: false, reason: CHECK_STOPPED };
     try {
       const list = await o.client.request<{ resources?: { name?: string }[] }>({
         method: 'GET',
         path: candidatePaths.group,
         timeoutMs: CANDIDATE_DEFAULTS.requestTimeoutMs,
       });
-      if (stopped()) return { ok: false, reason: CHECK_STOPPED };
+      if (run.stopped()) return { ok: false, reason: CHECK_STOPPED };
       if (!(list.resources ?? []).some((r) => r.name === 'leasecandidates')) {
         return {
           ok: false,
           reason: `the API server's ${LEASE_CANDIDATE_GROUP_VERSION} has no leasecandidates`,
         };
       }
-      failures = 0;
-      break;
+      run.answered();
+      return undefined;
     } catch (err) {
-      if (stopped()) return { ok: false, reason: CHECK_STOPPED };
-      if (status(err) === 404) {
+      if (run.stopped()) return { ok: false, reason: CHECK_STOPPED };
+      if (statusOf(err) === 404) {
         return { ok: false, reason: `the API server does not serve ${LEASE_CANDIDATE_GROUP_VERSION} (404)` };
       }
-      await retry('whether it serves LeaseCandidates', err);
+      await run.retry('whether it serves LeaseCandidates', err);
     }
   }
+}
 
+const MISSING = '\u0000missing';
+
+/** Step 2: whether the coordinator's lease is seen renewed, from real answers only. */
+async function coordinatorRuns(o: CoordinationCheckOptions, run: CheckRetries): Promise<CoordinationSupport> {
+  const pollMs = o.pollMs ?? COORDINATION_CHECK_DEFAULTS.pollMs;
+  const waitMs = o.coordinatorWaitMs ?? COORDINATION_CHECK_DEFAULTS.coordinatorWaitMs;
   const what = `${COORDINATOR_LEASE.namespace}/${COORDINATOR_LEASE.name}`;
-  const MISSING = '\u0000missing';
   /** The first real answer of the current window: the lease's holder and renewTime, or MISSING. */
   let first: { seen: string; at: number } | undefined;
   for (;;) {
-    if (stopped()) return { ok: false, reason: CHECK_STOPPED };
-    let seen: string;
-    try {
-      const lease = await o.client.request<{
-        spec?: { renewTime?: string | null; holderIdentity?: string | null };
-      }>({
-        method: 'GET',
-        path: `/apis/coordination.k8s.io/v1/namespaces/${COORDINATOR_LEASE.namespace}/leases/${COORDINATOR_LEASE.name}`,
-        timeoutMs: CANDIDATE_DEFAULTS.requestTimeoutMs,
-      });
-      seen = `${lease.spec?.holderIdentity ?? ''}|${lease.spec?.renewTime ?? ''}`;
-    } catch (err) {
-      if (stopped()) return { ok: false, reason: CHECK_STOPPED };
-      if (status(err) === 403)
-        return { ok: true, note: `cannot read ${what} (403): not checked whether a coordinator runs` };
-      if (status(err) !== 404) {
-        await retry(`for ${what} (whether a coordinator runs)`, err);
-        continue;
-      }
-      seen = MISSING;
-    }
-    if (stopped()) return { ok: false, reason: CHECK_STOPPED };
-    failures = 0;
-    const t = now();
+    if (run.stopped()) return { ok: false, reason: CHECK_STOPPED };
+    const answer = await readCoordinatorLease(o, run, what);
+    if (answer === 'retry') continue;
+    if ('ok' in answer) return answer;
+    const { seen } = answer;
+    run.answered();
+    const t = run.now();
     if (first === undefined) first = { seen, at: t };
     else if (seen !== first.seen) {
       // Renewed, or created: a coordinator runs. Deleted: none renews it; watch it anew.
@@ -561,7 +586,38 @@ export async function checkCoordinatedElection(o: CoordinationCheckOptions): Pro
           '(kube-apiserver runs it only with --feature-gates=CoordinatedLeaderElection=true)',
       };
     }
-    await sleep(Math.min(pollMs, left));
+    await run.sleep(Math.min(pollMs, left));
+  }
+}
+
+/**
+ * One read of the coordinator's lease: its holder and renewTime (MISSING for a 404), 'retry' after
+ * a failure that is no answer (waited for), or a decision (403: used with a note; a stop).
+ */
+async function readCoordinatorLease(
+  o: CoordinationCheckOptions,
+  run: CheckRetries,
+  what: string,
+): Promise<{ seen: string } | 'retry' | CoordinationSupport> {
+  try {
+    const lease = await o.client.request<{
+      spec?: { renewTime?: string | null; holderIdentity?: string | null };
+    }>({
+      method: 'GET',
+      path: `/apis/coordination.k8s.io/v1/namespaces/${COORDINATOR_LEASE.namespace}/leases/${COORDINATOR_LEASE.name}`,
+      timeoutMs: CANDIDATE_DEFAULTS.requestTimeoutMs,
+    });
+    if (run.stopped()) return { ok: false, reason: CHECK_STOPPED };
+    return { seen: `${lease.spec?.holderIdentity ?? ''}|${lease.spec?.renewTime ?? ''}` };
+  } catch (err) {
+    if (run.stopped()) return { ok: false, reason: CHECK_STOPPED };
+    if (statusOf(err) === 403)
+      return { ok: true, note: `cannot read ${what} (403): not checked whether a coordinator runs` };
+    if (statusOf(err) !== 404) {
+      await run.retry(`for ${what} (whether a coordinator runs)`, err);
+      return 'retry';
+    }
+    return { seen: MISSING };
   }
 }
 
