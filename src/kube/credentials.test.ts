@@ -5,7 +5,7 @@ import path from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { KubeClient, KubeTransportError } from './client.js';
-import { CertKeyFiles, ExecCredentials, expiryMarginMs, TokenFile } from './credentials.js';
+import { CertKeyFiles, ExecCredentials, execStatusOf, expiryMarginMs, TokenFile } from './credentials.js';
 import { resolveKubeconfig } from './kubeconfig.js';
 import { issue, loopbackServerPki } from './testing/pki.js';
 import { type StubServer, startStubServer } from './testing.js';
@@ -147,6 +147,26 @@ async function clientFor(file: string, opts: { defaultTimeoutMs?: number } = {})
 
 const get = (c: KubeClient, p = '/api/v1/nodes', timeoutMs?: number) =>
   c.request({ method: 'GET', path: p, ...(timeoutMs ? { timeoutMs } : {}) });
+
+describe('execStatusOf: what a plugin printed', () => {
+  const cred = (status: unknown) => JSON.stringify({ kind: 'ExecCredential', status });
+  it('takes a token, or a certificate with its key, and says which plugin printed something else', () => {
+    expect(execStatusOf(cred({ token: 't' }), 'p')).toEqual({ token: 't' });
+    expect(execStatusOf(cred({ clientCertificateData: 'c', clientKeyData: 'k' }), 'p')).toMatchObject({
+      clientCertificateData: 'c',
+    });
+    expect(() => execStatusOf('not json', './p')).toThrow(
+      'exec credential plugin ./p did not print an ExecCredential as JSON',
+    );
+    expect(() => execStatusOf(cred(undefined), 'p')).toThrow(
+      'exec credential plugin p returned no token or client certificate',
+    );
+    expect(() => execStatusOf(cred({ clientKeyData: 'k', token: 't' }), 'p')).toThrow(
+      'exec credential plugin p returned a client certificate without its key, or a key without its certificate',
+    );
+    expect(() => execStatusOf(cred({ clientCertificateData: 'c' }), 'p')).toThrow(/without its key/);
+  });
+});
 
 describe('exec credential plugin', () => {
   it('runs the plugin again on a 401 and retries the request once (token without expiry: cached until then)', async () => {

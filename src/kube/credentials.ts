@@ -329,7 +329,7 @@ export interface ExecConfig {
   baseDir?: string;
 }
 
-interface ExecStatus {
+export interface ExecStatus {
   token?: string;
   clientCertificateData?: string;
   clientKeyData?: string;
@@ -398,7 +398,7 @@ export class ExecCredentials implements AuthSource {
     return !sameAuth(await this.refresh(), used);
   }
 
-  private run(): Promise<ClientAuth> {
+  private async run(): Promise<ClientAuth> {
     this.runs++;
     const env: NodeJS.ProcessEnv = { ...this.baseEnv };
     for (const e of this.exec.env ?? []) env[e.name] = e.value;
@@ -411,93 +411,79 @@ export class ExecCredentials implements AuthSource {
       this.exec.command.includes('/') && this.exec.baseDir && !this.exec.command.startsWith('/')
         ? `${this.exec.baseDir}/${this.exec.command}`
         : this.exec.command;
-    return new Promise((resolve, reject) => {
+    const stdout = await new Promise<string>((resolve, reject) => {
       execFile(
         cmd,
         this.exec.args ?? [],
         { env, timeout: 30_000, maxBuffer: 1 << 20 },
         (err, stdout, stderr) => {
-          if (err) {
-            reject(
-              new ExecCredentialError(
-                `exec credential plugin ${cmd} failed: ${err.message}${stderr ? `: ${stderr.trim()}` : ''}`,
-              ),
-            );
-            return;
+          if (!err) resolve(stdout);
+          else {
+            const detail = `${err.message}${stderr ? `: ${stderr.trim()}` : ''}`;
+            reject(new ExecCredentialError(`exec credential plugin ${cmd} failed: ${detail}`));
           }
-          let parsed: { kind?: string; status?: ExecStatus };
-          try {
-            parsed = JSON.parse(stdout) as typeof parsed;
-          } catch {
-            reject(
-              new ExecCredentialError(
-                `exec credential plugin ${cmd} did not print an ExecCredential as JSON`,
-              ),
-            );
-            return;
-          }
-          const status = parsed.status;
-          if (!status || (!status.token && !status.clientCertificateData)) {
-            reject(
-              new ExecCredentialError(
-                `exec credential plugin ${cmd} returned no token or client certificate`,
-              ),
-            );
-            return;
-          }
-          if (!status.clientCertificateData !== !status.clientKeyData) {
-            reject(
-              new ExecCredentialError(
-                `exec credential plugin ${cmd} returned a client certificate without its key, or a key without its certificate`,
-              ),
-            );
-            return;
-          }
-          const auth: ClientAuth = { headers: status.token ? bearer(status.token) : {} };
-          if (status.clientCertificateData && status.clientKeyData) {
-            const prev = this.cached?.auth;
-            const cert = Buffer.from(status.clientCertificateData);
-            const key = Buffer.from(status.clientKeyData);
-            // Keep the previous Buffers when the pair did not change (connections stay reusable).
-            if (prev?.cert?.equals(cert) && prev.key?.equals(key)) {
-              auth.cert = prev.cert;
-              auth.key = prev.key;
-            } else {
-              try {
-                tls.createSecureContext({ cert, key });
-              } catch (e) {
-                reject(
-                  new ExecCredentialError(
-                    `exec credential plugin ${cmd} returned a client certificate and key that do not load: ${(e as Error).message}`,
-                  ),
-                );
-                return;
-              }
-              auth.cert = cert;
-              auth.key = key;
-            }
-          }
-          let refreshAt: number | undefined;
-          if (status.expirationTimestamp) {
-            const exp = Date.parse(status.expirationTimestamp);
-            if (Number.isNaN(exp)) {
-              reject(
-                new ExecCredentialError(
-                  `exec credential plugin ${cmd} returned an unparseable expirationTimestamp ${JSON.stringify(status.expirationTimestamp)}`,
-                ),
-              );
-              return;
-            }
-            // Remote (wall) expiry -> our monotonic clock, once, now.
-            const lifetime = exp - this.wallNow();
-            refreshAt = this.now() + lifetime - expiryMarginMs(lifetime);
-          }
-          this.cached = { auth, refreshAt };
-          resolve(auth);
         },
       );
     });
+    const status = execStatusOf(stdout, cmd);
+    const auth: ClientAuth = { headers: status.token ? bearer(status.token) : {} };
+    if (status.clientCertificateData && status.clientKeyData) {
+      Object.assign(auth, this.clientCertOf(status.clientCertificateData, status.clientKeyData, cmd));
+    }
+    const refreshAt = this.refreshAtOf(status.expirationTimestamp, cmd);
+    this.cached = { auth, refreshAt };
+    return auth;
   }
+
+  /** The plugin's certificate and key; the previous Buffers when the pair did not change (connections stay reusable). */
+  private clientCertOf(certData: string, keyData: string, cmd: string): { cert: Buffer; key: Buffer } {
+    const prev = this.cached?.auth;
+    const cert = Buffer.from(certData);
+    const key = Buffer.from(keyData);
+    if (prev?.cert?.equals(cert) && prev.key?.equals(key)) return { cert: prev.cert, key: prev.key };
+    try {
+      tls.createSecureContext({ cert, key });
+    } catch (e) {
+      throw new ExecCredentialError(
+        `exec credential plugin ${cmd} returned a client certificate and key that do not load: ${(e as Error).message}`,
+      );
+    }
+    return { cert, key };
+  }
+
+  /** When to run the plugin again (monotonic), from its expirationTimestamp; undefined: never on time. */
+  private refreshAtOf(expirationTimestamp: string | undefined, cmd: string): number | undefined {
+    if (!expirationTimestamp) return undefined;
+    const exp = Date.parse(expirationTimestamp);
+    if (Number.isNaN(exp)) {
+      throw new ExecCredentialError(
+        `exec credential plugin ${cmd} returned an unparseable expirationTimestamp ${JSON.stringify(expirationTimestamp)}`,
+      );
+    }
+    // Remote (wall) expiry -> our monotonic clock, once, now.
+    const lifetime = exp - this.wallNow();
+    return this.now() + lifetime - expiryMarginMs(lifetime);
+  }
+}
+
+/** The status of the ExecCredential a plugin printed: a token or a certificate with its key. */
+export function execStatusOf(stdout: string, cmd: string): ExecStatus {
+  let parsed: { kind?: string; status?: ExecStatus };
+  try {
+    parsed = JSON.parse(stdout) as typeof parsed;
+  } catch {
+    throw new ExecCredentialError(`exec credential plugin ${cmd} did not print an ExecCredential as JSON`);
+  }
+  const status = parsed.status;
+  if (!status || (!status.token && !status.clientCertificateData)) {
+    throw new ExecCredentialError(`exec credential plugin ${cmd} returned no token or client certificate`);
+  }
+  if (!status.clientCertificateData !== !status.clientKeyData) {
+    throw new ExecCredentialError(
+      `exec credential plugin ${cmd} returned a client certificate without its key, or a key without its certificate`,
+    );
+  }
+  return status;
 }
 
 function sameAuth(a: ClientAuth, b: ClientAuth): boolean {
