@@ -10,8 +10,12 @@ import {
   type Subscriber,
   type Subscription,
 } from '../rx/index.js';
-import { backoffDelay, watchTimeoutSeconds } from './backoff.js';
+import { RetryBackoff, watchTimeoutSeconds } from './backoff.js';
+import { HeldObjects } from './held-objects.js';
 import { isolateConsumers } from './isolate.js';
+import { LineDecoder } from './line-decoder.js';
+import { WatchProgress } from './progress.js';
+import { ResourceVersionProbe } from './resource-version-probe.js';
 import type { ServerRewindSignal } from './rewind.js';
 import { WatchStatus } from './status.js';
 import {
@@ -113,26 +117,60 @@ function defaultStrip<T extends KubeObject>(raw: unknown): T | undefined {
 type Phase = 'list' | 'watch';
 
 /**
+ * The options of one watch, resolved once per stream: what every run (subscription) of it uses and
+ * never changes. What is a subscription's own (its subscriber, the object map kept without `known`)
+ * stays with its run.
+ */
+interface WatchDeps<T extends KubeObject> {
+  readonly resource: string;
+  readonly transport: WatchTransport;
+  readonly scheduler: SchedulerLike;
+  readonly strip: StripFn<T>;
+  readonly parse: (line: string) => unknown;
+  readonly keyOf: (obj: T) => string;
+  readonly known: KnownObjects<T> | undefined;
+  readonly tuning: WatchTuning;
+  readonly random: () => number;
+  readonly log: Logger;
+  readonly status: WatchStatus;
+  readonly rewind: ServerRewindSignal | undefined;
+}
+
+function resolveDeps<T extends KubeObject>(
+  opts: WatchOptions<T>,
+  status: WatchStatus,
+  log: Logger,
+): WatchDeps<T> {
+  return {
+    resource: opts.resource,
+    transport: opts.transport,
+    scheduler: opts.scheduler,
+    strip: opts.strip ?? defaultStrip,
+    parse: opts.parse ?? JSON.parse,
+    keyOf: opts.keyOf ?? objectKey,
+    known: opts.known,
+    tuning: resolveTuning(opts.tuning),
+    random: opts.random ?? Math.random,
+    log,
+    status,
+    rewind: opts.rewind,
+  };
+}
+
+/**
  * One subscription's list+watch loop: a small state machine driven by transport callbacks and
  * scheduler timers. `epoch` increments whenever the current request is abandoned; every callback
  * checks it, so late answers from a superseded request are ignored.
  */
 class WatchRun<T extends KubeObject> {
-  private readonly transport: WatchTransport;
-  private readonly scheduler: SchedulerLike;
-  private readonly strip: StripFn<T>;
-  private readonly parse: (line: string) => unknown;
-  private readonly keyOf: (obj: T) => string;
-  private readonly known: KnownObjects<T> | undefined;
-  /** Our own memory of objects when no `known` collection is given. */
-  private readonly own: Map<string, T> | undefined;
-  private readonly t: WatchTuning;
-  private readonly random: () => number;
-  private readonly log: Logger;
-  private readonly status: WatchStatus;
+  private readonly deps: WatchDeps<T>;
   private readonly out: Subscriber<WatchEvent<T>>;
-  private readonly resource: string;
-  private readonly rewind: ServerRewindSignal | undefined;
+  private readonly held: HeldObjects<T>;
+  private readonly retries: RetryBackoff;
+  private readonly lines: LineDecoder;
+  private readonly progress = new WatchProgress();
+  /** The request asking whether the server has reached our resourceVersion. */
+  private readonly probe: ResourceVersionProbe;
   private unlistenRewind: (() => void) | undefined;
 
   private epoch = 0;
@@ -140,48 +178,22 @@ class WatchRun<T extends KubeObject> {
   /** Resume point: list resourceVersion, then the last event or bookmark seen. */
   private rv: string | undefined;
   private abort: AbortController | undefined;
-  /** The request asking whether the server has reached our resourceVersion, while in flight. */
-  private probe: AbortController | undefined;
   /** The single pending timer: backoff, list deadline or idle check. */
   private timer: Subscription | undefined;
   private chunks: Subscription | undefined;
-  private partial = '';
-  private listedKeys: Set<string> | undefined;
-  private attempts = 0;
-  private lastReason: string | undefined;
-  private healthySince: number | undefined;
-  private lastActivity = 0;
-  private watchOpenedAt = 0;
-  /** Epoch of the watch whose response headers arrived (it was answered). */
-  private answeredEpoch = -1;
-  private watchLines = 0;
-  private malformedLogged = false;
 
-  constructor(
-    opts: WatchOptions<T>,
-    status: WatchStatus,
-    log: Logger,
-    tuning: WatchTuning,
-    out: Subscriber<WatchEvent<T>>,
-  ) {
-    this.transport = opts.transport;
-    this.scheduler = opts.scheduler;
-    this.strip = opts.strip ?? defaultStrip;
-    this.parse = opts.parse ?? JSON.parse;
-    this.keyOf = opts.keyOf ?? objectKey;
-    this.known = opts.known;
-    this.own = opts.known ? undefined : new Map();
-    this.t = tuning;
-    this.random = opts.random ?? Math.random;
-    this.log = log;
-    this.status = status;
+  constructor(deps: WatchDeps<T>, out: Subscriber<WatchEvent<T>>) {
+    this.deps = deps;
     this.out = out;
-    this.resource = opts.resource;
-    this.rewind = opts.rewind;
+    const t = deps.tuning;
+    this.held = new HeldObjects(deps.keyOf, deps.known);
+    this.retries = new RetryBackoff(t.backoff, deps.random);
+    this.lines = new LineDecoder(t.maxLineLength);
+    this.probe = new ResourceVersionProbe(deps.transport, t.listTimeoutMs);
   }
 
   start(): void {
-    this.unlistenRewind = this.rewind?.listen((from) => this.onRewind(from));
+    this.unlistenRewind = this.deps.rewind?.listen((from) => this.onRewind(from));
     this.beginList();
   }
 
@@ -191,12 +203,11 @@ class WatchRun<T extends KubeObject> {
     this.epoch++;
     this.release();
     this.unlistenRewind?.();
-    this.probe?.abort();
-    this.probe = undefined;
-    const now = this.scheduler.now();
-    this.status.setListing(false, now);
-    this.status.setConnected(false, now);
-    this.listedKeys = undefined;
+    this.probe.cancel();
+    const now = this.now();
+    this.deps.status.setListing(false, now);
+    this.deps.status.setConnected(false, now);
+    this.held.dropList();
   }
 
   /** Drops the current request, stream and timer. */
@@ -207,14 +218,18 @@ class WatchRun<T extends KubeObject> {
     this.timer = undefined;
     this.chunks = undefined;
     this.abort = undefined;
-    this.partial = '';
+    this.lines.reset();
     timer?.unsubscribe();
     chunks?.unsubscribe();
     abort?.abort();
   }
 
+  private now(): number {
+    return this.deps.scheduler.now();
+  }
+
   private after(delayMs: number, fn: () => void): Subscription {
-    return this.scheduler.schedule(fn, timerDelay(delayMs));
+    return this.deps.scheduler.schedule(fn, timerDelay(delayMs));
   }
 
   /** Runs `fn`; a bug in the watch layer or a store callback fails the stream instead of escaping. */
@@ -222,18 +237,23 @@ class WatchRun<T extends KubeObject> {
     try {
       fn();
     } catch (err) {
-      this.log.error('watch internal error', { err, phase });
-      this.fail(new WatchError('internal', err instanceof Error ? err.message : String(err)), phase);
+      this.internalError(err, phase);
     }
+  }
+
+  private internalError(err: unknown, phase: Phase): void {
+    this.deps.log.error('watch internal error', { err, phase });
+    this.fail(new WatchError('internal', err instanceof Error ? err.message : String(err)), phase);
   }
 
   // ---------------------------------------------------------------- list
 
   private beginList(): void {
-    const now = this.scheduler.now();
-    if (this.status.synced) this.status.countRelist(now);
-    this.status.setListing(true, now);
-    this.listedKeys = new Set();
+    const now = this.now();
+    const status = this.deps.status;
+    if (status.synced) status.countRelist(now);
+    status.setListing(true, now);
+    this.held.beginList();
     this.rv = undefined;
     const epoch = this.epoch;
     this.out.next(INIT);
@@ -243,20 +263,21 @@ class WatchRun<T extends KubeObject> {
 
   private requestPage(cont: string | undefined): void {
     const epoch = ++this.epoch;
+    const { listTimeoutMs, pageSize } = this.deps.tuning;
     const ac = new AbortController();
     this.abort = ac;
-    this.timer = this.after(this.t.listTimeoutMs, () => {
+    this.timer = this.after(listTimeoutMs, () => {
       if (epoch !== this.epoch) return;
       this.timer = undefined;
       this.fail(
-        new WatchError('timeout', `list page timed out after ${formatDuration(this.t.listTimeoutMs)}`),
+        new WatchError('timeout', `list page timed out after ${formatDuration(listTimeoutMs)}`),
         'list',
       );
     });
     let pending: Promise<List<unknown>>;
     try {
-      pending = this.transport.list(
-        { limit: this.t.pageSize, continue: cont, timeoutMs: this.t.listTimeoutMs },
+      pending = this.deps.transport.list(
+        { limit: pageSize, continue: cont, timeoutMs: listTimeoutMs },
         ac.signal,
       );
     } catch (err) {
@@ -276,16 +297,14 @@ class WatchRun<T extends KubeObject> {
     this.timer?.unsubscribe();
     this.timer = undefined;
     this.abort = undefined;
-    const now = this.scheduler.now();
+    const now = this.now();
     this.markHealthy(now);
-    this.status.noteData(now);
+    this.deps.status.noteData(now);
     const items = page?.items ?? [];
     if (!Array.isArray(items)) {
       this.fail(new WatchError('malformed', 'list response has no items array'), 'list');
       return;
     }
-    const listed = this.listedKeys!;
-    const own = this.own;
     let skipped = 0;
     for (let i = 0; i < items.length; i++) {
       const obj = this.stripSafe(items[i]);
@@ -293,13 +312,11 @@ class WatchRun<T extends KubeObject> {
         skipped++;
         continue;
       }
-      const key = this.keyOf(obj);
-      listed.add(key);
-      own?.set(key, obj);
+      this.held.listed(obj);
       this.out.next({ type: 'InitApply', object: obj });
       if (epoch !== this.epoch) return;
     }
-    this.status.listedObjects += items.length - skipped;
+    this.deps.status.listedObjects += items.length - skipped;
     if (skipped > 0) this.malformed('object', skipped, 'list item without metadata.name');
     const cont = page.metadata?.continue;
     if (cont) {
@@ -315,25 +332,18 @@ class WatchRun<T extends KubeObject> {
   }
 
   private finishList(rv: string, epoch: number): void {
-    const listed = this.listedKeys!;
-    this.listedKeys = undefined;
     // Objects we knew that the new list does not have vanished while we were not watching.
-    const vanished: T[] = [];
-    const collect = (obj: T, key: string) => {
-      if (!listed.has(key)) vanished.push(obj);
-    };
-    if (this.known) this.known.forEach(collect);
-    else this.own!.forEach(collect);
+    const vanished = this.held.endList();
     for (const obj of vanished) {
-      this.own?.delete(this.keyOf(obj));
+      this.held.forget(obj);
       this.out.next({ type: 'Delete', object: obj });
       if (epoch !== this.epoch) return;
     }
-    if (vanished.length > 0) this.log.info('relist found deleted objects', { count: vanished.length });
+    if (vanished.length > 0) this.deps.log.info('relist found deleted objects', { count: vanished.length });
     this.rv = rv;
-    const now = this.scheduler.now();
-    this.status.setListing(false, now);
-    this.status.setSynced(now);
+    const now = this.now();
+    this.deps.status.setListing(false, now);
+    this.deps.status.setSynced(now);
     this.out.next(INIT_DONE);
     if (epoch !== this.epoch) return;
     this.startWatch(true);
@@ -343,24 +353,21 @@ class WatchRun<T extends KubeObject> {
 
   private startWatch(afterList: boolean): void {
     const epoch = ++this.epoch;
-    const now = this.scheduler.now();
-    if (!afterList) this.status.countReconnect(now);
+    const now = this.now();
+    if (!afterList) this.deps.status.countReconnect(now);
     const ac = new AbortController();
     this.abort = ac;
-    this.partial = '';
-    this.watchLines = 0;
-    this.malformedLogged = false;
-    this.lastActivity = now;
-    this.watchOpenedAt = now;
+    this.lines.reset();
+    this.progress.requested(now);
     this.armIdle(epoch);
     const req = {
       resourceVersion: this.rv!,
-      timeoutSeconds: watchTimeoutSeconds(this.t.watchTimeoutSeconds, this.random),
+      timeoutSeconds: watchTimeoutSeconds(this.deps.tuning.watchTimeoutSeconds, this.deps.random),
       allowWatchBookmarks: true as const,
     };
     let pending: Promise<Observable<string>>;
     try {
-      pending = this.transport.watch(req, ac.signal);
+      pending = this.deps.transport.watch(req, ac.signal);
     } catch (err) {
       pending = Promise.reject(err);
     }
@@ -375,11 +382,9 @@ class WatchRun<T extends KubeObject> {
   }
 
   private onOpen(stream: Observable<string>, epoch: number): void {
-    const now = this.scheduler.now();
-    this.watchOpenedAt = now;
-    this.lastActivity = now;
-    this.answeredEpoch = epoch;
-    this.status.noteContact(now);
+    const now = this.now();
+    this.progress.answered(epoch, now);
+    this.deps.status.noteContact(now);
     this.markHealthy(now);
     const sub = stream.subscribe({
       next: (chunk) => {
@@ -399,13 +404,13 @@ class WatchRun<T extends KubeObject> {
   /** One timer per idle period: re-armed for the remaining time rather than on every chunk. */
   private armIdle(epoch: number): void {
     const run = this;
-    const idleMs = this.t.idleTimeoutMs;
-    this.timer = this.scheduler.schedule(function (this: SchedulerAction<unknown>) {
+    const idleMs = this.deps.tuning.idleTimeoutMs;
+    this.timer = this.deps.scheduler.schedule(function (this: SchedulerAction<unknown>) {
       if (epoch !== run.epoch) return;
-      const idle = run.scheduler.now() - run.lastActivity;
+      const idle = run.progress.idleFor(run.now());
       if (idle >= idleMs) {
         run.timer = undefined;
-        if (run.answeredEpoch === epoch) run.resumeIdle(epoch, idle);
+        if (run.progress.isAnswered(epoch)) run.resumeIdle(epoch, idle);
         else
           run.fail(
             new WatchError('idle_timeout', `watch silent for ${formatDuration(Math.round(idle))}`),
@@ -419,50 +424,23 @@ class WatchRun<T extends KubeObject> {
 
   private onChunk(chunk: string, epoch: number): void {
     try {
-      let nl = chunk.indexOf('\n');
-      const now = this.scheduler.now();
-      this.lastActivity = now;
-      if (nl === -1) {
-        this.partial = this.partial.length === 0 ? chunk : this.partial + chunk;
-        if (this.partial.length > this.t.maxLineLength) {
-          this.fail(
-            new WatchError('line_too_long', `watch line over ${this.t.maxLineLength} chars`),
-            'watch',
-          );
-        }
-        return;
-      }
-      this.status.noteData(now);
-      let start = 0;
-      if (this.partial.length > 0) {
-        const line = this.partial + chunk.slice(0, nl);
-        this.partial = '';
-        this.onLine(line);
-        if (epoch !== this.epoch) return;
-        start = nl + 1;
-        nl = chunk.indexOf('\n', start);
-      }
-      while (nl !== -1) {
-        if (nl > start) {
-          this.onLine(chunk.slice(start, nl));
+      const now = this.now();
+      this.progress.heard(now);
+      const lines = this.lines;
+      if (lines.push(chunk)) {
+        this.deps.status.noteData(now);
+        for (let line = lines.next(); line !== undefined; line = lines.next()) {
+          this.onLine(line);
           if (epoch !== this.epoch) return;
         }
-        start = nl + 1;
-        nl = chunk.indexOf('\n', start);
       }
-      if (start < chunk.length) {
-        this.partial = chunk.slice(start);
-        if (this.partial.length > this.t.maxLineLength) {
-          this.fail(
-            new WatchError('line_too_long', `watch line over ${this.t.maxLineLength} chars`),
-            'watch',
-          );
-        }
+      if (lines.overLimit()) {
+        const max = this.deps.tuning.maxLineLength;
+        this.fail(new WatchError('line_too_long', `watch line over ${max} chars`), 'watch');
       }
     } catch (err) {
       if (epoch !== this.epoch) return;
-      this.log.error('watch internal error', { err, phase: 'watch' });
-      this.fail(new WatchError('internal', err instanceof Error ? err.message : String(err)), 'watch');
+      this.internalError(err, 'watch');
     }
   }
 
@@ -470,7 +448,7 @@ class WatchRun<T extends KubeObject> {
   private onLine(line: string): void {
     let ev: RawWatchLine;
     try {
-      ev = this.parse(line) as RawWatchLine;
+      ev = this.deps.parse(line) as RawWatchLine;
     } catch {
       this.malformed('json', 1, line);
       return;
@@ -479,7 +457,7 @@ class WatchRun<T extends KubeObject> {
       this.malformed('json', 1, line);
       return;
     }
-    const counts = this.status.events;
+    const counts = this.deps.status.events;
     switch (ev.type) {
       case 'ADDED':
         counts.ADDED++;
@@ -496,15 +474,15 @@ class WatchRun<T extends KubeObject> {
           this.malformed('object', 1, line);
           return;
         }
-        this.watchLines++;
+        this.progress.delivered();
         this.seen(obj.metadata.resourceVersion);
-        this.own?.delete(this.keyOf(obj));
+        this.held.forget(obj);
         this.out.next({ type: 'Delete', object: obj });
         return;
       }
       case 'BOOKMARK':
         counts.BOOKMARK++;
-        this.watchLines++;
+        this.progress.delivered();
         this.seen(ev.object?.metadata?.resourceVersion);
         return;
       case 'ERROR': {
@@ -528,9 +506,9 @@ class WatchRun<T extends KubeObject> {
       this.malformed('object', 1, line);
       return;
     }
-    this.watchLines++;
+    this.progress.delivered();
     this.seen(obj.metadata.resourceVersion);
-    this.own?.set(this.keyOf(obj), obj);
+    this.held.remember(obj);
     this.out.next({ type: 'Apply', object: obj });
   }
 
@@ -540,7 +518,7 @@ class WatchRun<T extends KubeObject> {
 
   private stripSafe(raw: unknown): T | undefined {
     try {
-      return this.strip(raw);
+      return this.deps.strip(raw);
     } catch {
       return undefined;
     }
@@ -548,28 +526,26 @@ class WatchRun<T extends KubeObject> {
 
   /** Counts skipped data; logs once per connection (not per line). */
   private malformed(kind: string, n: number, sample: string): void {
-    this.status.errors.set('malformed', (this.status.errors.get('malformed') ?? 0) + n);
-    if (this.malformedLogged) return;
-    this.malformedLogged = true;
-    this.log.warn('skipping malformed watch data', { kind, sample: sample.slice(0, 200) });
+    const errors = this.deps.status.errors;
+    errors.set('malformed', (errors.get('malformed') ?? 0) + n);
+    if (!this.progress.firstMalformed()) return;
+    this.deps.log.warn('skipping malformed watch data', { kind, sample: sample.slice(0, 200) });
   }
 
   private onWatchEnd(epoch: number): void {
-    if (this.partial.length > 0) {
-      const rest = this.partial;
-      this.partial = '';
+    const rest = this.lines.takeRest();
+    if (rest !== undefined) {
       this.onLine(rest);
       if (epoch !== this.epoch) return;
     }
-    const now = this.scheduler.now();
-    if (this.watchLines === 0 && now - this.watchOpenedAt < this.t.shortWatchMs) {
+    if (this.progress.closedAtOnce(this.now(), this.deps.tuning.shortWatchMs)) {
       // A server or proxy closing every watch at once must not make us spin.
       this.fail(new WatchError('short_watch', 'watch closed at once without any event'), 'watch');
       return;
     }
-    this.log.debug(2, 'watch closed by server, resuming', {
+    this.deps.log.debug(2, 'watch closed by server, resuming', {
       resourceVersion: this.rv,
-      events: this.watchLines,
+      events: this.progress.events,
     });
     this.epoch++;
     this.release();
@@ -584,8 +560,8 @@ class WatchRun<T extends KubeObject> {
    */
   private resumeIdle(epoch: number, idleMs: number): void {
     if (epoch !== this.epoch) return;
-    this.status.countError('idle_timeout');
-    this.log.debug(2, 'watch quiet, re-opening it', {
+    this.deps.status.countError('idle_timeout');
+    this.deps.log.debug(2, 'watch quiet, re-opening it', {
       idle: formatDuration(Math.round(idleMs)),
       resourceVersion: this.rv,
     });
@@ -620,26 +596,8 @@ class WatchRun<T extends KubeObject> {
    */
   private probeAhead(): void {
     const rv = this.rv;
-    if (this.stopped || rv === undefined || this.probe) return;
-    const ac = new AbortController();
-    this.probe = ac;
-    let pending: Promise<List<unknown>>;
-    try {
-      pending = this.transport.list(
-        {
-          limit: 1,
-          resourceVersion: rv,
-          resourceVersionMatch: 'NotOlderThan',
-          timeoutMs: this.t.listTimeoutMs,
-        },
-        ac.signal,
-      );
-    } catch (err) {
-      pending = Promise.reject(err);
-    }
-    const done = (err?: unknown) => {
-      if (this.probe !== ac) return;
-      this.probe = undefined;
+    if (this.stopped || rv === undefined) return;
+    this.probe.ask(rv, (err) => {
       if (this.stopped || this.rv !== rv || classifyError(err) !== TOO_LARGE) return;
       this.fail(
         new WatchError(
@@ -648,46 +606,40 @@ class WatchRun<T extends KubeObject> {
         ),
         'watch',
       );
-    };
-    pending.then(() => done(), done);
+    });
   }
 
   // ---------------------------------------------------------------- failures
 
   private markHealthy(now: number): void {
-    this.status.setConnected(true, now);
-    if (this.healthySince === undefined) this.healthySince = now;
+    this.deps.status.setConnected(true, now);
+    this.retries.healthy(now);
   }
 
   private fail(err: unknown, phase: Phase): void {
     if (this.stopped) return;
     const epoch = ++this.epoch;
     this.release();
-    const now = this.scheduler.now();
+    const now = this.now();
     const reason = classifyError(err);
-    this.status.failed(reason, now);
-    const b = this.t.backoff;
-    if (this.healthySince !== undefined && now - this.healthySince >= b.resetAfterMs) this.attempts = 0;
-    this.healthySince = undefined;
+    const { status, tuning } = this.deps;
+    status.failed(reason, now);
     // The server no longer has our resourceVersion (410), or has not reached it: relist.
     const gone = reason === 'gone' || reason === TOO_LARGE || reason === REWOUND;
-    // The first of these after anything else relists at once; repeated ones back off.
-    let delay = gone && this.lastReason !== reason ? 0 : backoffDelay(this.attempts, b, this.random);
-    this.attempts++;
-    this.lastReason = reason;
+    let delay = this.retries.failed(reason, gone, now);
     const retryAfter = retryAfterMs(err);
-    if (retryAfter !== undefined) delay = Math.max(delay, Math.min(retryAfter, this.t.maxRetryAfterMs));
+    if (retryAfter !== undefined) delay = Math.max(delay, Math.min(retryAfter, tuning.maxRetryAfterMs));
     const relist = gone || phase === 'list' || this.rv === undefined;
     if (gone) this.rv = undefined;
     // Every watch of this server holds a resourceVersion of the lost history: they relist too.
-    if (reason === TOO_LARGE) this.rewind?.raise(this.resource);
-    this.log.warn('watch failed', {
+    if (reason === TOO_LARGE) this.deps.rewind?.raise(this.deps.resource);
+    this.deps.log.warn('watch failed', {
       reason,
       phase,
       err,
       next: relist ? 'list' : 'watch',
       retryIn: formatDuration(Math.round(delay)),
-      attempt: this.attempts,
+      attempt: this.retries.attempts,
     });
     this.timer = this.after(delay, () => {
       if (epoch !== this.epoch) return;
@@ -721,9 +673,9 @@ export function rawWatch<T extends KubeObject>(
   status: WatchStatus,
   log: Logger,
 ): Observable<WatchEvent<T>> {
-  const tuning = resolveTuning(opts.tuning);
+  const deps = resolveDeps(opts, status, log);
   return new Observable<WatchEvent<T>>((subscriber) => {
-    const run = new WatchRun(opts, status, log, tuning, subscriber);
+    const run = new WatchRun(deps, subscriber);
     run.start();
     return () => run.stop();
   });
