@@ -1,11 +1,12 @@
 import { EventEmitter } from 'node:events';
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, type WriteStream } from 'node:fs';
 import path from 'node:path';
 import { systemClock } from '../clock/clock.js';
 import { formatDuration } from '../clock/duration.js';
 import { DEMO_FLAGS, helpText, loadConfig, parseArgs } from '../config/index.js';
 import { SimulatedFleet } from '../fleet/fleet.js';
 import { readyStatus } from '../health/index.js';
+import type { KubeClient } from '../kube/client.js';
 import { LocalControlPlane } from '../localcluster/control-plane.js';
 import { createLogger } from '../log/logger.js';
 import { COMPONENT_NAME } from '../names/index.js';
@@ -34,6 +35,33 @@ interface Step {
 /** How long, past what the controller itself waits for, the demo allows each outcome to show. */
 const SLACK_MS = 10_000;
 
+/** What one demo run is given: the flags' values and where to write. */
+interface DemoSettings {
+  nodeCount: number;
+  durationMs: number;
+  graceMs: number;
+  say: (s: string) => void;
+}
+
+/** The running parts of a demo: the control plane, its fleet, the two replicas and our own view. */
+interface DemoRig {
+  cp: LocalControlPlane;
+  admin: KubeClient;
+  fleet: SimulatedFleet;
+  replicas: DemoReplica[];
+  nodes: ReturnType<typeof watchNodes>;
+  leases: ReturnType<typeof watchNodeLeases>;
+  view: FleetView;
+  logPath: string;
+  logFile: WriteStream;
+}
+
+interface DemoReplica {
+  name: string;
+  ctl: RunningController;
+  signals: EventEmitter;
+}
+
 /**
  * `demo`: starts a real local control plane (etcd + kube-apiserver, built once from the Go module
  * proxy), a simulated kubelet fleet across three zones, and two replicas of the controller under
@@ -52,11 +80,41 @@ export async function runDemo(argv: string[], env: NodeJS.ProcessEnv): Promise<n
     process.stdout.write(`${helpText('Usage: node-lifecycle-controller demo [flags]', DEMO_FLAGS)}\n`);
     return 0;
   }
-  const nodeCount = args.values.nodes as number;
-  const durationMs = args.values.duration as number;
-  const graceMs = args.values.grace as number;
-  const say = (s: string) => process.stdout.write(`${s}\n`);
+  const settings: DemoSettings = {
+    nodeCount: args.values.nodes as number,
+    durationMs: args.values.duration as number,
+    graceMs: args.values.grace as number,
+    say: (s: string) => process.stdout.write(`${s}\n`),
+  };
+  const rig = await startRig(settings, env);
+  const checks = new DemoChecks();
+  // A node is created tainted not-ready (the API server's TaintNodesByCondition admission); the
+  // controller lifts the taint once the node is Ready.
+  checks.expect(
+    recoveredExpectation(
+      0,
+      SLACK_MS + 5_000,
+      "new nodes' not-ready taints lifted: every node Ready=True and untainted",
+    ),
+  );
+  const end = await showUntilDone(settings, rig, checks, demoSteps(settings.graceMs, rig, checks));
+  const failed = checks.failed(end);
+  const { say } = settings;
+  say(`\nWhat the controller was expected to do (t+${Math.round(end / 1000)}s):`);
+  for (const line of formatResults(checks.results(end))) say(line);
+  const noExecute = checks.noExecuteTainted;
+  say(
+    `  (${UNREACHABLE_NOEXECUTE} on ${noExecute.length ? noExecute.join(', ') : 'no node'}: admitted per zone by the eviction rate limits, not checked)`,
+  );
+  say(failed ? `Demo FAILED: see the controller logs in ${rig.logPath}` : 'Demo checks passed.');
+  say('Stopping...');
+  await stopRig(rig);
+  return failed ? 1 : 0;
+}
 
+/** The control plane, the fleet (renewing every grace / 8), two replicas and the view's watches. */
+async function startRig(settings: DemoSettings, env: NodeJS.ProcessEnv): Promise<DemoRig> {
+  const { say, graceMs } = settings;
   say(
     'Starting a local control plane (first run builds etcd and kube-apiserver from the Go module proxy: several minutes)...',
   );
@@ -74,7 +132,7 @@ export async function runDemo(argv: string[], env: NodeJS.ProcessEnv): Promise<n
 
   const renewMs = Math.max(500, Math.round(graceMs / 8));
   const fleet = await SimulatedFleet.start(admin, {
-    nodes: nodeCount,
+    nodes: settings.nodeCount,
     namePrefix: 'node-',
     podsPerNode: 1,
     timing: { renewIntervalMs: renewMs, statusUpdateIntervalMs: Math.max(1000, renewMs * 2) },
@@ -82,39 +140,10 @@ export async function runDemo(argv: string[], env: NodeJS.ProcessEnv): Promise<n
 
   // Two replicas of the controller in this process, each with its own client, metrics and lease identity.
   const logFile = createWriteStream(logPath, { flags: 'a' });
-  const replicas: { name: string; ctl: RunningController; signals: EventEmitter }[] = [];
-  const startReplica = async (name: string, port: number) => {
-    const flags = [
-      `--kubeconfig=${cp.kubeconfigPath}`,
-      `--node-monitor-grace-period=${formatDuration(graceMs)}`,
-      `--node-startup-grace-period=${formatDuration(graceMs * 2)}`,
-      `--watch-silence-threshold=${formatDuration(Math.floor((graceMs * 2) / 3))}`,
-      '--leader-elect-resource-namespace=nlc-system',
-      '--leader-elect-lease-duration=6s',
-      '--leader-elect-renew-deadline=4s',
-      '--leader-elect-retry-period=1s',
-      `--metrics-bind-address=127.0.0.1:${port}`,
-      // Local use: plain HTTP without authentication, so `curl` can read it.
-      '--metrics-secure=false',
-      `--health-probe-bind-address=127.0.0.1:${port + 1}`,
-    ];
-    const { config } = loadConfig(flags, { POD_NAME: name, POD_NAMESPACE: 'nlc-system' }, name);
-    const logger = createLogger({ format: 'json', write: (l) => logFile.write(`${l}\n`) }).with({
-      replica: name,
-    });
-    const signals = new EventEmitter();
-    const ctl = await runController({
-      config,
-      logger,
-      env: {},
-      build: buildInfo(),
-      exit: (code) => logger.info('Replica would exit', { code }),
-      signals,
-    });
-    replicas.push({ name, ctl, signals });
-  };
-  await startReplica('replica-a', 18080);
-  await startReplica('replica-b', 18090);
+  const replicas = [
+    await startReplica('replica-a', 18080, cp, graceMs, logFile),
+    await startReplica('replica-b', 18090, cp, graceMs, logFile),
+  ];
 
   const clock = systemClock;
   const nodes = watchNodes({ client: admin, clock });
@@ -122,25 +151,55 @@ export async function runDemo(argv: string[], env: NodeJS.ProcessEnv): Promise<n
   const view = new FleetView(clock, nodes, leases);
   nodes.start();
   leases.start();
+  return { cp, admin, fleet, replicas, nodes, leases, view, logPath, logFile };
+}
 
-  const t0 = performance.now();
-  const zoneA = fleet.inZone('zone-a');
-  const zoneB = fleet.inZone('zone-b');
+/** One replica of the controller in this process: its own flags, client, metrics, identity and log. */
+async function startReplica(
+  name: string,
+  port: number,
+  cp: LocalControlPlane,
+  graceMs: number,
+  logFile: WriteStream,
+): Promise<DemoReplica> {
+  const flags = [
+    `--kubeconfig=${cp.kubeconfigPath}`,
+    `--node-monitor-grace-period=${formatDuration(graceMs)}`,
+    `--node-startup-grace-period=${formatDuration(graceMs * 2)}`,
+    `--watch-silence-threshold=${formatDuration(Math.floor((graceMs * 2) / 3))}`,
+    '--leader-elect-resource-namespace=nlc-system',
+    '--leader-elect-lease-duration=6s',
+    '--leader-elect-renew-deadline=4s',
+    '--leader-elect-retry-period=1s',
+    `--metrics-bind-address=127.0.0.1:${port}`,
+    // Local use: plain HTTP without authentication, so `curl` can read it.
+    '--metrics-secure=false',
+    `--health-probe-bind-address=127.0.0.1:${port + 1}`,
+  ];
+  const { config } = loadConfig(flags, { POD_NAME: name, POD_NAMESPACE: 'nlc-system' }, name);
+  const logger = createLogger({ format: 'json', write: (l) => logFile.write(`${l}\n`) }).with({
+    replica: name,
+  });
+  const signals = new EventEmitter();
+  const ctl = await runController({
+    config,
+    logger,
+    env: {},
+    build: buildInfo(),
+    exit: (code) => logger.info('Replica would exit', { code }),
+    signals,
+  });
+  return { name, ctl, signals };
+}
+
+/** The script: which heartbeats stop when, and what each step expects of the controller. */
+function demoSteps(graceMs: number, rig: DemoRig, checks: DemoChecks): Step[] {
+  const zoneA = rig.fleet.inZone('zone-a');
+  const zoneB = rig.fleet.inZone('zone-b');
   const [a0, a1] = [zoneA[0]!, zoneA[1]!];
   const [b0, b1] = [zoneB[0]!, zoneB[1]!];
-  const checks = new DemoChecks();
-  // A node is created tainted not-ready (the API server's TaintNodesByCondition admission); the
-  // controller lifts the taint once the node is Ready.
-  checks.expect(
-    recoveredExpectation(
-      0,
-      SLACK_MS + 5_000,
-      "new nodes' not-ready taints lifted: every node Ready=True and untainted",
-    ),
-  );
-  const notes: string[] = [];
   const s = (sec: number) => sec * 1000;
-  const steps: Step[] = [
+  return [
     {
       at: s(5),
       note: `stop heartbeats of ${a0.name} and ${a1.name} (zone-a)`,
@@ -172,8 +231,8 @@ export async function runDemo(argv: string[], env: NodeJS.ProcessEnv): Promise<n
       at: s(12) + graceMs * 3,
       note: `the leader shuts down; the other replica takes over`,
       run: async (now) => {
-        const leader = view.lock?.holder;
-        const r = replicas.find((x) => x.name === leader) ?? replicas[0];
+        const leader = rig.view.lock?.holder;
+        const r = rig.replicas.find((x) => x.name === leader) ?? rig.replicas[0];
         if (!r) return;
         r.signals.emit('SIGTERM');
         // A clean release hands over at once; otherwise the lease must expire first.
@@ -190,6 +249,20 @@ export async function runDemo(argv: string[], env: NodeJS.ProcessEnv): Promise<n
       },
     },
   ];
+}
+
+/**
+ * Runs the steps on time and shows the fleet every second (redrawn on a terminal, every 5 s
+ * otherwise) until --duration or Ctrl-C; returns the time it stopped (ms since it began).
+ */
+async function showUntilDone(
+  settings: DemoSettings,
+  rig: DemoRig,
+  checks: DemoChecks,
+  steps: Step[],
+): Promise<number> {
+  const { nodeCount, graceMs, durationMs } = settings;
+  const { view, nodes, admin } = rig;
   const snapshot = (): DemoSnapshot => ({
     nodes: [...nodes.store.values()].map((n) => ({
       name: n.metadata.name,
@@ -198,7 +271,8 @@ export async function runDemo(argv: string[], env: NodeJS.ProcessEnv): Promise<n
     })),
     leader: view.lock?.holder,
   });
-
+  const t0 = performance.now();
+  const notes: string[] = [];
   const tty = process.stdout.isTTY === true;
   let stop = false;
   const onSig = () => {
@@ -235,22 +309,15 @@ export async function runDemo(argv: string[], env: NodeJS.ProcessEnv): Promise<n
   }
   process.off('SIGINT', onSig);
   process.off('SIGTERM', onSig);
-  const end = performance.now() - t0;
-  const failed = checks.failed(end);
-  say(`\nWhat the controller was expected to do (t+${Math.round(end / 1000)}s):`);
-  for (const line of formatResults(checks.results(end))) say(line);
-  const noExecute = checks.noExecuteTainted;
-  say(
-    `  (${UNREACHABLE_NOEXECUTE} on ${noExecute.length ? noExecute.join(', ') : 'no node'}: admitted per zone by the eviction rate limits, not checked)`,
-  );
-  say(failed ? `Demo FAILED: see the controller logs in ${logPath}` : 'Demo checks passed.');
-  say('Stopping...');
-  nodes.stop();
-  leases.stop();
-  fleet.stop();
-  await Promise.all(replicas.map((r) => r.ctl.shutdown('demo over')));
-  admin.close();
-  logFile.end();
-  await cp.stop();
-  return failed ? 1 : 0;
+  return performance.now() - t0;
+}
+
+async function stopRig(rig: DemoRig): Promise<void> {
+  rig.nodes.stop();
+  rig.leases.stop();
+  rig.fleet.stop();
+  await Promise.all(rig.replicas.map((r) => r.ctl.shutdown('demo over')));
+  rig.admin.close();
+  rig.logFile.end();
+  await rig.cp.stop();
 }

@@ -68,24 +68,9 @@ export async function runStatus(argv: string[], env: KubeconfigEnv): Promise<num
     process.stdout.write(`${helpText('Usage: node-lifecycle-controller status [flags]', STATUS_FLAGS)}\n`);
     return 0;
   }
-  let kube: KubeconfigResolution;
-  let client: KubeClient;
-  try {
-    kube = resolveKubeconfig({
-      flag: (args.values.kubeconfig as string) || undefined,
-      env,
-      homeDir: homeDirectory(),
-      processEnv: env as NodeJS.ProcessEnv,
-      proxyEnv: proxyEnvOf(env as Record<string, string | undefined>),
-    });
-    client = await KubeClient.fromCredentials(await kube.credentials(), {
-      userAgent: `${COMPONENT_NAME}/status`,
-    });
-  } catch (err) {
-    if (!(err instanceof KubeconfigError)) throw err;
-    console.error(`error: ${err.message}`);
-    return 2;
-  }
+  const connected = await connect(args, env);
+  if (typeof connected === 'number') return connected;
+  const { kube, client } = connected;
   const timeoutMs = args.values.timeout as number;
   const started = performance.now();
   // One bounded request first: an address where nothing listens, or something that never answers,
@@ -108,38 +93,79 @@ export async function runStatus(argv: string[], env: KubeconfigEnv): Promise<num
   };
   nodes.start();
   leases.start();
-  const left = Math.max(1, timeoutMs - (performance.now() - started));
-  const synced = await within(
-    Promise.all([nodes.whenSynced(), leases.whenSynced()]).then(() => true),
-    left,
-  );
-  if (!synced) {
-    const pending = [nodes, leases]
-      .map((w) => w.health())
-      .filter((h) => !h.synced)
-      .map((h) => `${h.resource}${h.lastError ? ` (last error: ${h.lastError})` : ''}`);
-    console.error(
-      `error: the API server ${kube.server} answered, but the list of ${pending.join(' and ')} did not ` +
-        `complete within ${formatDuration(timeoutMs)} (timed out)`,
-    );
+  const problem = await syncProblem(kube.server, [nodes, leases], timeoutMs, started);
+  if (problem) {
+    console.error(`error: ${problem}`);
     stop();
     return 1;
   }
-  const lock = args.values.lock as string;
-  const maxRows = args.values['max-rows'] as number;
   const title = `node-lifecycle-controller status: ${kube.server} (kubeconfig from ${kube.source})`;
-  const refresh = () => view.refreshReplicas(client, lock).catch(() => undefined);
+  const shown = { view, title, maxRows: args.values['max-rows'] as number };
+  const refresh = () => view.refreshReplicas(client, args.values.lock as string).catch(() => undefined);
   await refresh();
-  if (!args.values.watch) {
-    process.stdout.write(`${view.render({ title, maxRows })}\n`);
-    stop();
-    return 0;
+  if (args.values.watch) await showUntilSignal(shown, refresh);
+  else process.stdout.write(`${view.render({ title, maxRows: shown.maxRows })}\n`);
+  stop();
+  return 0;
+}
+
+/** The kubeconfig and a client, or exit code 2 after one line naming the problem. */
+async function connect(
+  args: ReturnType<typeof parseArgs>,
+  env: KubeconfigEnv,
+): Promise<{ kube: KubeconfigResolution; client: KubeClient } | number> {
+  try {
+    const kube = resolveKubeconfig({
+      flag: (args.values.kubeconfig as string) || undefined,
+      env,
+      homeDir: homeDirectory(),
+      processEnv: env as NodeJS.ProcessEnv,
+      proxyEnv: proxyEnvOf(env as Record<string, string | undefined>),
+    });
+    const client = await KubeClient.fromCredentials(await kube.credentials(), {
+      userAgent: `${COMPONENT_NAME}/status`,
+    });
+    return { kube, client };
+  } catch (err) {
+    if (!(err instanceof KubeconfigError)) throw err;
+    console.error(`error: ${err.message}`);
+    return 2;
   }
+}
+
+/** Waits for both lists within what is left of --timeout; what did not complete, or undefined. */
+async function syncProblem(
+  server: string,
+  watches: readonly (ReturnType<typeof watchNodes> | ReturnType<typeof watchNodeLeases>)[],
+  timeoutMs: number,
+  started: number,
+): Promise<string | undefined> {
+  const left = Math.max(1, timeoutMs - (performance.now() - started));
+  const synced = await within(
+    Promise.all(watches.map((w) => w.whenSynced())).then(() => true),
+    left,
+  );
+  if (synced) return undefined;
+  const pending = watches
+    .map((w) => w.health())
+    .filter((h) => !h.synced)
+    .map((h) => `${h.resource}${h.lastError ? ` (last error: ${h.lastError})` : ''}`);
+  return (
+    `the API server ${server} answered, but the list of ${pending.join(' and ')} did not ` +
+    `complete within ${formatDuration(timeoutMs)} (timed out)`
+  );
+}
+
+/** --watch: redraws every second (replicas every two) until SIGINT or SIGTERM. */
+async function showUntilSignal(
+  shown: { view: FleetView; title: string; maxRows: number },
+  refresh: () => Promise<unknown>,
+): Promise<void> {
   const tty = process.stdout.isTTY === true;
   let tick = 0;
   const timer = setInterval(() => {
     if (++tick % 2 === 0) void refresh();
-    const text = view.render({ title, maxRows, colour: tty });
+    const text = shown.view.render({ title: shown.title, maxRows: shown.maxRows, colour: tty });
     process.stdout.write(tty ? `\x1b[H\x1b[2J${text}\n` : `${text}\n\n`);
   }, 1000);
   await new Promise<void>((resolve) => {
@@ -147,6 +173,4 @@ export async function runStatus(argv: string[], env: KubeconfigEnv): Promise<num
     process.once('SIGTERM', resolve);
   });
   clearInterval(timer);
-  stop();
-  return 0;
 }
