@@ -28,16 +28,8 @@ export class WatchStatus {
   private readonly scheduler: SchedulerLike;
   private readonly emitIntervalMs: number;
   private readonly subject: BehaviorSubject<WatchHealth>;
-  private connectedFlag = false;
-  private syncedFlag = false;
-  private listingFlag = false;
-  private lastEvent: number | undefined;
-  private lastContact: number | undefined;
-  private sinceAt: number;
-  private reconnectCount = 0;
-  private relistCount = 0;
-  private lastErrorReason: string | undefined;
-  private lastErrorTime: number | undefined;
+  /** The state health$ publishes (a copy of it, with the resource, on each emit). */
+  private readonly state: { -readonly [K in keyof Omit<WatchHealth, 'resource'>]: WatchHealth[K] };
   private lastEmitAt: number;
   private readonly startedAt: number;
 
@@ -50,46 +42,45 @@ export class WatchStatus {
     this.emitIntervalMs = opts.emitIntervalMs ?? 1000;
     const now = scheduler.now();
     this.startedAt = now;
-    this.sinceAt = now;
+    this.state = {
+      connected: false,
+      synced: false,
+      listing: false,
+      lastEventAt: undefined,
+      since: now,
+      lastContactAt: undefined,
+      reconnects: 0,
+      relists: 0,
+      lastError: undefined,
+      lastErrorAt: undefined,
+    };
     this.lastEmitAt = now;
     this.subject = new BehaviorSubject<WatchHealth>(this.snapshot());
     this.health$ = isolateConsumers(this.subject.asObservable(), () => this.countError('subscriber'));
   }
 
   snapshot(): WatchHealth {
-    return {
-      resource: this.resource,
-      connected: this.connectedFlag,
-      synced: this.syncedFlag,
-      listing: this.listingFlag,
-      lastEventAt: this.lastEvent,
-      since: this.sinceAt,
-      lastContactAt: this.lastContact,
-      reconnects: this.reconnectCount,
-      relists: this.relistCount,
-      lastError: this.lastErrorReason,
-      lastErrorAt: this.lastErrorTime,
-    };
+    return { resource: this.resource, ...this.state };
   }
 
   get connected(): boolean {
-    return this.connectedFlag;
+    return this.state.connected;
   }
   get synced(): boolean {
-    return this.syncedFlag;
+    return this.state.synced;
   }
   get lastEventAt(): number | undefined {
-    return this.lastEvent;
+    return this.state.lastEventAt;
   }
   get reconnects(): number {
-    return this.reconnectCount;
+    return this.state.reconnects;
   }
   get relists(): number {
-    return this.relistCount;
+    return this.state.relists;
   }
   /** Seconds since the last data (or since the stream started, before any). */
   secondsSinceLastEvent(now = this.scheduler.now()): number {
-    return Math.max(0, (now - (this.lastEvent ?? this.startedAt)) / 1000);
+    return Math.max(0, (now - (this.state.lastEventAt ?? this.startedAt)) / 1000);
   }
   errorCount(reason: string): number {
     return this.errors.get(reason) ?? 0;
@@ -99,53 +90,53 @@ export class WatchStatus {
 
   /** Data arrived (watch events or a list page). Cheap: called once per chunk. */
   noteData(now: number): void {
-    this.lastEvent = now;
-    this.lastContact = now;
+    this.state.lastEventAt = now;
+    this.state.lastContactAt = now;
     if (now - this.lastEmitAt >= this.emitIntervalMs) this.emit(now);
   }
 
   /** The server accepted a watch (response headers): caught up as of now. */
   noteContact(now: number): void {
-    this.lastContact = now;
+    this.state.lastContactAt = now;
   }
 
   setConnected(connected: boolean, now: number): void {
-    if (this.connectedFlag === connected) return;
-    this.connectedFlag = connected;
-    this.sinceAt = now;
+    if (this.state.connected === connected) return;
+    this.state.connected = connected;
+    this.state.since = now;
     this.emit(now);
   }
 
   setListing(listing: boolean, now: number): void {
-    if (this.listingFlag === listing) return;
-    this.listingFlag = listing;
+    if (this.state.listing === listing) return;
+    this.state.listing = listing;
     this.emit(now);
   }
 
   setSynced(now: number): void {
-    if (this.syncedFlag) return;
-    this.syncedFlag = true;
+    if (this.state.synced) return;
+    this.state.synced = true;
     this.emit(now);
   }
 
   countReconnect(now: number): void {
-    this.reconnectCount++;
+    this.state.reconnects++;
     this.emit(now);
   }
 
   countRelist(now: number): void {
-    this.relistCount++;
+    this.state.relists++;
     this.emit(now);
   }
 
   /** Counts a failure of the stream: not connected any more until the next success. */
   failed(reason: string, now: number): void {
     this.countError(reason);
-    this.lastErrorReason = reason;
-    this.lastErrorTime = now;
-    if (this.connectedFlag) {
-      this.connectedFlag = false;
-      this.sinceAt = now;
+    this.state.lastError = reason;
+    this.state.lastErrorAt = now;
+    if (this.state.connected) {
+      this.state.connected = false;
+      this.state.since = now;
     }
     this.emit(now);
   }
