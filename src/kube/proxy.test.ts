@@ -1,11 +1,12 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { KubeClient, KubeTransportError } from './client.js';
 import { KubeconfigError, resolveKubeconfig } from './kubeconfig.js';
-import { type ProxyEnv, parseProxyUrl, proxyFromEnvironment, redactProxy } from './proxy.js';
+import { connectTunnel, type ProxyEnv, parseProxyUrl, proxyFromEnvironment, redactProxy } from './proxy.js';
 import { startConnectProxy, type TestProxy } from './testing/connect-proxy.js';
 import { loopbackServerPki } from './testing/pki.js';
 import { loopbackServer, type StubServer, startStubServer } from './testing.js';
@@ -327,4 +328,80 @@ describe('KubeClient and an API server on https://[::1]:PORT', () => {
       client.close();
     }
   });
+});
+
+describe('connectTunnel: what a proxy answers to CONNECT', () => {
+  /** A raw TCP "proxy" that reads the CONNECT request, then does `answer` with the socket. */
+  async function rawProxy(
+    answer: (socket: net.Socket, request: string) => void,
+  ): Promise<{ url: URL; close(): void }> {
+    const server = net.createServer((socket) => {
+      let got = '';
+      socket.on('data', (d) => {
+        got += d.toString('latin1');
+        if (got.includes('\r\n\r\n')) answer(socket, got);
+      });
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    const port = (server.address() as net.AddressInfo).port;
+    return { url: new URL(`http://u:p%40ss@127.0.0.1:${port}`), close: () => server.close() };
+  }
+  const tunnel = (proxy: URL) => connectTunnel({ proxy, host: 'api.nlc.test', port: 6443, timeoutMs: 5_000 });
+
+  it('a 200 gives the socket, with any bytes after the answer still to be read; the request carries the credentials', async () => {
+    let request = '';
+    const p = await rawProxy((s, req) => {
+      request = req;
+      s.write('HTTP/1.1 200 Connection established\r\n\r\nEARLY');
+    });
+    try {
+      const socket = await tunnel(p.url);
+      await new Promise((r) => setTimeout(r, 50)); // the caller may start reading later
+      const first = await new Promise<string>((r) =>
+        socket.once('data', (d: Buffer) => r(d.toString())).resume(),
+      );
+      socket.destroy();
+      expect(first).toBe('EARLY');
+      expect(request).toBe(
+        `CONNECT api.nlc.test:6443 HTTP/1.1\r\nHost: api.nlc.test:6443\r\nProxy-Authorization: Basic ${Buffer.from('u:p@ss').toString('base64')}\r\n\r\n`,
+      );
+    } finally {
+      p.close();
+    }
+  });
+
+  it.each([
+    [
+      'closes before answering',
+      (s: net.Socket) => s.end(),
+      /closed the connection before answering CONNECT/,
+      'ECONNRESET',
+    ],
+    [
+      'answers something that is not HTTP',
+      (s: net.Socket) => s.write('SSH-2.0-x\r\n\r\n'),
+      /refused CONNECT to api\.nlc\.test:6443: not an HTTP answer/,
+      'EPROXY',
+    ],
+    [
+      'answers 16 KiB without an end of headers',
+      (s: net.Socket) => s.write(`HTTP/1.1 200 OK\r\n${'x'.repeat(17 * 1024)}`),
+      /CONNECT answer too long/,
+      'EPROXY',
+    ],
+  ])(
+    'a proxy that %s: refused, named (password masked), with a code',
+    async (_what, answer, message, code) => {
+      const p = await rawProxy(answer);
+      try {
+        const err = (await tunnel(p.url).catch((e: unknown) => e)) as NodeJS.ErrnoException;
+        expect(err.message).toMatch(message);
+        expect(err.message).toContain(`proxy http://u:xxxxx@127.0.0.1:${p.url.port}`);
+        expect(err.code).toBe(code);
+      } finally {
+        p.close();
+      }
+    },
+  );
 });

@@ -247,20 +247,11 @@ export function connectTunnel(opts: {
   timeoutMs: number;
 }): Promise<net.Socket> {
   const { proxy } = opts;
-  const proxyPort = Number(proxy.port || (proxy.protocol === 'https:' ? 443 : 80));
-  const proxyHost = proxy.hostname.replace(/^\[(.*)\]$/, '$1');
   const authority = authorityOf(opts.host, opts.port);
+  const problem = (message: string, code: string) =>
+    Object.assign(new Error(`proxy ${redactProxy(proxy)}${message}`), { code });
   return new Promise((resolve, reject) => {
-    const socket: net.Socket =
-      proxy.protocol === 'https:'
-        ? tls.connect({
-            host: proxyHost,
-            port: proxyPort,
-            servername: net.isIP(proxyHost) ? undefined : proxyHost,
-            ca: opts.proxyCa ? [...tls.rootCertificates, opts.proxyCa.toString('utf8')] : undefined,
-          })
-        : net.connect({ host: proxyHost, port: proxyPort });
-    boundSetUp(socket, authorityOf(proxyHost, proxyPort), proxy.protocol === 'https:');
+    const socket = proxySocket(proxy, opts.proxyCa);
     let done = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const fail = (err: Error) => {
@@ -271,77 +262,72 @@ export function connectTunnel(opts: {
       reject(err);
     };
     socket.once('error', (err) =>
-      fail(
-        Object.assign(new Error(`proxy ${redactProxy(proxy)}: ${err.message}`), {
-          code: (err as NodeJS.ErrnoException).code ?? 'EPROXY',
-        }),
-      ),
+      fail(problem(`: ${err.message}`, (err as NodeJS.ErrnoException).code ?? 'EPROXY')),
     );
     socket.once('close', () =>
-      fail(
-        Object.assign(
-          new Error(`proxy ${redactProxy(proxy)} closed the connection before answering CONNECT`),
-          { code: 'ECONNRESET' },
-        ),
-      ),
+      fail(problem(' closed the connection before answering CONNECT', 'ECONNRESET')),
     );
     const onConnect = () => {
-      const lines = [`CONNECT ${authority} HTTP/1.1`, `Host: ${authority}`];
-      if (proxy.username || proxy.password) {
-        const user = decodeURIComponent(proxy.username);
-        const pass = decodeURIComponent(proxy.password);
-        lines.push(`Proxy-Authorization: Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}`);
-      }
-      socket.write(`${lines.join('\r\n')}\r\n\r\n`);
+      socket.write(connectRequest(proxy, authority));
       timer = setTimeout(
-        () =>
-          fail(
-            Object.assign(
-              new Error(
-                `proxy ${redactProxy(proxy)}: no CONNECT answer within ${formatDuration(opts.timeoutMs)}`,
-              ),
-              { code: 'ETIMEDOUT' },
-            ),
-          ),
+        () => fail(problem(`: no CONNECT answer within ${formatDuration(opts.timeoutMs)}`, 'ETIMEDOUT')),
         timerDelay(opts.timeoutMs),
       );
     };
-    if (proxy.protocol === 'https:') socket.once('secureConnect', onConnect);
-    else socket.once('connect', onConnect);
+    socket.once(proxy.protocol === 'https:' ? 'secureConnect' : 'connect', onConnect);
     let head = Buffer.alloc(0);
     const onData = (chunk: Buffer) => {
       head = Buffer.concat([head, chunk]);
       const end = head.indexOf('\r\n\r\n');
       if (end < 0) {
-        if (head.length > 16 * 1024)
-          fail(
-            Object.assign(new Error(`proxy ${redactProxy(proxy)}: CONNECT answer too long`), {
-              code: 'EPROXY',
-            }),
-          );
+        if (head.length > 16 * 1024) fail(problem(': CONNECT answer too long', 'EPROXY'));
         return;
       }
       socket.off('data', onData);
       const status = /^HTTP\/1\.[01] (\d{3})(.*)/.exec(head.subarray(0, end).toString('latin1'));
       if (status?.[1] !== '200') {
-        fail(
-          Object.assign(
-            new Error(
-              `proxy ${redactProxy(proxy)} refused CONNECT to ${authority}: ${status ? `${status[1]}${status[2]}` : 'not an HTTP answer'}`,
-            ),
-            { code: 'EPROXY' },
-          ),
-        );
+        const answer = status ? `${status[1]}${status[2]}` : 'not an HTTP answer';
+        fail(problem(` refused CONNECT to ${authority}: ${answer}`, 'EPROXY'));
         return;
       }
       done = true;
       clearTimeout(timer);
       socket.removeAllListeners('error');
       socket.removeAllListeners('close');
+      // Paused, so that bytes the proxy sent after its answer wait for the caller's reader.
+      socket.pause();
       const rest = head.subarray(end + 4);
       if (rest.length > 0) socket.unshift(rest);
       resolve(socket);
     };
     socket.on('data', onData);
   });
+}
+
+/** The connection to the proxy itself (TLS for an https:// proxy), bounded like any connection. */
+function proxySocket(proxy: URL, proxyCa: Buffer | undefined): net.Socket {
+  const secure = proxy.protocol === 'https:';
+  const port = Number(proxy.port || (secure ? 443 : 80));
+  const host = proxy.hostname.replace(/^\[(.*)\]$/, '$1');
+  const socket: net.Socket = secure
+    ? tls.connect({
+        host,
+        port,
+        servername: net.isIP(host) ? undefined : host,
+        ca: proxyCa ? [...tls.rootCertificates, proxyCa.toString('utf8')] : undefined,
+      })
+    : net.connect({ host, port });
+  boundSetUp(socket, authorityOf(host, port), secure);
+  return socket;
+}
+
+/** The CONNECT request, with Basic proxy credentials when the proxy URL carries them. */
+function connectRequest(proxy: URL, authority: string): string {
+  const lines = [`CONNECT ${authority} HTTP/1.1`, `Host: ${authority}`];
+  if (proxy.username || proxy.password) {
+    const user = decodeURIComponent(proxy.username);
+    const pass = decodeURIComponent(proxy.password);
+    lines.push(`Proxy-Authorization: Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}`);
+  }
+  return `${lines.join('\r\n')}\r\n\r\n`;
 }
