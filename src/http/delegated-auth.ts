@@ -349,37 +349,7 @@ export class DelegatedAuth {
       }
       return undefined;
     };
-    const pendingKey = `${review}\u0000${key}`;
-    const reviewing = (): Promise<T> | 'rate' | 'in_flight' => {
-      const running = this.pending.get(pendingKey) as Promise<T> | undefined;
-      if (running) return running;
-      const inFlightOk = known
-        ? this.pending.size < this.o.maxInFlight + KNOWN_IN_FLIGHT_RESERVE
-        : this.pendingUnknown < this.o.maxInFlight;
-      if (!inFlightOk) return 'in_flight';
-      if (!this.budget.take(this.now(), known)) return 'rate';
-      const started = this.now();
-      if (!known) this.pendingUnknown++;
-      const p = fetch()
-        .then((v) => {
-          this.answered(caches, key, v, ttl(v), allows(v));
-          m.reviews.inc({ review, result: allows(v) ? 'allowed' : 'denied' });
-          return v;
-        })
-        .catch((err: unknown) => {
-          this.unreachable = unreachable(err);
-          m.reviews.inc({ review, result: 'error' });
-          this.logError(review, err);
-          throw err;
-        })
-        .finally(() => {
-          m.reviewDuration.observe({ review }, (this.now() - started) / 1000);
-          this.pending.delete(pendingKey);
-          if (!known) this.pendingUnknown--;
-        });
-      this.pending.set(pendingKey, p);
-      return p;
-    };
+    const reviewing = () => this.review(review, caches, key, fetch, ttl, allows, known);
     if (this.unreachable) {
       const s = stale();
       if (s) {
@@ -412,6 +382,51 @@ export class DelegatedAuth {
       }
       return { code: 503, reason: `${review} failed: ${(err as Error).message}` };
     }
+  }
+
+  /**
+   * The review of `key` running now (shared by concurrent callers), a new one, or why none may
+   * start: 'in_flight' (too many running; answers we know have a reserve) or 'rate' (the budget).
+   */
+  private review<T>(
+    review: ReviewKind,
+    caches: Caches<T>,
+    key: string,
+    fetch: () => Promise<T>,
+    ttl: (v: T) => number,
+    allows: (v: T) => boolean,
+    known: boolean,
+  ): Promise<T> | 'rate' | 'in_flight' {
+    const m = this.d.metrics;
+    const pendingKey = `${review}\u0000${key}`;
+    const running = this.pending.get(pendingKey) as Promise<T> | undefined;
+    if (running) return running;
+    const inFlightOk = known
+      ? this.pending.size < this.o.maxInFlight + KNOWN_IN_FLIGHT_RESERVE
+      : this.pendingUnknown < this.o.maxInFlight;
+    if (!inFlightOk) return 'in_flight';
+    if (!this.budget.take(this.now(), known)) return 'rate';
+    const started = this.now();
+    if (!known) this.pendingUnknown++;
+    const p = fetch()
+      .then((v) => {
+        this.answered(caches, key, v, ttl(v), allows(v));
+        m.reviews.inc({ review, result: allows(v) ? 'allowed' : 'denied' });
+        return v;
+      })
+      .catch((err: unknown) => {
+        this.unreachable = unreachable(err);
+        m.reviews.inc({ review, result: 'error' });
+        this.logError(review, err);
+        throw err;
+      })
+      .finally(() => {
+        m.reviewDuration.observe({ review }, (this.now() - started) / 1000);
+        this.pending.delete(pendingKey);
+        if (!known) this.pendingUnknown--;
+      });
+    this.pending.set(pendingKey, p);
+    return p;
   }
 
   /**
