@@ -289,32 +289,9 @@ function validateSelector(c: Collector, raw: unknown, base: string): LabelSelect
   let ok = true;
   const selector: LabelSelector = {};
   if (raw.matchLabels !== undefined) {
-    const ml = raw.matchLabels;
-    if (!isObject(ml)) {
-      c.error(`${path}.matchLabels`, 'matchLabels', ml, 'must be an object of label key -> value strings');
-      ok = false;
-    } else {
-      const labels: Record<string, string> = {};
-      for (const [k, v] of Object.entries(ml)) {
-        const kp = labelKeyProblem(k);
-        if (kp) {
-          c.error(`${path}.matchLabels`, 'matchLabels', k, `invalid label key: ${kp}`);
-          ok = false;
-        }
-        if (typeof v !== 'string') {
-          c.error(`${path}.matchLabels.${k}`, k, v, 'label value must be a string');
-          ok = false;
-          continue;
-        }
-        const vp = labelValueProblem(v);
-        if (vp) {
-          c.error(`${path}.matchLabels.${k}`, k, v, `invalid label value: ${vp}`);
-          ok = false;
-        }
-        labels[k] = v;
-      }
-      selector.matchLabels = labels;
-    }
+    const labels = validateMatchLabels(c, raw.matchLabels, `${path}.matchLabels`);
+    if (labels.ok) selector.matchLabels = labels.value;
+    ok &&= labels.ok;
   }
   if (raw.matchExpressions !== undefined) {
     const me = raw.matchExpressions;
@@ -329,64 +306,98 @@ function validateSelector(c: Collector, raw: unknown, base: string): LabelSelect
     } else {
       const reqs: LabelSelectorRequirement[] = [];
       me.forEach((r: unknown, i) => {
-        const rp = `${path}.matchExpressions[${i}]`;
-        if (!isObject(r)) {
-          c.error(rp, `matchExpressions[${i}]`, r, 'must be an object {key, operator, values?}');
-          ok = false;
-          return;
-        }
-        unknownFields(c, r, REQUIREMENT_FIELDS, rp);
-        const { key, operator, values } = r;
-        if (typeof key !== 'string' || labelKeyProblem(key)) {
-          c.error(
-            `${rp}.key`,
-            'key',
-            key,
-            typeof key === 'string'
-              ? `invalid label key: ${labelKeyProblem(key)}`
-              : 'must be a label key string',
-          );
-          ok = false;
-        }
-        if (typeof operator !== 'string' || !SELECTOR_OPERATORS.includes(operator as SelectorOperator)) {
-          c.error(`${rp}.operator`, 'operator', operator, `accepted: ${SELECTOR_OPERATORS.join(', ')}`);
-          ok = false;
-          return;
-        }
-        const op = operator as SelectorOperator;
-        const needsValues = op === 'In' || op === 'NotIn';
-        if (needsValues) {
-          if (!Array.isArray(values) || values.length === 0) {
-            c.error(
-              `${rp}.values`,
-              'values',
-              values,
-              `operator ${op} needs a non-empty list of label values`,
-            );
-            ok = false;
-            return;
-          }
-          values.forEach((v: unknown, j) => {
-            const problem = typeof v !== 'string' ? 'must be a string' : labelValueProblem(v);
-            if (problem) {
-              c.error(`${rp}.values[${j}]`, `values[${j}]`, v, `invalid label value: ${problem}`);
-              ok = false;
-            }
-          });
-        } else if (values !== undefined && !(Array.isArray(values) && values.length === 0)) {
-          c.error(`${rp}.values`, 'values', values, `operator ${op} takes no values`);
-          ok = false;
-        }
-        if (ok && typeof key === 'string') {
-          const req: LabelSelectorRequirement = { key, operator: op };
-          if (needsValues) req.values = [...(values as string[])];
-          reqs.push(req);
-        }
+        const req = validateRequirement(c, r, `${path}.matchExpressions[${i}]`, i);
+        if (req) reqs.push(req);
+        else ok = false;
       });
       selector.matchExpressions = reqs;
     }
   }
   return ok ? selector : undefined;
+}
+
+/** matchLabels: label keys and values as the API server checks them; every problem reported. */
+function validateMatchLabels(
+  c: Collector,
+  ml: unknown,
+  path: string,
+): { ok: true; value: Record<string, string> } | { ok: false } {
+  if (!isObject(ml)) {
+    c.error(path, 'matchLabels', ml, 'must be an object of label key -> value strings');
+    return { ok: false };
+  }
+  let ok = true;
+  const labels: Record<string, string> = {};
+  for (const [k, v] of Object.entries(ml)) {
+    const kp = labelKeyProblem(k);
+    if (kp) {
+      c.error(path, 'matchLabels', k, `invalid label key: ${kp}`);
+      ok = false;
+    }
+    if (typeof v !== 'string') {
+      c.error(`${path}.${k}`, k, v, 'label value must be a string');
+      ok = false;
+      continue;
+    }
+    const vp = labelValueProblem(v);
+    if (vp) {
+      c.error(`${path}.${k}`, k, v, `invalid label value: ${vp}`);
+      ok = false;
+    }
+    labels[k] = v;
+  }
+  return ok ? { ok: true, value: labels } : { ok: false };
+}
+
+/** One of matchExpressions: {key, operator, values?}; undefined (problems reported) when invalid. */
+function validateRequirement(
+  c: Collector,
+  r: unknown,
+  rp: string,
+  i: number,
+): LabelSelectorRequirement | undefined {
+  if (!isObject(r)) {
+    c.error(rp, `matchExpressions[${i}]`, r, 'must be an object {key, operator, values?}');
+    return undefined;
+  }
+  unknownFields(c, r, REQUIREMENT_FIELDS, rp);
+  const { key, operator, values } = r;
+  let ok = true;
+  if (typeof key !== 'string' || labelKeyProblem(key)) {
+    c.error(
+      `${rp}.key`,
+      'key',
+      key,
+      typeof key === 'string' ? `invalid label key: ${labelKeyProblem(key)}` : 'must be a label key string',
+    );
+    ok = false;
+  }
+  if (typeof operator !== 'string' || !SELECTOR_OPERATORS.includes(operator as SelectorOperator)) {
+    c.error(`${rp}.operator`, 'operator', operator, `accepted: ${SELECTOR_OPERATORS.join(', ')}`);
+    return undefined;
+  }
+  const op = operator as SelectorOperator;
+  const needsValues = op === 'In' || op === 'NotIn';
+  if (needsValues) {
+    if (!Array.isArray(values) || values.length === 0) {
+      c.error(`${rp}.values`, 'values', values, `operator ${op} needs a non-empty list of label values`);
+      return undefined;
+    }
+    values.forEach((v: unknown, j) => {
+      const problem = typeof v !== 'string' ? 'must be a string' : labelValueProblem(v);
+      if (problem) {
+        c.error(`${rp}.values[${j}]`, `values[${j}]`, v, `invalid label value: ${problem}`);
+        ok = false;
+      }
+    });
+  } else if (values !== undefined && !(Array.isArray(values) && values.length === 0)) {
+    c.error(`${rp}.values`, 'values', values, `operator ${op} takes no values`);
+    ok = false;
+  }
+  if (!ok || typeof key !== 'string') return undefined;
+  const req: LabelSelectorRequirement = { key, operator: op };
+  if (needsValues) req.values = [...(values as string[])];
+  return req;
 }
 
 /**
@@ -436,93 +447,111 @@ function validateDocument(c: Collector, doc: unknown, bounds: PoolGraceBounds): 
   rawPools.forEach((raw: unknown, index) => {
     c.poolIndex = index;
     c.poolName = isObject(raw) && typeof raw.name === 'string' ? raw.name : undefined;
-    const base = `pools[${index}]`;
-    if (!isObject(raw)) {
-      c.error(
-        base,
-        `pools[${index}]`,
-        raw,
-        'must be an object {name, selector, nodeMonitorGracePeriod?, nodeStartupGracePeriod?}',
-      );
-      return;
-    }
-    const errorsBefore = c.errorCount;
-    unknownFields(c, raw, POOL_FIELDS, base);
-    const name = raw.name;
-    if (typeof name !== 'string' || !POOL_NAME_RE.test(name) || name.length > 63) {
-      c.error(
-        `${base}.name`,
-        'name',
-        name,
-        'accepted: 1-63 characters of [A-Za-z0-9-_.], starting and ending with an alphanumeric',
-      );
-    } else if (name === DEFAULT_POOL_NAME) {
-      c.error(
-        `${base}.name`,
-        'name',
-        name,
-        `"${DEFAULT_POOL_NAME}" is reserved for nodes that match no pool`,
-      );
-    } else if (names.has(name)) {
-      c.error(`${base}.name`, 'name', name, `duplicate pool name (also pools[${names.get(name)}])`);
-    } else {
-      names.set(name, index);
-    }
-    const selector = raw.selector === undefined ? undefined : validateSelector(c, raw.selector, base);
-    if (raw.selector === undefined) {
-      c.error(`${base}.selector`, 'selector', undefined, 'required; {} matches every node');
-    }
-    const monitorGraceMs = validateGrace(
-      c,
-      raw,
-      'nodeMonitorGracePeriod',
-      base,
-      bounds.watchSilenceThresholdMs,
-    );
-    const startupGraceMs = validateGrace(c, raw, 'nodeStartupGracePeriod', base);
-    if (raw.nodeMonitorGracePeriod === undefined && raw.nodeStartupGracePeriod === undefined) {
-      c.error(
-        `${base}.nodeMonitorGracePeriod`,
-        'nodeMonitorGracePeriod',
-        undefined,
-        'a pool must set nodeMonitorGracePeriod, nodeStartupGracePeriod or both',
-      );
-    }
-    if (c.errorCount > errorsBefore || !selector || typeof name !== 'string') return;
-
-    if (monitorGraceMs !== undefined && monitorGraceMs <= HTTP2_HEALTH_CHECK_MS) {
-      c.warn(
-        `${base}.nodeMonitorGracePeriod`,
-        'nodeMonitorGracePeriod',
-        raw.nodeMonitorGracePeriod,
-        `at or below ${formatDuration(HTTP2_HEALTH_CHECK_MS)}: client-go's HTTP/2 health check needs 30s + 15s ` +
-          'to notice a dead connection, so nodes may flap NotReady (upstream default is 50s)',
-      );
-    }
-    if (monitorGraceMs !== undefined && startupGraceMs !== undefined && startupGraceMs < monitorGraceMs) {
-      c.warn(
-        `${base}.nodeStartupGracePeriod`,
-        'nodeStartupGracePeriod',
-        raw.nodeStartupGracePeriod,
-        'shorter than nodeMonitorGracePeriod: new nodes get less time than running ones',
-      );
-    }
+    const pool = validatePool(c, raw, index, bounds, names);
+    if (!pool) return;
     if (matchAllAt) {
       c.warn(
-        `${base}.selector`,
+        `pools[${index}].selector`,
         'selector',
-        raw.selector,
+        (raw as Record<string, unknown>).selector,
         `never used: pools[${matchAllAt.index}] ${JSON.stringify(matchAllAt.name)} has an empty selector and matches every node first`,
       );
     }
-    const pool: NodePool = { name, index, selector };
-    if (monitorGraceMs !== undefined) pool.monitorGraceMs = monitorGraceMs;
-    if (startupGraceMs !== undefined) pool.startupGraceMs = startupGraceMs;
     pools.push(pool);
-    if (!matchAllAt && isMatchAll(selector)) matchAllAt = pool;
+    if (!matchAllAt && isMatchAll(pool.selector)) matchAllAt = pool;
   });
   if (c.errorCount > 0) return undefined;
   return { ok: true, config: { pools }, warnings: c.warnings };
+}
+
+/** One pool; undefined when it has errors (all reported). Warns of grace periods that mislead. */
+function validatePool(
+  c: Collector,
+  raw: unknown,
+  index: number,
+  bounds: PoolGraceBounds,
+  names: Map<string, number>,
+): NodePool | undefined {
+  const base = `pools[${index}]`;
+  if (!isObject(raw)) {
+    c.error(
+      base,
+      `pools[${index}]`,
+      raw,
+      'must be an object {name, selector, nodeMonitorGracePeriod?, nodeStartupGracePeriod?}',
+    );
+    return undefined;
+  }
+  const errorsBefore = c.errorCount;
+  unknownFields(c, raw, POOL_FIELDS, base);
+  const name = raw.name;
+  validatePoolName(c, name, base, index, names);
+  const selector = raw.selector === undefined ? undefined : validateSelector(c, raw.selector, base);
+  if (raw.selector === undefined) {
+    c.error(`${base}.selector`, 'selector', undefined, 'required; {} matches every node');
+  }
+  const monitorGraceMs = validateGrace(
+    c,
+    raw,
+    'nodeMonitorGracePeriod',
+    base,
+    bounds.watchSilenceThresholdMs,
+  );
+  const startupGraceMs = validateGrace(c, raw, 'nodeStartupGracePeriod', base);
+  if (raw.nodeMonitorGracePeriod === undefined && raw.nodeStartupGracePeriod === undefined) {
+    c.error(
+      `${base}.nodeMonitorGracePeriod`,
+      'nodeMonitorGracePeriod',
+      undefined,
+      'a pool must set nodeMonitorGracePeriod, nodeStartupGracePeriod or both',
+    );
+  }
+  if (c.errorCount > errorsBefore || !selector || typeof name !== 'string') return undefined;
+  if (monitorGraceMs !== undefined && monitorGraceMs <= HTTP2_HEALTH_CHECK_MS) {
+    c.warn(
+      `${base}.nodeMonitorGracePeriod`,
+      'nodeMonitorGracePeriod',
+      raw.nodeMonitorGracePeriod,
+      `at or below ${formatDuration(HTTP2_HEALTH_CHECK_MS)}: client-go's HTTP/2 health check needs 30s + 15s ` +
+        'to notice a dead connection, so nodes may flap NotReady (upstream default is 50s)',
+    );
+  }
+  if (monitorGraceMs !== undefined && startupGraceMs !== undefined && startupGraceMs < monitorGraceMs) {
+    c.warn(
+      `${base}.nodeStartupGracePeriod`,
+      'nodeStartupGracePeriod',
+      raw.nodeStartupGracePeriod,
+      'shorter than nodeMonitorGracePeriod: new nodes get less time than running ones',
+    );
+  }
+  const pool: NodePool = { name, index, selector };
+  if (monitorGraceMs !== undefined) pool.monitorGraceMs = monitorGraceMs;
+  if (startupGraceMs !== undefined) pool.startupGraceMs = startupGraceMs;
+  return pool;
+}
+
+/** A pool's name: its syntax, not the default pool's, not taken by an earlier pool (then noted). */
+function validatePoolName(
+  c: Collector,
+  name: unknown,
+  base: string,
+  index: number,
+  names: Map<string, number>,
+): void {
+  if (typeof name !== 'string' || !POOL_NAME_RE.test(name) || name.length > 63) {
+    c.error(
+      `${base}.name`,
+      'name',
+      name,
+      'accepted: 1-63 characters of [A-Za-z0-9-_.], starting and ending with an alphanumeric',
+    );
+  } else if (name === DEFAULT_POOL_NAME) {
+    c.error(`${base}.name`, 'name', name, `"${DEFAULT_POOL_NAME}" is reserved for nodes that match no pool`);
+  } else if (names.has(name)) {
+    c.error(`${base}.name`, 'name', name, `duplicate pool name (also pools[${names.get(name)}])`);
+  } else {
+    names.set(name, index);
+  }
 }
 
 /**
