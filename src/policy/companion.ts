@@ -16,7 +16,16 @@ import {
   readyStatus,
 } from '../health/index.js';
 import type { Node, NodeCondition, Pod, Taint } from '../kube/types.js';
-import type { EvictionDecision, MarkingPolicy, PodWork, StatusWrite, TaintWork } from './types.js';
+import type {
+  EvictionDecision,
+  MarkingPolicy,
+  NodeView,
+  PodContext,
+  PodWork,
+  StatusWrite,
+  TaintContext,
+  TaintWork,
+} from './types.js';
 
 export interface CompanionPolicyOptions {
   /** --companion-taint-key: our NoSchedule taint (a domain this project owns). */
@@ -115,61 +124,12 @@ function neverEvicted(pod: Pod): boolean {
  */
 export function companionPolicy(o: CompanionPolicyOptions): MarkingPolicy {
   const key = o.taintKey;
-  const evicting = (node: Node) => ourTaints(node, key).some((t) => t.value === Companion.EvictingValue);
+  const evicting = (node: Node) => isEvicting(node, key);
 
   return {
     mode: 'companion',
 
-    status(node, view, wallNow): StatusWrite | undefined {
-      const c = ourCondition(node);
-      const readyBefore = readyStatus(node);
-      const others = nodeConditions(node).filter((x) => x.type !== Companion.ConditionType);
-      if (view.timedOut) {
-        if (c?.status === 'True') return undefined;
-        const seen = view.lastRenewal ?? undefined;
-        const message =
-          `Lease kube-node-lease/${node.metadata.name} not renewed within ${formatDuration(view.graceMs)} ` +
-          `(last renewal observed: ${seen ?? 'none'}); marked by ${o.identity} in companion mode`;
-        const condition: NodeCondition = {
-          type: Companion.ConditionType,
-          status: 'True',
-          reason: Companion.ConditionReason,
-          message,
-          lastHeartbeatTime: seen ?? null,
-          lastTransitionTime: formatTime(wallNow),
-        };
-        return {
-          kind: 'lost',
-          patch: { status: { conditions: [condition] } },
-          events: [nodeEvent(node, EventType.Warning, EventReason.NodeLeaseExpired, message)],
-          readyBefore,
-          flippedFromTrue: true,
-          after: withConditions(node, [...others, condition]),
-          said: { applied: 'Marked node lost', dryRun: 'Dry run: would mark node lost' },
-          transition: 'marked_lost',
-        };
-      }
-      // Renewed: a heartbeat we saw after the one the condition records (a restart keeps a dead
-      // node's marks: its renewal is still the recorded one).
-      if (!c || sameSecond(c.lastHeartbeatTime, view.lastRenewal)) return undefined;
-      return {
-        kind: 'renewed',
-        patch: { status: { conditions: [{ type: Companion.ConditionType, $patch: 'delete' }] } },
-        events: [
-          nodeEvent(
-            node,
-            EventType.Normal,
-            EventReason.NodeLeaseRenewed,
-            `Lease kube-node-lease/${node.metadata.name} renewed (${view.lastRenewal ?? 'status heartbeat'}); companion marks removed`,
-          ),
-        ],
-        readyBefore,
-        flippedFromTrue: false,
-        after: withConditions(node, others),
-        said: { applied: 'Cleared lost node', dryRun: 'Dry run: would clear lost node' },
-        transition: 'lost_cleared',
-      };
-    },
+    status: (node, view, wallNow) => companionStatus(o, node, view, wallNow),
 
     zoneReady(node): ReadyStatus {
       if (isLost(node)) return 'Unknown';
@@ -177,100 +137,13 @@ export function companionPolicy(o: CompanionPolicyOptions): MarkingPolicy {
       return s === 'True' || s === 'False' ? s : 'Unknown';
     },
 
-    taints(node, wallNow, { view, admitted, master }): TaintWork {
-      const ours = ourTaints(node, key);
-      const timeAdded = formatTime(wallNow);
-      const lost = isLost(node);
-      const inStep = evicting(node);
-      const canEvict = o.evictAfterMs > 0;
-      let value: string | undefined;
-      let admission: TaintWork['admission'] = canEvict ? 'cancel' : 'none';
-      let addsNoExecute = false;
-      let recheckInMs: number | undefined;
-      if (lost) {
-        value = inStep && canEvict && !master ? Companion.EvictingValue : undefined;
-        if (canEvict && !inStep && !master) {
-          const wait = view.overdueMs === undefined ? undefined : o.evictAfterMs - view.overdueMs;
-          if (wait !== undefined && wait <= 0) {
-            admission = admitted ? 'none' : 'request';
-            if (admitted) {
-              value = Companion.EvictingValue;
-              addsNoExecute = true;
-            }
-          } else {
-            admission = 'none';
-            recheckInMs = wait;
-          }
-        } else if (master) admission = 'none';
-      }
-      const want: Taint | undefined = lost
-        ? { key, effect: 'NoSchedule', ...(value ? { value } : {}), timeAdded }
-        : undefined;
-      const keep =
-        want && ours.find((t) => t.effect === want.effect && (t.value ?? '') === (want.value ?? ''));
-      const stale = ours.filter((t) => t !== keep);
-      const change = (want && !keep) || stale.length > 0;
-      let taints: Taint[] | undefined;
-      if (change) {
-        const list: unknown = node.spec?.taints;
-        const kept = (Array.isArray(list) ? list : []).filter((t) => !stale.includes(t as Taint));
-        taints = applyTaintChanges(kept, want && !keep ? [want] : [], []);
-      }
-      return { admission, taints, addsNoExecute, ...(recheckInMs !== undefined ? { recheckInMs } : {}) };
-    },
+    taints: (node, wallNow, ctx) => companionTaints(o, node, wallNow, ctx),
 
     podsWanted(node) {
       return isLost(node) && (o.markPodsNotReady || (o.evictAfterMs > 0 && evicting(node)));
     },
 
-    pods(node, pods, wallNow, { master, evictingForMs }): PodWork {
-      const out: PodWork = { marks: [], evictions: [] };
-      if (!isLost(node)) return out;
-      const name = node.metadata.name;
-      if (o.markPodsNotReady) {
-        // Judged as upstream judges a node whose Ready is Unknown: every pod whose Ready is not False.
-        const asUnknown: Node = withConditions(node, [{ type: 'Ready', status: 'Unknown' }]);
-        const now = formatTime(wallNow);
-        for (const pod of pods) {
-          if (!podNeedsNotReady(asUnknown, pod, { mode: 'level' })) continue;
-          out.marks.push({
-            namespace: pod.metadata.namespace ?? '',
-            name: pod.metadata.name,
-            node: name,
-            ...(pod.metadata.uid ? { uid: pod.metadata.uid } : {}),
-            ...(pod.metadata.resourceVersion ? { resourceVersion: pod.metadata.resourceVersion } : {}),
-            patch: { status: { conditions: [{ type: 'Ready', status: 'False', lastTransitionTime: now }] } },
-            event: {
-              involvedObject: podRef(pod),
-              type: EventType.Warning,
-              reason: EventReason.PodNodeLeaseExpired,
-              message: `Node ${name} lost (lease not renewed): marked not ready by ${o.identity}`,
-            },
-          });
-        }
-      }
-      if (master || o.evictAfterMs <= 0 || !evicting(node)) return out;
-      for (const pod of pods) {
-        if (pod.spec?.nodeName !== name || neverEvicted(pod)) continue;
-        const tol = toleration(pod, key);
-        if (tol.tolerates) {
-          if (tol.forMs === undefined) continue;
-          const left = tol.forMs - (evictingForMs ?? 0);
-          if (left > 0) {
-            out.recheckInMs = Math.min(out.recheckInMs ?? left, left);
-            continue;
-          }
-        }
-        const e: EvictionDecision = {
-          namespace: pod.metadata.namespace ?? '',
-          name: pod.metadata.name,
-          node: name,
-        };
-        if (pod.metadata.uid) e.uid = pod.metadata.uid;
-        out.evictions.push(e);
-      }
-      return out;
-    },
+    pods: (node, pods, wallNow, ctx) => companionPods(o, node, pods, wallNow, ctx),
 
     renewalMatters: (node) => ourCondition(node) !== undefined,
 
@@ -281,4 +154,171 @@ export function companionPolicy(o: CompanionPolicyOptions): MarkingPolicy {
     // RegisteredNode and RemovingNode are upstream's Events: the provider records them.
     nodeEvent: () => undefined,
   };
+}
+
+/** A node in the evicting step: our taint carries the evicting value. */
+function isEvicting(node: Node, key: string): boolean {
+  return ourTaints(node, key).some((t) => t.value === Companion.EvictingValue);
+}
+
+/** Our condition: True once the node's lease is not renewed within grace; removed once it renews. */
+function companionStatus(
+  o: CompanionPolicyOptions,
+  node: Node,
+  view: NodeView,
+  wallNow: number,
+): StatusWrite | undefined {
+  const c = ourCondition(node);
+  const readyBefore = readyStatus(node);
+  const others = nodeConditions(node).filter((x) => x.type !== Companion.ConditionType);
+  if (view.timedOut) {
+    if (c?.status === 'True') return undefined;
+    const seen = view.lastRenewal ?? undefined;
+    const message =
+      `Lease kube-node-lease/${node.metadata.name} not renewed within ${formatDuration(view.graceMs)} ` +
+      `(last renewal observed: ${seen ?? 'none'}); marked by ${o.identity} in companion mode`;
+    const condition: NodeCondition = {
+      type: Companion.ConditionType,
+      status: 'True',
+      reason: Companion.ConditionReason,
+      message,
+      lastHeartbeatTime: seen ?? null,
+      lastTransitionTime: formatTime(wallNow),
+    };
+    return {
+      kind: 'lost',
+      patch: { status: { conditions: [condition] } },
+      events: [nodeEvent(node, EventType.Warning, EventReason.NodeLeaseExpired, message)],
+      readyBefore,
+      flippedFromTrue: true,
+      after: withConditions(node, [...others, condition]),
+      said: { applied: 'Marked node lost', dryRun: 'Dry run: would mark node lost' },
+      transition: 'marked_lost',
+    };
+  }
+  // Renewed: a heartbeat we saw after the one the condition records (a restart keeps a dead
+  // node's marks: its renewal is still the recorded one).
+  if (!c || sameSecond(c.lastHeartbeatTime, view.lastRenewal)) return undefined;
+  return {
+    kind: 'renewed',
+    patch: { status: { conditions: [{ type: Companion.ConditionType, $patch: 'delete' }] } },
+    events: [
+      nodeEvent(
+        node,
+        EventType.Normal,
+        EventReason.NodeLeaseRenewed,
+        `Lease kube-node-lease/${node.metadata.name} renewed (${view.lastRenewal ?? 'status heartbeat'}); companion marks removed`,
+      ),
+    ],
+    readyBefore,
+    flippedFromTrue: false,
+    after: withConditions(node, others),
+    said: { applied: 'Cleared lost node', dryRun: 'Dry run: would clear lost node' },
+    transition: 'lost_cleared',
+  };
+}
+
+/** Our NoSchedule taint on a lost node, and its evicting value once --companion-evict-after passed and admitted. */
+function companionTaints(
+  o: CompanionPolicyOptions,
+  node: Node,
+  wallNow: number,
+  { view, admitted, master }: TaintContext,
+): TaintWork {
+  const key = o.taintKey;
+  const ours = ourTaints(node, key);
+  const timeAdded = formatTime(wallNow);
+  const lost = isLost(node);
+  const inStep = isEvicting(node, key);
+  const canEvict = o.evictAfterMs > 0;
+  let value: string | undefined;
+  let admission: TaintWork['admission'] = canEvict ? 'cancel' : 'none';
+  let addsNoExecute = false;
+  let recheckInMs: number | undefined;
+  if (lost) {
+    value = inStep && canEvict && !master ? Companion.EvictingValue : undefined;
+    if (canEvict && !inStep && !master) {
+      const wait = view.overdueMs === undefined ? undefined : o.evictAfterMs - view.overdueMs;
+      if (wait !== undefined && wait <= 0) {
+        admission = admitted ? 'none' : 'request';
+        if (admitted) {
+          value = Companion.EvictingValue;
+          addsNoExecute = true;
+        }
+      } else {
+        admission = 'none';
+        recheckInMs = wait;
+      }
+    } else if (master) admission = 'none';
+  }
+  const want: Taint | undefined = lost
+    ? { key, effect: 'NoSchedule', ...(value ? { value } : {}), timeAdded }
+    : undefined;
+  const keep = want && ours.find((t) => t.effect === want.effect && (t.value ?? '') === (want.value ?? ''));
+  const stale = ours.filter((t) => t !== keep);
+  const change = (want && !keep) || stale.length > 0;
+  let taints: Taint[] | undefined;
+  if (change) {
+    const list: unknown = node.spec?.taints;
+    const kept = (Array.isArray(list) ? list : []).filter((t) => !stale.includes(t as Taint));
+    taints = applyTaintChanges(kept, want && !keep ? [want] : [], []);
+  }
+  return { admission, taints, addsNoExecute, ...(recheckInMs !== undefined ? { recheckInMs } : {}) };
+}
+
+/** Ready=False for a lost node's pods (if asked), and evictions in the evicting step (tolerations honoured). */
+function companionPods(
+  o: CompanionPolicyOptions,
+  node: Node,
+  pods: readonly Pod[],
+  wallNow: number,
+  { master, evictingForMs }: PodContext,
+): PodWork {
+  const key = o.taintKey;
+  const out: PodWork = { marks: [], evictions: [] };
+  if (!isLost(node)) return out;
+  const name = node.metadata.name;
+  if (o.markPodsNotReady) {
+    // Judged as upstream judges a node whose Ready is Unknown: every pod whose Ready is not False.
+    const asUnknown: Node = withConditions(node, [{ type: 'Ready', status: 'Unknown' }]);
+    const now = formatTime(wallNow);
+    for (const pod of pods) {
+      if (!podNeedsNotReady(asUnknown, pod, { mode: 'level' })) continue;
+      out.marks.push({
+        namespace: pod.metadata.namespace ?? '',
+        name: pod.metadata.name,
+        node: name,
+        ...(pod.metadata.uid ? { uid: pod.metadata.uid } : {}),
+        ...(pod.metadata.resourceVersion ? { resourceVersion: pod.metadata.resourceVersion } : {}),
+        patch: { status: { conditions: [{ type: 'Ready', status: 'False', lastTransitionTime: now }] } },
+        event: {
+          involvedObject: podRef(pod),
+          type: EventType.Warning,
+          reason: EventReason.PodNodeLeaseExpired,
+          message: `Node ${name} lost (lease not renewed): marked not ready by ${o.identity}`,
+        },
+      });
+    }
+  }
+  if (master || o.evictAfterMs <= 0 || !isEvicting(node, key)) return out;
+  for (const pod of pods) {
+    if (pod.spec?.nodeName !== name || neverEvicted(pod)) continue;
+    const tol = toleration(pod, key);
+    if (tol.tolerates) {
+      if (tol.forMs === undefined) continue;
+      const left = tol.forMs - (evictingForMs ?? 0);
+      if (left > 0) {
+        out.recheckInMs = Math.min(out.recheckInMs ?? left, left);
+        continue;
+      }
+    }
+    const e: EvictionDecision = {
+      namespace: pod.metadata.namespace ?? '',
+      name: pod.metadata.name,
+      node: name,
+    };
+    if (pod.metadata.uid) e.uid = pod.metadata.uid;
+    out.evictions.push(e);
+  }
+  return out;
 }
