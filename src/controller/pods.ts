@@ -1,10 +1,10 @@
 import type { ApiWriter, StillWanted } from '../apply/writer.js';
 import type { Clock } from '../clock/clock.js';
-import type { EventRecord } from '../health/index.js';
+import type { EventRecord, PodNotReadyDecision } from '../health/index.js';
 import { type KubeClient, paths } from '../kube/client.js';
 import type { List, Node, Pod } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
-import type { MarkingPolicy, PodContext } from '../policy/index.js';
+import type { EvictionDecision, MarkingPolicy, PodContext } from '../policy/index.js';
 import type { ControllerMetrics } from './metrics.js';
 
 export interface PodStepOptions {
@@ -55,7 +55,7 @@ export class PodStep {
     ctx: Omit<PodContext, 'trigger'>,
     stillWanted?: StillWanted,
   ): Promise<number | undefined> {
-    const { policy, writer, metrics, log } = this.o;
+    const { policy } = this.o;
     if (!policy.podsWanted(node, flipped, this.checkedAt.has(name))) {
       this.checkedAt.delete(name);
       return undefined;
@@ -75,18 +75,56 @@ export class PodStep {
       rv: last?.rv,
       stepped,
     });
-    // Every list is served by the API server's watch cache, never by etcd: the first after the node
-    // stopped being Ready with resourceVersion=0 (as kube-controller-manager reads pods from its
-    // informer cache), a re-list with data at least as new as the previous list's
-    // (resourceVersionMatch=NotOlderThan). A quorum read (no resourceVersion) is served from the
-    // cache only by servers with consistent reads from it (Kubernetes >= 1.31); older ones read every
-    // pod of the cluster from etcd for each, which a zone outage multiplies by its node count
-    // (docs/benchmarks.md, "Pod lists during a zone outage"). A stale view is caught by the next
-    // list, and a pod status write carries its own resourceVersion precondition.
-    const rv = flipped ? undefined : last?.rv;
-    let pods: List<Pod>;
+    const pods = await this.list(name, flipped ? undefined : last?.rv, { at: now, stepped });
+    const wall = () => this.o.clock.wall();
+    const work = policy.pods(node, pods.items, wall(), {
+      ...ctx,
+      trigger: flipped ? 'node-flipped' : 'resync',
+    });
+    const tally: Tally = {
+      total: work.marks.length + work.evictions.length,
+      done: 0,
+      failures: 0,
+      blocked: 0,
+    };
+    const retry = (current: Pod) =>
+      policy.pods(node, [current], wall(), { ...ctx, trigger: 'retry' }).marks[0];
+    if ((await this.mark(name, work.marks, pods.items, retry, tally, stillWanted)) === 'stopped')
+      return undefined;
+    if ((await this.evict(name, work.evictions, tally, stillWanted)) === 'stopped') return undefined;
+    if (tally.failures > 0) {
+      this.checkedAt.delete(name);
+      throw new Error(`${tally.failures} pod writes failed on node ${name}`);
+    }
+    // Keep looking while the node is not Ready: pods bound to it later get marked too. Back off
+    // while there is nothing to mark (a pod on a node that stopped reporting cannot become Ready).
+    let everyMs =
+      flipped || tally.done > 0 || tally.blocked > 0 || last === undefined
+        ? this.o.podRecheckMs
+        : Math.min(last.everyMs * 2, Math.max(this.o.podRecheckMs, this.o.podRecheckMaxMs));
+    // A pod that tolerates the eviction for a while is looked at again when its time is up.
+    if (work.recheckInMs !== undefined) everyMs = Math.min(everyMs, Math.max(1, Math.ceil(work.recheckInMs)));
+    this.checkedAt.set(name, { at: now, everyMs, rv: pods.metadata?.resourceVersion, stepped });
+    return everyMs;
+  }
+
+  /**
+   * The node's pods, always from the API server's watch cache, never from etcd: the first list
+   * after the node stopped being Ready with resourceVersion=0 (as kube-controller-manager reads pods
+   * from its informer cache), a re-list with data at least as new as the previous list's
+   * (resourceVersionMatch=NotOlderThan, `rv`). A quorum read (no resourceVersion) is served from
+   * the cache only by servers with consistent reads from it (Kubernetes >= 1.31); older ones read
+   * every pod of the cluster from etcd for each, which a zone outage multiplies by its node count
+   * (docs/benchmarks.md, "Pod lists during a zone outage"). A stale view is caught by the next list,
+   * and a pod status write carries its own resourceVersion precondition.
+   */
+  private async list(
+    name: string,
+    rv: string | undefined,
+    check: { at: number; stepped: boolean },
+  ): Promise<List<Pod>> {
     try {
-      pods = await this.o.client.request<List<Pod>>({
+      return await this.o.client.request<List<Pod>>({
         method: 'GET',
         path: paths.pods(),
         query: {
@@ -98,44 +136,39 @@ export class PodStep {
       });
     } catch (err) {
       // Next time from whatever the cache has (e.g. "too large resource version" after an etcd restore).
-      if (rv) this.checkedAt.set(name, { at: now, everyMs: this.o.podRecheckMs, rv: undefined, stepped });
+      if (rv) this.checkedAt.set(name, { ...check, everyMs: this.o.podRecheckMs, rv: undefined });
       throw err;
     }
-    const wall = () => this.o.clock.wall();
-    const work = policy.pods(node, pods.items, wall(), {
-      ...ctx,
-      trigger: flipped ? 'node-flipped' : 'resync',
-    });
-    let failures = 0;
-    let done = 0;
-    const stop = (reason: string, left: number) => {
-      metrics.podWritesWithdrawn.inc(left);
-      log.info('Pod writes stopped: what decided them no longer holds', {
-        node: name,
-        reason,
-        podsLeft: left,
-      });
-      return undefined;
-    };
-    const total = work.marks.length + work.evictions.length;
-    for (const d of work.marks) {
-      const pod = pods.items.find((p) => p.metadata.namespace === d.namespace && p.metadata.name === d.name);
+  }
+
+  /** Ready=False on each pod the policy names, one at a time; 'stopped' once a write may not go on. */
+  private async mark(
+    name: string,
+    marks: readonly PodNotReadyDecision[],
+    listed: readonly Pod[],
+    retry: (current: Pod) => PodNotReadyDecision | undefined,
+    tally: Tally,
+    stillWanted: StillWanted | undefined,
+  ): Promise<'stopped' | undefined> {
+    const { writer, metrics, log } = this.o;
+    for (const d of marks) {
+      const pod = listed.find((p) => p.metadata.namespace === d.namespace && p.metadata.name === d.name);
       const out = await writer.patchPodStatus(
         d.namespace,
         d.name,
         pod,
-        (current) => {
-          if (current === pod) return d.patch as unknown as Record<string, unknown>;
-          const again = policy.pods(node, [current], wall(), { ...ctx, trigger: 'retry' }).marks[0];
-          return again?.patch as unknown as Record<string, unknown> | undefined;
-        },
+        (current) =>
+          (current === pod ? d.patch : retry(current)?.patch) as unknown as
+            | Record<string, unknown>
+            | undefined,
         stillWanted,
       );
-      if (out.kind === 'withdrawn') return stop(out.reason, total - done - failures);
-      if (out.kind === 'fenced') return undefined;
-      if (out.kind === 'failed') failures++;
+      if (out.kind === 'withdrawn')
+        return this.withdrawn(name, out.reason, tally.total - tally.done - tally.failures);
+      if (out.kind === 'fenced') return 'stopped';
+      if (out.kind === 'failed') tally.failures++;
       if (out.kind === 'applied' || out.kind === 'dry-run') {
-        done++;
+        tally.done++;
         metrics.transitions.inc({ kind: 'pods_marked_not_ready' });
         log.info(out.kind === 'dry-run' ? 'Dry run: would mark pod not ready' : 'Marked pod not ready', {
           node: name,
@@ -144,15 +177,27 @@ export class PodStep {
         void this.o.emit(d.event);
       }
     }
-    let blocked = 0;
-    for (const e of work.evictions) {
+    return undefined;
+  }
+
+  /** The evictions the policy names, one at a time; 'stopped' once a write may not go on. */
+  private async evict(
+    name: string,
+    evictions: readonly EvictionDecision[],
+    tally: Tally,
+    stillWanted: StillWanted | undefined,
+  ): Promise<'stopped' | undefined> {
+    const { writer, metrics, log } = this.o;
+    for (const e of evictions) {
       const out = await writer.evict(e.namespace, e.name, e.uid, stillWanted);
-      if (out.kind === 'withdrawn') return stop(out.reason, total - done - failures - blocked);
-      if (out.kind === 'fenced') return undefined;
-      if (out.kind === 'failed') failures++;
+      if (out.kind === 'withdrawn') {
+        return this.withdrawn(name, out.reason, tally.total - tally.done - tally.failures - tally.blocked);
+      }
+      if (out.kind === 'fenced') return 'stopped';
+      if (out.kind === 'failed') tally.failures++;
       if (out.kind === 'blocked') {
         // A PodDisruptionBudget allows no disruption now: looked at again at the next list.
-        blocked++;
+        tally.blocked++;
         log.info('Eviction refused for now, will retry', {
           node: name,
           pod: `${e.namespace}/${e.name}`,
@@ -160,7 +205,7 @@ export class PodStep {
         });
       }
       if (out.kind === 'applied' || out.kind === 'dry-run') {
-        done++;
+        tally.done++;
         metrics.transitions.inc({ kind: 'pods_evicted' });
         log.info(out.kind === 'dry-run' ? 'Dry run: would evict pod' : 'Evicted pod', {
           node: name,
@@ -168,19 +213,25 @@ export class PodStep {
         });
       }
     }
-    if (failures > 0) {
-      this.checkedAt.delete(name);
-      throw new Error(`${failures} pod writes failed on node ${name}`);
-    }
-    // Keep looking while the node is not Ready: pods bound to it later get marked too. Back off
-    // while there is nothing to mark (a pod on a node that stopped reporting cannot become Ready).
-    let everyMs =
-      flipped || done > 0 || blocked > 0 || last === undefined
-        ? this.o.podRecheckMs
-        : Math.min(last.everyMs * 2, Math.max(this.o.podRecheckMs, this.o.podRecheckMaxMs));
-    // A pod that tolerates the eviction for a while is looked at again when its time is up.
-    if (work.recheckInMs !== undefined) everyMs = Math.min(everyMs, Math.max(1, Math.ceil(work.recheckInMs)));
-    this.checkedAt.set(name, { at: now, everyMs, rv: pods.metadata?.resourceVersion, stepped });
-    return everyMs;
+    return undefined;
   }
+
+  /** What decided the pod writes no longer holds: the rest are left alone, and counted. */
+  private withdrawn(name: string, reason: string, left: number): 'stopped' {
+    this.o.metrics.podWritesWithdrawn.inc(left);
+    this.o.log.info('Pod writes stopped: what decided them no longer holds', {
+      node: name,
+      reason,
+      podsLeft: left,
+    });
+    return 'stopped';
+  }
+}
+
+/** The pod writes of one run so far. */
+interface Tally {
+  total: number;
+  done: number;
+  failures: number;
+  blocked: number;
 }
