@@ -304,74 +304,20 @@ export class DisruptionController {
    * swaps zone rate limiters on state changes, enters or leaves master disruption.
    */
   evaluate(now: number): DisruptionUpdate {
-    const computed = new Map<string, ZoneState>();
-    for (const z of this.zones.values()) {
-      if (z.counted > 0) {
-        computed.set(
-          z.key,
-          computeZoneState(z.counted - z.notReady, z.notReady, this.opts.unhealthyZoneThreshold),
-        );
-      }
-    }
+    const computed = this.computeZoneStates();
     const allAreFull = computed.size > 0 && [...computed.values()].every((s) => s === 'FullDisruption');
     const transitions: ZoneTransition[] = [];
     const decisions: DisruptionDecision[] = [];
     let masterChange: DisruptionUpdate['masterDisruption'] = null;
-
-    const transition = (z: ZoneEntry, to: ZoneState) => {
-      if (z.state === to) return;
-      transitions.push({
-        zone: z.key,
-        from: z.state,
-        to,
-        size: z.counted,
-        notReady: z.notReady,
-        rate: z.rate,
-      });
-      z.state = to;
-    };
-
-    // Zones that lost all their counted nodes: no longer in the statistics (upstream deletes them).
-    for (const z of this.zones.values()) {
-      if (z.tracked && z.counted === 0) {
-        z.tracked = false;
-        z.state = 'Initial';
-        if (!this.master) this.setRate(z, this.opts.nodeEvictionRate, now);
-        this.untrackZoneMetrics(z.key);
-        this.log.debug(2, 'Zone has no counted nodes any more', { zone: zoneDisplay(z.key) });
-      }
-    }
-
+    this.untrackEmptyZones(now);
     if (allAreFull && !this.master) {
-      this.master = true;
       masterChange = 'entered';
-      for (const z of this.zones.values()) this.setRate(z, 0, now);
-      for (const [key, state] of computed) {
-        const z = this.zones.get(key)!;
-        z.tracked = true;
-        transition(z, state);
-      }
+      this.enterMasterDisruption(computed, transitions, now);
       decisions.push({ kind: 'RemoveAllNoExecuteTaints' });
-      this.log.info('Controller detected that all Nodes are not-Ready. Entering master disruption mode', {
-        zones: computed.size,
-      });
     } else if (!allAreFull && this.master) {
-      this.master = false;
       masterChange = 'exited';
-      for (const z of this.zones.values()) {
-        const state = computed.get(z.key);
-        if (state === undefined) {
-          this.setRate(z, this.opts.nodeEvictionRate, now);
-          continue;
-        }
-        z.tracked = true;
-        this.setRate(z, zoneRate(state, z.counted, this.opts), now);
-        transition(z, state);
-      }
+      this.exitMasterDisruption(computed, transitions, now);
       decisions.push({ kind: 'ResetAllProbeTimestamps', now });
-      this.log.info('Controller detected that some Nodes are Ready. Exiting master disruption mode', {
-        zones: computed.size,
-      });
     } else {
       for (const [key, state] of computed) {
         const z = this.zones.get(key)!;
@@ -379,10 +325,9 @@ export class DisruptionController {
         if (z.state === state) continue;
         // Upstream swaps the limiter only when the state changes (and never during master disruption).
         if (!this.master) this.setRate(z, zoneRate(state, z.counted, this.opts), now);
-        transition(z, state);
+        moveZone(z, state, transitions);
       }
     }
-
     for (const t of transitions) {
       this.log.info('Controller detected that zone is now in new state', {
         zone: zoneDisplay(t.zone),
@@ -408,6 +353,73 @@ export class DisruptionController {
       masterDisruptionActive: this.master,
       decisions,
     };
+  }
+
+  /** The state of each zone with counted nodes, from its Ready and not-Ready counts. */
+  private computeZoneStates(): Map<string, ZoneState> {
+    const computed = new Map<string, ZoneState>();
+    for (const z of this.zones.values()) {
+      if (z.counted > 0) {
+        computed.set(
+          z.key,
+          computeZoneState(z.counted - z.notReady, z.notReady, this.opts.unhealthyZoneThreshold),
+        );
+      }
+    }
+    return computed;
+  }
+
+  /** Zones that lost all their counted nodes: no longer in the statistics (upstream deletes them). */
+  private untrackEmptyZones(now: number): void {
+    for (const z of this.zones.values()) {
+      if (z.tracked && z.counted === 0) {
+        z.tracked = false;
+        z.state = 'Initial';
+        if (!this.master) this.setRate(z, this.opts.nodeEvictionRate, now);
+        this.untrackZoneMetrics(z.key);
+        this.log.debug(2, 'Zone has no counted nodes any more', { zone: zoneDisplay(z.key) });
+      }
+    }
+  }
+
+  /** Every counted zone is in full disruption: no zone evicts (rates 0), the taints come off. */
+  private enterMasterDisruption(
+    computed: Map<string, ZoneState>,
+    transitions: ZoneTransition[],
+    now: number,
+  ): void {
+    this.master = true;
+    for (const z of this.zones.values()) this.setRate(z, 0, now);
+    for (const [key, state] of computed) {
+      const z = this.zones.get(key)!;
+      z.tracked = true;
+      moveZone(z, state, transitions);
+    }
+    this.log.info('Controller detected that all Nodes are not-Ready. Entering master disruption mode', {
+      zones: computed.size,
+    });
+  }
+
+  /** Some node is Ready again: each zone gets the rate of its state (probe times are reset). */
+  private exitMasterDisruption(
+    computed: Map<string, ZoneState>,
+    transitions: ZoneTransition[],
+    now: number,
+  ): void {
+    this.master = false;
+    for (const z of this.zones.values()) {
+      const state = computed.get(z.key);
+      if (state === undefined) {
+        this.setRate(z, this.opts.nodeEvictionRate, now);
+        continue;
+      }
+      z.tracked = true;
+      this.setRate(z, zoneRate(state, z.counted, this.opts), now);
+      moveZone(z, state, transitions);
+    }
+    this.log.info('Controller detected that some Nodes are Ready. Exiting master disruption mode', {
+      zones: computed.size,
+    });
   }
 
   get masterDisruptionActive(): boolean {
@@ -489,32 +501,42 @@ export class DisruptionController {
    * Master disruption admits nothing.
    */
   admit(now: number): AdmitResult {
-    const admitted: Admission[] = [];
-    const events: DisruptionEvent[] = [];
     if (this.master) {
       this.updateHeldBackMetric(now);
-      return { admitted, events };
+      return { admitted: [], events: [] };
     }
     const fleet = this.nodes.size;
+    const newlyHeld = this.holdForCap(now);
+    const admitted = this.admitInOrder(now, fleet);
+    const events = this.capHeldEvents(newlyHeld, now, fleet);
+    this.updateHeldBackMetric(now);
+    return { admitted, events };
+  }
 
-    // 1. Run each zone's limiter without the cap: what it would let through but the cap holds
-    //    back is "held by cap".
+  /**
+   * 1. Runs each zone's limiter without the cap: what it would let through but the cap holds back
+   *    is "held by cap". Returns the items held for the first time.
+   */
+  private holdForCap(now: number): QueueItem[] {
     const newlyHeld: QueueItem[] = [];
-    if (this.cap.enabled) {
-      for (const z of this.zones.values()) {
-        if (z.queue.size <= z.capHeld || !z.shadow.available(now)) continue;
-        for (const item of z.queue.values()) {
-          if (item.capHeld) continue;
-          if (!z.shadow.tryTake(now)) break;
-          item.capHeld = true;
-          z.capHeld++;
-          this.capHeldTotal++;
-          newlyHeld.push(item);
-        }
+    if (!this.cap.enabled) return newlyHeld;
+    for (const z of this.zones.values()) {
+      if (z.queue.size <= z.capHeld || !z.shadow.available(now)) continue;
+      for (const item of z.queue.values()) {
+        if (item.capHeld) continue;
+        if (!z.shadow.tryTake(now)) break;
+        item.capHeld = true;
+        z.capHeld++;
+        this.capHeldTotal++;
+        newlyHeld.push(item);
       }
     }
+    return newlyHeld;
+  }
 
-    // 2. Admit in global request order while the zone buckets and the cap allow.
+  /** 2. Admits in global request order while the zone buckets and the cap allow. */
+  private admitInOrder(now: number, fleet: number): Admission[] {
+    const admitted: Admission[] = [];
     for (;;) {
       let best: ZoneEntry | undefined;
       let bestHead: QueueItem | undefined;
@@ -545,9 +567,15 @@ export class DisruptionController {
         waited: formatDuration(now - bestHead.requestedAt),
       });
     }
+    return admitted;
+  }
 
-    // 3. One Event per node the cap holds back, the first time it does (an item is flagged only
-    //    once; only a new request, e.g. after a failed write, can be held and reported again).
+  /**
+   * 3. One Event per node the cap holds back, the first time it does (an item is flagged only
+   *    once; only a new request, e.g. after a failed write, can be held and reported again).
+   */
+  private capHeldEvents(newlyHeld: readonly QueueItem[], now: number, fleet: number): DisruptionEvent[] {
+    const events: DisruptionEvent[] = [];
     for (const item of newlyHeld) {
       if (!item.capHeld || this.pending.get(item.name) !== item.zone) continue;
       const limit = this.cap.limit(fleet) ?? 0;
@@ -568,8 +596,7 @@ export class DisruptionController {
         window: formatDuration(this.cap.windowMs),
       });
     }
-    this.updateHeldBackMetric(now);
-    return { admitted, events };
+    return events;
   }
 
   /** Reports what became of an admission. Returns false when `name` was not in flight. */
@@ -790,4 +817,11 @@ function stripUndefined<T extends object>(o: T): Partial<T> {
   const out: Partial<T> = {};
   for (const [k, v] of Object.entries(o)) if (v !== undefined) (out as Record<string, unknown>)[k] = v;
   return out;
+}
+
+/** Moves a zone to `to`, recording the transition (with the zone's rate as set now). */
+function moveZone(z: ZoneEntry, to: ZoneState, transitions: ZoneTransition[]): void {
+  if (z.state === to) return;
+  transitions.push({ zone: z.key, from: z.state, to, size: z.counted, notReady: z.notReady, rate: z.rate });
+  z.state = to;
 }
