@@ -508,8 +508,6 @@ export class ApiWriter {
   async event(spec: EventSpec): Promise<void> {
     // Events about cluster-scoped objects (Nodes) go to "default", as client-go's recorder does.
     const namespace = spec.involved.namespace || 'default';
-    const involved = { ...spec.involved };
-    if (!involved.namespace) delete involved.namespace;
     const key = `${spec.involved.kind}/${namespace}/${spec.involved.name}/${spec.reason}/${spec.message}`;
     const nowWall = new Date(this.d.clock.wall()).toISOString().replace(/\.\d{3}Z$/, 'Z');
     const nowMono = this.d.clock.scheduler.now();
@@ -546,52 +544,63 @@ export class ApiWriter {
         );
       } else {
         const name = `${spec.involved.name}.${randomBytes(8).toString('hex')}`;
-        await this.send(
-          {
-            method: 'POST',
-            path: paths.coreEvents(namespace),
-            body: {
-              apiVersion: 'v1',
-              kind: 'Event',
-              metadata: { name, namespace },
-              involvedObject: involved,
-              reason: spec.reason,
-              message: spec.message,
-              type: spec.type,
-              source: { component: this.d.component },
-              reportingComponent: this.d.component,
-              reportingInstance: this.d.instance,
-              firstTimestamp: nowWall,
-              lastTimestamp: nowWall,
-              count: 1,
-            },
-          },
-          budget,
-        );
+        const body = newEvent(spec, { name, namespace }, this.d, nowWall);
+        await this.send({ method: 'POST', path: paths.coreEvents(namespace), body }, budget);
         this.events.set(key, { name, namespace, count: 1, at: nowMono });
         if (this.events.size > 10_000) this.pruneEvents(nowMono);
       }
       this.d.metrics.writes.inc({ resource: 'events', outcome: 'applied' });
     } catch (err) {
-      if (err instanceof RateLimiterFullError) {
-        // Too many Events wait already (a mass failure): this one is dropped, counted, never
-        // allowed to hold back a mark.
-        this.d.metrics.writes.inc({ resource: 'events', outcome: 'dropped' });
-        this.d.logger.debug(2, 'Event dropped: too many waiting for the rate limiter', {
-          reason: spec.reason,
-          object: spec.involved.name,
-        });
-        return;
-      }
-      if (prev) this.events.delete(key);
-      this.d.metrics.writes.inc({ resource: 'events', outcome: 'failed' });
-      this.d.logger.warn('Event not recorded', { reason: spec.reason, object: spec.involved.name, err });
+      if (!(err instanceof RateLimiterFullError) && prev) this.events.delete(key);
+      this.eventNotRecorded(spec, err);
     }
+  }
+
+  /** Counts and logs an Event that was not recorded (best effort: never thrown). */
+  private eventNotRecorded(spec: EventSpec, err: unknown): void {
+    if (err instanceof RateLimiterFullError) {
+      // Too many Events wait already (a mass failure): this one is dropped, counted, never
+      // allowed to hold back a mark.
+      this.d.metrics.writes.inc({ resource: 'events', outcome: 'dropped' });
+      this.d.logger.debug(2, 'Event dropped: too many waiting for the rate limiter', {
+        reason: spec.reason,
+        object: spec.involved.name,
+      });
+      return;
+    }
+    this.d.metrics.writes.inc({ resource: 'events', outcome: 'failed' });
+    this.d.logger.warn('Event not recorded', { reason: spec.reason, object: spec.involved.name, err });
   }
 
   private pruneEvents(now: number): void {
     for (const [k, v] of this.events) if (now - v.at >= EVENT_DEDUPE_MS) this.events.delete(k);
   }
+}
+
+/** A new core/v1 Event (source component like upstream's recorder); a Node's goes to "default". */
+function newEvent(
+  spec: EventSpec,
+  meta: { name: string; namespace: string },
+  from: { component: string; instance: string },
+  nowWall: string,
+): Record<string, unknown> {
+  const involved = { ...spec.involved };
+  if (!involved.namespace) delete involved.namespace;
+  return {
+    apiVersion: 'v1',
+    kind: 'Event',
+    metadata: meta,
+    involvedObject: involved,
+    reason: spec.reason,
+    message: spec.message,
+    type: spec.type,
+    source: { component: from.component },
+    reportingComponent: from.component,
+    reportingInstance: from.instance,
+    firstTimestamp: nowWall,
+    lastTimestamp: nowWall,
+    count: 1,
+  };
 }
 
 function isRetryable(err: KubeApiError | KubeTransportError): boolean {
