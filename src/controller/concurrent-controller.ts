@@ -6,7 +6,7 @@ import { KubeApiError, type KubeClient, type KubeResponse, paths } from '../kube
 import type { Node } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import type { Observable, Subscription } from '../rx/index.js';
-import type { WatchEvent } from '../watch/types.js';
+import type { WatchEvent } from '../watch/index.js';
 
 /**
  * Another node-lifecycle controller beside ours in upstream mode: kube-controller-manager whose own

@@ -8,7 +8,7 @@ import type { Node } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import type { MarkingPolicy, NodeView, StatusWrite } from '../policy/index.js';
 import type { OutOfServiceSettings } from '../remediation/index.js';
-import type { Store } from '../watch/store.js';
+import type { Store } from '../watch/index.js';
 import type { LeaseRecheck } from './lease-recheck.js';
 import type { ControllerMetrics } from './metrics.js';
 import { OUT_OF_SERVICE_QUEUE_PREFIX, OutOfServiceStep } from './out-of-service.js';

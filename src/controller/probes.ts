@@ -1,8 +1,7 @@
 import { formatDuration } from '../clock/duration.js';
-import type { ApiAccess } from '../election/elector.js';
+import type { ApiAccess } from '../election/index.js';
 import type { Check } from '../http/server.js';
-import { watchBlindness } from '../watch/status.js';
-import type { WatchHealth } from '../watch/types.js';
+import { type WatchHealth, watchBlindness } from '../watch/index.js';
 
 /**
  * How long without any answer from the API server that accepts our credentials before /healthz

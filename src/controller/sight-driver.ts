@@ -1,6 +1,6 @@
 import { formatDuration } from '../clock/duration.js';
 import type { Logger } from '../log/logger.js';
-import type { WatchHealth } from '../watch/types.js';
+import type { WatchHealth } from '../watch/index.js';
 import type { LeaseRecheck } from './lease-recheck.js';
 import type { ControllerMetrics } from './metrics.js';
 import {

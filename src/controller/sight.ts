@@ -1,5 +1,4 @@
-import { watchBlindness } from '../watch/status.js';
-import type { WatchHealth } from '../watch/types.js';
+import { type WatchHealth, watchBlindness } from '../watch/index.js';
 
 /** Why the controller is not acting right now (undefined: it sees and leads). */
 export type BlindReason = 'not_leader' | 'disconnected' | 'unsynced' | 'silent';
