@@ -27,6 +27,7 @@ import {
   DEPLOYMENT,
   type DeploymentObj,
   hasTaint,
+  healthTaints,
   IMAGE,
   type KindSettings,
   type LeaseObj,
@@ -230,6 +231,19 @@ export class KindCluster {
     if (!holder) return undefined;
     const pod = (await this.controllerPods()).find((p) => p.metadata.name === holder);
     return pod?.spec.nodeName ? { pod: holder, node: pod.spec.nodeName } : undefined;
+  }
+
+  /**
+   * Starts a node's container again if a case stopped or killed it (`docker start` of a running
+   * one does nothing) and waits for the node Ready with no health taints: what a case that failed
+   * half-way must leave behind, so that the cases after it meet the cluster they expect.
+   */
+  async bringBack(node: string, timeoutMs = 180_000): Promise<void> {
+    await this.t.docker(['start', node]);
+    await waitFor(`${node} back: Ready=True with no health taints`, timeoutMs, async () => {
+      const n = await this.t.getJson<NodeObj>(['node', node]);
+      return condition(n, 'Ready')?.status === 'True' && healthTaints(n).length === 0;
+    });
   }
 
   /** Both replicas Ready, on different nodes, one of them leading. */

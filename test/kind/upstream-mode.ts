@@ -97,10 +97,32 @@ describe('kind cluster, controller from its image and manifests', () => {
   const lockRenewals: { at: number; holder: string; renewTime: string }[] = [];
   let stopLockWatch = () => {};
 
+  /** Nodes a case stopped and has not started again: a failed case starts them (see collectOnFailure). */
+  const down = new Set<string>();
+  const stopNode = (name: string, verb: 'stop' | 'kill') => {
+    down.add(name);
+    return t.docker([verb, name], 120_000);
+  };
+  const startNode = async (name: string) => {
+    await t.docker(['start', name]);
+    down.delete(name);
+  };
+  /**
+   * On failure: diagnostics first (the state that failed), then every node the case left stopped
+   * is started and the install is let settle, so one failed case does not fail those after it.
+   */
   const collectOnFailure = (name: string) =>
     onTestFailed(async () => {
       await cluster.diagnostics(name);
+      await bringBackAll().catch((err) => console.error(String(err)));
+      await cluster.steady(240_000).catch((err) => console.error(String(err)));
     });
+  const bringBackAll = async () => {
+    for (const n of [...down]) {
+      await cluster.bringBack(n);
+      down.delete(n);
+    }
+  };
 
   beforeAll(async () => {
     ({ cluster, bootstrapTainted } = await sharedCluster(s));
@@ -352,7 +374,7 @@ describe('kind cluster, controller from its image and manifests', () => {
     await new Promise((r) => setTimeout(r, 12_000));
 
     const start = performance.now();
-    const stopping = t.docker(['stop', victim], 120_000).then(() => performance.now() - start);
+    const stopping = stopNode(victim, 'stop').then(() => performance.now() - start);
     const unknown = await waitFor(
       `${victim} Ready=Unknown (NodeStatusUnknown)`,
       (GRACE_S + 45) * 1000,
@@ -435,7 +457,7 @@ describe('kind cluster, controller from its image and manifests', () => {
     );
 
     const restart = performance.now();
-    await t.docker(['start', victim]);
+    await startNode(victim);
     const back = await waitFor(`${victim} Ready=True with no health taints`, 180_000, async () => {
       const x = await node(victim);
       return condition(x, 'Ready')?.status === 'True' && healthTaints(x).length === 0;
@@ -521,7 +543,7 @@ describe('kind cluster, controller from its image and manifests', () => {
       await new Promise((r) => setTimeout(r, 12_000));
 
       const start = performance.now();
-      const stopping = t.docker(['stop', victim], 120_000);
+      const stopping = stopNode(victim, 'stop');
       // What cloud-controller-manager does once the instance is stopped.
       await t.kubectl(['taint', 'node', victim, `${CLOUD_SHUTDOWN}:NoSchedule`, '--overwrite']);
       await stopping;
@@ -556,7 +578,7 @@ describe('kind cluster, controller from its image and manifests', () => {
 
       // The machine comes back: the provider lifts its taint, the kubelet renews and reports Ready,
       // ours removes the out-of-service taint.
-      await t.docker(['start', victim]);
+      await startNode(victim);
       await t.kubectl(['taint', 'node', victim, `${CLOUD_SHUTDOWN}:NoSchedule-`]);
       const back = await waitFor(`${victim} Ready, no health or out-of-service taint`, 180_000, async () => {
         const x = await node(victim);
@@ -568,6 +590,8 @@ describe('kind cluster, controller from its image and manifests', () => {
       });
       pass(`${victim} back: Ready and untainted ${secs(back.ms)}s after docker start`);
     } finally {
+      // Its pods cannot go while their node is down (a failure half-way): it comes back first.
+      await bringBackAll();
       await t.kubectl(['uncordon', other]);
       await t.kubectl(['delete', 'namespace', STS_NS, '--ignore-not-found', '--wait=true'], {
         timeoutMs: 180_000,
@@ -587,7 +611,7 @@ describe('kind cluster, controller from its image and manifests', () => {
     // A crash, not `docker stop`: systemd would stop the pod first and the leader would release
     // the lock on SIGTERM (a handover in milliseconds). Killed, it cannot: the lease must expire.
     const start = performance.now();
-    const stopping = t.docker(['kill', target], 120_000).then(() => performance.now() - start);
+    const stopping = stopNode(target, 'kill').then(() => performance.now() - start);
     const takeover = await waitFor(
       `the standby ${standby.metadata.name} leads`,
       (LEASE_S + 60) * 1000,
@@ -630,7 +654,7 @@ describe('kind cluster, controller from its image and manifests', () => {
     expect(markedAt - takenAt).toBeGreaterThanOrEqual(GRACE_S * 1000 - 100);
     expect(markedAt - takenAt).toBeLessThanOrEqual(GRACE_S * 1000 + KIND_OVERHEAD_MS);
 
-    await t.docker(['start', target]);
+    await startNode(target);
     const back = await waitFor(`${target} Ready=True with no health taints`, 180_000, async () => {
       const x = await node(target);
       return condition(x, 'Ready')?.status === 'True' && healthTaints(x).length === 0;
@@ -697,7 +721,7 @@ describe('kind cluster, controller from its image and manifests', () => {
     // The node-loss check of the kustomize install, judged the same way on the test's own watches,
     // at the victim's pool grace instead of the default.
     await new Promise((r) => setTimeout(r, 12_000)); // the leader sees a few renewals of every node
-    await t.docker(['stop', victim], 120_000);
+    await stopNode(victim, 'stop');
     await waitFor(`${victim} Unknown with both unreachable taints`, (GRACE_S + 45) * 1000, async () => {
       const n = await node(victim);
       return condition(n, 'Ready')?.status === 'Unknown' &&
@@ -713,7 +737,7 @@ describe('kind cluster, controller from its image and manifests', () => {
     );
     expect(unknownAt - lastRenewal).toBeGreaterThanOrEqual(POOL_GRACE_S * 1000 - 100);
     expect(unknownAt - lastRenewal).toBeLessThanOrEqual(POOL_GRACE_S * 1000 + KIND_OVERHEAD_MS);
-    await t.docker(['start', victim]);
+    await startNode(victim);
     const back = await waitFor(`${victim} Ready=True with no health taints`, 180_000, async () => {
       const x = await node(victim);
       return condition(x, 'Ready')?.status === 'True' && healthTaints(x).length === 0;
