@@ -12,6 +12,7 @@ export default defineConfig({
       'src/health/**/*.test.ts',
       'src/election/**/*.test.ts',
       'src/controller/**/*.test.ts',
+      'src/remediation/**/*.test.ts',
     ],
     environment: 'node',
     testTimeout: 20_000,

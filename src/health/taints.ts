@@ -34,7 +34,8 @@ export const MANAGED_NO_SCHEDULE_KEYS: ReadonlySet<string> = new Set([
   TaintKey.Unschedulable,
 ]);
 
-function isTaint(t: unknown): t is Taint {
+/** A well-formed taint: an object with a string key and effect. */
+export function isTaint(t: unknown): t is Taint {
   return (
     typeof t === 'object' &&
     t !== null &&
@@ -49,9 +50,14 @@ export function matchTaint(a: Pick<Taint, 'key' | 'effect'>, b: Pick<Taint, 'key
 }
 
 /** The node's spec.taints as given, junk entries included (we never drop what we do not own). */
-function rawTaints(node: Node): unknown[] {
+export function rawTaints(node: Node): unknown[] {
   const list: unknown = node.spec?.taints;
   return Array.isArray(list) ? list : [];
+}
+
+/** The node carries a taint with this key (any effect). */
+export function hasTaintKey(node: Node, key: string): boolean {
+  return rawTaints(node).some((t) => isTaint(t) && t.key === key);
 }
 
 /** True when the node carries a well-formed taint with this key and effect. */

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Node, NodeCondition, Taint } from '../kube/types.js';
 import {
   APPLIED_ANNOTATION,
+  announcesShutdown,
   CLOUD_SHUTDOWN_TAINT_KEY,
   FENCE_SIGNALS,
   FENCED_ANNOTATION,
@@ -9,6 +10,7 @@ import {
   OUT_OF_SERVICE_TAINT,
   OutOfServiceCore,
   type OutOfServiceFacts,
+  outOfServicePatch,
 } from './index.js';
 
 const AFTER = 60_000;
@@ -182,5 +184,126 @@ describe('OutOfServiceCore: removal once the node renewed and is Ready', () => {
     });
     expect(core().decide(facts(n, { silent: false }), 0)).toEqual({ kind: 'none' });
     expect(core().removalPatch(n)).toBeUndefined();
+  });
+});
+
+describe('OutOfServiceCore: what it reads from a node, and the names users write', () => {
+  it('the names operators and agents write are exactly the documented ones', () => {
+    expect(FENCED_ANNOTATION).toBe('node-lifecycle-controller.io/fenced');
+    expect(APPLIED_ANNOTATION).toBe('node-lifecycle-controller.io/out-of-service');
+    expect(CLOUD_SHUTDOWN_TAINT_KEY).toBe('node.cloudprovider.kubernetes.io/shutdown');
+    expect(OUT_OF_SERVICE_TAINT).toEqual({
+      key: 'node.kubernetes.io/out-of-service',
+      value: 'nodeshutdown',
+      effect: 'NoExecute',
+    });
+  });
+
+  it('a node with no spec, taints that are not a list, or junk entries: read without a throw, junk kept', () => {
+    const bare = { metadata: { name: 'n1' }, status: { conditions: [UNKNOWN] } } as Node;
+    expect(outOfServicePatch(bare, 'fence-annotation')).toEqual({
+      metadata: { annotations: { [APPLIED_ANNOTATION]: 'fence-annotation' } },
+      spec: { taints: [OUT_OF_SERVICE_TAINT] },
+    });
+    const notAList = { ...bare, spec: { taints: 'x' } } as unknown as Node;
+    expect(outOfServicePatch(notAList, 'fence-annotation')).toEqual({
+      metadata: { annotations: { [APPLIED_ANNOTATION]: 'fence-annotation' } },
+      spec: { taints: [OUT_OF_SERVICE_TAINT] },
+    });
+    const junk = [null, 'a string', 7, { key: CLOUD_SHUTDOWN_TAINT_KEY }] as unknown as Taint[];
+    const n = node({ taints: junk, annotations: { [FENCED_ANNOTATION]: 'true' } });
+    // A key without an effect is no taint: not the cloud provider's signal.
+    expect(core(['cloud-shutdown-taint']).signal(n)).toBeUndefined();
+    const d = core(['fence-annotation']).decide(facts(n, { admitted: true }), AFTER);
+    expect(d).toEqual({ kind: 'wait', signal: 'fence-annotation', inMs: AFTER });
+    expect(outOfServicePatch(n, 'fence-annotation')).toEqual({
+      metadata: { annotations: { [APPLIED_ANNOTATION]: 'fence-annotation' } },
+      spec: { taints: [...junk, OUT_OF_SERVICE_TAINT] },
+    });
+    // Removal keeps the junk too, and takes off only the taint.
+    const back = node({
+      ready: READY,
+      taints: [...junk, OUT_OF_SERVICE_TAINT],
+      annotations: { [APPLIED_ANNOTATION]: 'fence-annotation' },
+    });
+    expect(core().removalPatch(back)).toEqual({
+      metadata: { annotations: { [APPLIED_ANNOTATION]: null } },
+      spec: { taints: junk },
+    });
+  });
+
+  it('a node that carries the taint already gets no patch that adds it', () => {
+    expect(outOfServicePatch(node({ taints: [OUT_OF_SERVICE_TAINT] }), 'fence-annotation')).toBeUndefined();
+  });
+
+  it('a node with no annotations at all is not fenced by annotation (and no throw)', () => {
+    const n = node();
+    delete n.metadata.annotations;
+    expect(core(['fence-annotation']).signal(n)).toBeUndefined();
+  });
+
+  it('each signal counts only when chosen: a cloud shutdown taint is not a fence when only the others are trusted', () => {
+    const cloud = fencedBy['cloud-shutdown-taint']();
+    expect(core(['fence-annotation']).signal(cloud)).toBeUndefined();
+    expect(core(['kubelet-shutdown']).signal(cloud)).toBeUndefined();
+    expect(core(['cloud-shutdown-taint']).signal(cloud)).toBe('cloud-shutdown-taint');
+  });
+
+  it("the kubelet's announcement is Ready=False with its message: the message on another status, or no Ready condition, is none", () => {
+    const withReady = (ready: NodeCondition | undefined) =>
+      ({ metadata: { name: 'n1' }, status: { conditions: ready ? [ready] : [] } }) as Node;
+    expect(announcesShutdown(withReady(SHUTTING_DOWN))).toBe(true);
+    expect(announcesShutdown(withReady({ ...SHUTTING_DOWN, status: 'True' }))).toBe(false);
+    expect(announcesShutdown(withReady({ ...SHUTTING_DOWN, status: 'Unknown' }))).toBe(false);
+    expect(announcesShutdown(withReady(undefined))).toBe(false);
+    expect(announcesShutdown(withReady({ type: 'Ready', status: 'False' }))).toBe(false);
+  });
+
+  it('forget: a deleted node leaves nothing behind (its announcement, its delay)', () => {
+    const c = core();
+    c.observe(node({ ready: SHUTTING_DOWN }));
+    expect(c.decide(facts(node()), 0)).toEqual({ kind: 'wait', signal: 'kubelet-shutdown', inMs: AFTER });
+    c.forget('n1');
+    // A node of the same name later: no announcement remembered, and no delay already run.
+    expect(c.signal(node())).toBeUndefined();
+    expect(c.decide(facts(fencedBy['fence-annotation']()), 5 * AFTER)).toEqual({
+      kind: 'wait',
+      signal: 'fence-annotation',
+      inMs: AFTER,
+    });
+  });
+
+  it('a node back (renewed and Ready) before the taint starts its delay again when it goes down again', () => {
+    const c = core();
+    const fenced = fencedBy['fence-annotation'];
+    expect(c.decide(facts(fenced()), 0).kind).toBe('wait');
+    expect(c.decide(facts(node({ ready: READY }), { silent: false }), AFTER / 2)).toEqual({ kind: 'none' });
+    expect(c.decide(facts(fenced()), AFTER)).toEqual({
+      kind: 'wait',
+      signal: 'fence-annotation',
+      inMs: AFTER,
+    });
+  });
+
+  it('removal: without a fence annotation only ours comes off; with our taint gone already, no taint list is written', () => {
+    const n = node({
+      ready: READY,
+      taints: [{ key: 'x', effect: 'NoSchedule' }, OUT_OF_SERVICE_TAINT],
+      annotations: { [APPLIED_ANNOTATION]: 'cloud-shutdown-taint' },
+    });
+    expect(core().removalPatch(n)).toEqual({
+      metadata: { annotations: { [APPLIED_ANNOTATION]: null } },
+      spec: { taints: [{ key: 'x', effect: 'NoSchedule' }] },
+    });
+    const untainted = node({
+      ready: READY,
+      taints: [{ key: 'x', effect: 'NoSchedule' }],
+      annotations: { [APPLIED_ANNOTATION]: 'fence-annotation', [FENCED_ANNOTATION]: 'true' },
+    });
+    expect(core().decide(facts(untainted, { silent: false }), 0)).toEqual({
+      kind: 'remove',
+      ours: false,
+      patch: { metadata: { annotations: { [APPLIED_ANNOTATION]: null, [FENCED_ANNOTATION]: null } } },
+    });
   });
 });

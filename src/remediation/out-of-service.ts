@@ -1,4 +1,12 @@
-import { applyTaintChanges, findCondition, nodeConditions, readyStatus } from '../health/index.js';
+import {
+  applyTaintChanges,
+  findCondition,
+  hasTaintKey,
+  isTaint,
+  nodeConditions,
+  rawTaints,
+  readyStatus,
+} from '../health/index.js';
 import type { Node, Taint } from '../kube/types.js';
 
 /**
@@ -74,22 +82,13 @@ export type OutOfServiceDecision =
   /** Back (renewed and Ready): our taint and the fence annotation come off. */
   | { kind: 'remove'; patch: Record<string, unknown>; ours: boolean };
 
-function taintList(node: Node): unknown[] {
-  const list: unknown = node.spec?.taints;
-  return Array.isArray(list) ? list : [];
-}
-
-function hasTaint(node: Node, key: string): boolean {
-  return taintList(node).some((t) => typeof t === 'object' && t !== null && (t as Taint).key === key);
-}
-
 /**
  * The patch that adds the taint to this copy of the node (every other taint kept) with the
  * annotation naming the signal, or undefined: it carries the taint already.
  */
 export function outOfServicePatch(node: Node, signal: FenceSignal): Record<string, unknown> | undefined {
-  if (hasTaint(node, OUT_OF_SERVICE_TAINT.key)) return undefined;
-  const taints = applyTaintChanges(taintList(node), [OUT_OF_SERVICE_TAINT], []);
+  if (hasTaintKey(node, OUT_OF_SERVICE_TAINT.key)) return undefined;
+  const taints = applyTaintChanges(rawTaints(node), [OUT_OF_SERVICE_TAINT], []);
   return { metadata: { annotations: { [APPLIED_ANNOTATION]: signal } }, spec: { taints } };
 }
 
@@ -127,7 +126,7 @@ export class OutOfServiceCore {
   /** The first trusted signal that says this node is down, or undefined. */
   signal(node: Node): FenceSignal | undefined {
     for (const s of this.s.signals) {
-      if (s === 'cloud-shutdown-taint' && hasTaint(node, CLOUD_SHUTDOWN_TAINT_KEY)) return s;
+      if (s === 'cloud-shutdown-taint' && hasTaintKey(node, CLOUD_SHUTDOWN_TAINT_KEY)) return s;
       if (s === 'fence-annotation' && node.metadata.annotations?.[FENCED_ANNOTATION] === 'true') return s;
       if (s === 'kubelet-shutdown' && (this.announced.has(node.metadata.name) || announcesShutdown(node)))
         return s;
@@ -139,7 +138,7 @@ export class OutOfServiceCore {
     // Blind or not leading: nothing is decided, no delay starts (the runner does not even ask).
     if (f.blind !== undefined) return { kind: 'none', why: f.blind };
     const name = f.node.metadata.name;
-    const tainted = hasTaint(f.node, OUT_OF_SERVICE_TAINT.key);
+    const tainted = hasTaintKey(f.node, OUT_OF_SERVICE_TAINT.key);
     if (!f.silent && readyStatus(f.node) === 'True') {
       this.fencedSince.delete(name);
       return this.removal(f.node, tainted);
@@ -161,7 +160,7 @@ export class OutOfServiceCore {
 
   /** The removal's patch for this copy of the node, or undefined: nothing of ours left on it. */
   removalPatch(node: Node): Record<string, unknown> | undefined {
-    const d = this.removal(node, hasTaint(node, OUT_OF_SERVICE_TAINT.key));
+    const d = this.removal(node, hasTaintKey(node, OUT_OF_SERVICE_TAINT.key));
     return d.kind === 'remove' ? d.patch : undefined;
   }
 
@@ -180,9 +179,7 @@ export class OutOfServiceCore {
       },
     };
     if (tainted) {
-      const taints = taintList(node).filter(
-        (t) => !(typeof t === 'object' && t !== null && (t as Taint).key === OUT_OF_SERVICE_TAINT.key),
-      );
+      const taints = rawTaints(node).filter((t) => !(isTaint(t) && t.key === OUT_OF_SERVICE_TAINT.key));
       patch.spec = { taints };
     }
     return { kind: 'remove', patch, ours: tainted };
