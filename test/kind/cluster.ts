@@ -284,10 +284,26 @@ export class KindCluster {
       'kube-controller-manager.log',
       `${await k(['-n', 'kube-system', 'logs', '-l', 'component=kube-controller-manager', '--tail=400'])}\n--- leases ---\n${await k(['-n', 'kube-system', 'get', 'lease', 'kube-controller-manager', '-o', 'yaml'])}`,
     );
+    // The cluster's own slowness, for a late figure: etcd's slow requests and fdatasyncs, the API
+    // server's traces of requests over 500 ms (printed below too).
+    const slowLines = (log: string, re: RegExp) =>
+      log
+        .split('\n')
+        .filter((l) => re.test(l))
+        .slice(-40)
+        .join('\n');
+    const slow = `--- etcd\n${slowLines(
+      await k(['-n', 'kube-system', 'logs', '-l', 'component=etcd', '--tail=5000']),
+      /took too long|slow fdatasync/,
+    )}\n--- kube-apiserver\n${slowLines(
+      await k(['-n', 'kube-system', 'logs', '-l', 'component=kube-apiserver', '--tail=5000']),
+      /Trace\[|total time/,
+    )}`;
+    writeDiagnostics(dir, 'slow-requests.txt', slow);
     const pods = await safe('pods', async () =>
       (await this.controllerPods()).map((p) => p.metadata.name).join('\n'),
     );
-    let summary = '';
+    let summary = `--- the cluster's slow requests (last 40 of each)\n${slow}\n`;
     for (const pod of pods.split('\n').filter((p) => p && !p.startsWith('('))) {
       const logs = await k(['-n', NS, 'logs', pod, '--tail=400']);
       const previous = await k(['-n', NS, 'logs', pod, '--previous', '--tail=200']);
