@@ -1,88 +1,24 @@
-import type { ApiWriter } from '../apply/writer.js';
-import type { Clock } from '../clock/clock.js';
-import type { Ticker } from '../clock/ticker.js';
-import type { DisruptionController } from '../disruption/index.js';
-import type { EventRecord, NodeHealthTracker, ObservationResult } from '../health/index.js';
-import type { KubeClient } from '../kube/client.js';
 import type { Lease, Node } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
-import { type MarkingPolicy, upstreamPolicy } from '../policy/index.js';
-import { OUT_OF_SERVICE_TAINT, type OutOfServiceSettings } from '../remediation/index.js';
-import type { Reflector, WatchEvent } from '../watch/index.js';
+import { upstreamPolicy } from '../policy/index.js';
+import type { WatchEvent } from '../watch/index.js';
 import { AnomalyReporter } from './anomalies.js';
 import { LeaseRecheck } from './lease-recheck.js';
-import type { ControllerMetrics } from './metrics.js';
+import type { NodeLifecycleOptions } from './node-lifecycle-options.js';
 import { NodeReconciler, observeZone } from './node-reconcile.js';
 import { NodeStateGauge } from './node-states.js';
-import { OUT_OF_SERVICE_QUEUE_PREFIX } from './out-of-service.js';
+import { outOfServiceHeld } from './out-of-service.js';
 import { ReconcileRunner } from './reconcile-runner.js';
 import type { BlindReason, SightChange, WatchBlindReason } from './sight.js';
-import { type LeadershipControl, SightDriver } from './sight-driver.js';
+import { SightDriver } from './sight-driver.js';
 import { ZoneTicks } from './zone-ticks.js';
 
+export type { NodeLifecycleOptions } from './node-lifecycle-options.js';
 export type { BlindReason, WatchBlindReason } from './sight.js';
 export type { LeadershipControl } from './sight-driver.js';
 
-/** A cap Event about an out-of-service admission names the node, and the taint. */
-function outOfServiceHeld(e: EventRecord): EventRecord {
-  const name = e.involvedObject.name;
-  if (!name.startsWith(OUT_OF_SERVICE_QUEUE_PREFIX)) return e;
-  return {
-    ...e,
-    involvedObject: { ...e.involvedObject, name: name.slice(OUT_OF_SERVICE_QUEUE_PREFIX.length) },
-    message: `${e.message} (${OUT_OF_SERVICE_TAINT.key})`,
-  };
-}
-
 /** The work queue's `name` in workqueue_* (upstream's node lifecycle controller's node queue). */
 export const WORK_QUEUE_NAME = 'node_lifecycle_controller';
-
-export interface NodeLifecycleOptions {
-  clock: Clock;
-  logger: Logger;
-  metrics: ControllerMetrics;
-  client: KubeClient;
-  writer: ApiWriter;
-  tracker: NodeHealthTracker;
-  disruption: DisruptionController;
-  leases: Reflector<Lease>;
-  nodes: Reflector<Node>;
-  /** A lease watch silent (no event, bookmark or reconnect) for longer than this counts as blind. */
-  watchSilenceThresholdMs: number;
-  /** Safety-net full re-check period (--node-monitor-period). */
-  monitorPeriodMs: number;
-  /**
-   * The process's periodic tick (EventLoopSampler). When given, the 1 s sight check and the
-   * safety net run on its ticks instead of timers of their own (fewer wake-ups); absent, or coarser
-   * than a period, they use the clock's scheduler.
-   */
-  ticker?: Ticker;
-  /** What is written for a lost or recovered node (default: upstream's, with markPodsNotReady). */
-  policy?: MarkingPolicy;
-  /** The default policy's --mark-pods-not-ready. */
-  markPodsNotReady?: 'always' | 'upstream';
-  /**
-   * While a node is not Ready its pods are re-listed (newly bound pods get marked): first after this
-   * long, then at doubling intervals up to podRecheckMaxMs while a re-list finds nothing to mark.
-   */
-  podRecheckMs?: number;
-  podRecheckMaxMs?: number;
-  /**
-   * Leader election, told when this replica can see (eligible to lead) and asked to step down when
-   * it has led blind for `blindStepDownMs`. Absent without leader election.
-   */
-  election?: LeadershipControl;
-  /** A leader whose watches have been blind this long steps down (0 or absent: never). */
-  blindStepDownMs?: number;
-  workers?: number;
-  /**
-   * --out-of-service: the out-of-service taint for a node this controller marked lost that a fence
-   * signal says is down (src/remediation/); absent: off.
-   */
-  outOfService?: OutOfServiceSettings;
-  /** Called for each lease or node event before it is processed (benchmarks, tests). */
-  onObservation?: (kind: 'lease' | 'node', result: ObservationResult) => void;
-}
 
 type Options = Required<
   Omit<NodeLifecycleOptions, 'onObservation' | 'election' | 'ticker' | 'markPodsNotReady' | 'outOfService'>

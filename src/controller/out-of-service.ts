@@ -304,3 +304,14 @@ export class OutOfServiceStep {
     return { involvedObject: nodeRef(node.metadata.name, node.metadata.uid), type, reason, message };
   }
 }
+
+/** A cap Event about an out-of-service admission names the node, and the taint. */
+export function outOfServiceHeld(e: EventRecord): EventRecord {
+  const name = e.involvedObject.name;
+  if (!name.startsWith(OUT_OF_SERVICE_QUEUE_PREFIX)) return e;
+  return {
+    ...e,
+    involvedObject: { ...e.involvedObject, name: name.slice(OUT_OF_SERVICE_QUEUE_PREFIX.length) },
+    message: `${e.message} (${OUT_OF_SERVICE_TAINT.key})`,
+  };
+}
