@@ -88,7 +88,12 @@ if (s.certFile) {
   status.clientCertificateData = readFileSync(s.certFile, 'utf8');
   status.clientKeyData = readFileSync(s.keyFile, 'utf8');
 }
+if (s.certData !== undefined) {
+  status.clientCertificateData = s.certData;
+  status.clientKeyData = s.keyData;
+}
 if (exp !== undefined) status.expirationTimestamp = new Date(exp).toISOString();
+if (s.expirationTimestamp !== undefined) status.expirationTimestamp = s.expirationTimestamp;
 setTimeout(() => process.stdout.write(JSON.stringify({
   apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential', status })), s.sleepMs ?? 0);
 `;
@@ -99,6 +104,11 @@ interface PluginState {
   keyFile?: string;
   expiresInMs?: number;
   sleepMs?: number;
+  /** Printed as is (not read from files): a pair that may not load. */
+  certData?: string;
+  keyData?: string;
+  /** Printed as is, instead of one computed from expiresInMs. */
+  expirationTimestamp?: string;
 }
 
 /** A plugin directory: state.json drives what the next run prints; `runs` counts runs. */
@@ -225,6 +235,49 @@ describe('exec credential plugin', () => {
     await expect(get(client)).resolves.toEqual({ ok: true });
     expect(plugin.runs()).toBe(3);
     expect(seen.map((s) => s.auth)).toEqual(['Bearer stale', 'Bearer good']);
+  });
+
+  it('a certificate and key that do not load, or an unparseable expirationTimestamp: an error naming the plugin and the problem, nothing sent', async () => {
+    const { server, seen } = await stub(() => true, { tls: true });
+    const badPair = execPlugin('bad-pair', { certData: 'not a certificate', keyData: 'not a key' });
+    const err = await clientFor(kubeconfig('bad-pair', server, badPair.user))
+      .then((c) => get(c))
+      .catch((e: unknown) => e);
+    expect(String(err)).toMatch(
+      /exec credential plugin \S+ returned a client certificate and key that do not load: /,
+    );
+    const badExpiry = execPlugin('bad-expiry', { token: 't', expirationTimestamp: 'next tuesday' });
+    const err2 = await clientFor(kubeconfig('bad-expiry', server, badExpiry.user))
+      .then((c) => get(c))
+      .catch((e: unknown) => e);
+    expect(String(err2)).toMatch(
+      /exec credential plugin \S+ returned an unparseable expirationTimestamp "next tuesday"/,
+    );
+    expect(seen).toEqual([]);
+  });
+
+  it('a plugin whose new certificate pair does not load after a 401: the 401 is the answer; a good pair later works', async () => {
+    const refuse = { now: false };
+    const { server, seen } = await stub((_auth, cn) => cn === 'pair-a' && !refuse.now, { clientCert: true });
+    const a = clientPair('pair-a');
+    writeFileSync(path.join(dir, 'pair-a.crt'), a.cert);
+    writeFileSync(path.join(dir, 'pair-a.key'), a.key);
+    const good = { certFile: path.join(dir, 'pair-a.crt'), keyFile: path.join(dir, 'pair-a.key') };
+    const plugin = execPlugin('pair-then-junk', good);
+    const client = await clientFor(kubeconfig('pair-then-junk', server, plugin.user));
+    await expect(get(client)).resolves.toEqual({ ok: true });
+    expect(plugin.runs()).toBe(1);
+    // The server refuses the pair; the plugin, run again on the 401, prints a pair that does not load.
+    refuse.now = true;
+    plugin.set({ certData: 'junk', keyData: 'junk' });
+    const err = await get(client).catch((e: unknown) => e);
+    expect((err as { status?: number }).status).toBe(401);
+    expect(plugin.runs()).toBe(2);
+    // The plugin prints the good pair again and the server takes it: the next request works.
+    refuse.now = false;
+    plugin.set(good);
+    await expect(get(client)).resolves.toEqual({ ok: true });
+    expect(seen.map((x) => x.cn)).toEqual(['pair-a', 'pair-a', 'pair-a']);
   });
 
   it('never sends a token after its expirationTimestamp', async () => {
