@@ -1039,6 +1039,37 @@ describe('NodeLifecycleController: writes decided before a wait (virtual time)',
     }
   });
 
+  it('a NoExecute taint decided at 80 s that waits for its token until 90 s is withdrawn when the node renews at 84 s (asked on the first attempt too)', async () => {
+    // 0.1 QPS, burst 1: the mark takes the burst token at 70 s, the NoSchedule taint the next at
+    // 80 s; the zone admitted the NoExecute taint meanwhile, so it is decided at 80 s and waits
+    // for the token of 90 s.
+    const h = harness({ nodes: 3, qps: 0.1, burst: 1 });
+    const noExecute = () =>
+      h.sim.patches.filter(
+        (p) => p.path === '/api/v1/nodes/node-1' && JSON.stringify(p.body).includes('"effect":"NoExecute"'),
+      );
+    try {
+      await advance(20_000);
+      h.sim.stopKubelet('node-1');
+      await advance(GRACE_MS + 10_500); // 80.5 s
+      const noSchedule = h.sim.patches.filter((p) => p.path === '/api/v1/nodes/node-1');
+      expect(noSchedule.map((p) => Math.round((p.at - T0) / 1000))).toEqual([80]);
+      expect(noExecute()).toEqual([]);
+      await advance(3_500); // 84 s: the lease renewed, the taint still waiting for its token
+      const renewedAt = now();
+      h.sim.startKubelet('node-1');
+      await advance(11_000); // past 90 s; the kubelet's status update comes at 95 s
+      h.sim.setReady('node-1', 'True');
+      await advance(30_000);
+      expect(noExecute().filter((p) => p.at >= renewedAt)).toEqual([]);
+      expect(
+        await metric(h.registry, 'nlc_writes_total', { resource: 'nodes', outcome: 'withdrawn' }),
+      ).toBeGreaterThan(0);
+    } finally {
+      await h.stop();
+    }
+  });
+
   it('a lease re-read that waits 1.5 s for a client-side token is timed from when it is sent: no outage, the dead nodes marked at their grace', async () => {
     // Three of five nodes die at once; the two others keep renewing (no fleet-wide silence).
     const h = harness({ nodes: 5, sharedLimiter: true, qps: 1, burst: 1 });
