@@ -1070,6 +1070,39 @@ describe('NodeLifecycleController: writes decided before a wait (virtual time)',
     }
   });
 
+  it('a NoSchedule taint decided at 70 s that waits for its token until 80 s is withdrawn when the controller goes blind at 72 s; written once it sees again', async () => {
+    // 0.1 QPS, burst 1: the mark takes the burst token at 70 s, the NoSchedule taint decided
+    // right after waits for the token of 80 s.
+    const h = harness({ nodes: 3, qps: 0.1, burst: 1 });
+    const taintPatches = () => h.sim.patches.filter((p) => p.path === '/api/v1/nodes/node-1');
+    try {
+      await advance(20_000);
+      h.sim.stopKubelet('node-1');
+      await advance(GRACE_MS + 2_000); // 72 s
+      expect(h.sim.markedUnknownAt('node-1')).toBeDefined();
+      expect(taintPatches()).toEqual([]);
+      // The lease watch breaks and cannot reconnect (requests and kubelets unaffected): blind.
+      h.sim.stallWatch('leases', true);
+      h.sim.cut();
+      const blindFrom = now();
+      await advance(1_000);
+      expect(h.controller.sight.blind).toBeDefined();
+      await advance(17_000); // 90 s
+      expect(h.controller.sight.blind).toBeDefined();
+      expect(taintPatches()).toEqual([]);
+      expect(await metric(h.registry, 'nlc_writes_total', { resource: 'nodes', outcome: 'withdrawn' })).toBe(
+        1,
+      );
+      h.sim.stallWatch('leases', false);
+      await advance(30_000);
+      expect(h.controller.sight.blind).toBeUndefined();
+      expect(taintPatches().length).toBeGreaterThan(0);
+      expect(taintPatches()[0]!.at).toBeGreaterThan(blindFrom + 18_000);
+    } finally {
+      await h.stop();
+    }
+  });
+
   it('a lease re-read that waits 1.5 s for a client-side token is timed from when it is sent: no outage, the dead nodes marked at their grace', async () => {
     // Three of five nodes die at once; the two others keep renewing (no fleet-wide silence).
     const h = harness({ nodes: 5, sharedLimiter: true, qps: 1, burst: 1 });

@@ -1,4 +1,4 @@
-import type { ApiWriter, StillWanted } from '../apply/writer.js';
+import type { ApiWriter } from '../apply/writer.js';
 import type { Clock } from '../clock/clock.js';
 import { type DisruptionController, zoneKeyOf } from '../disruption/index.js';
 import { taintsPatch } from '../health/index.js';
@@ -48,11 +48,16 @@ export class TaintStep {
   }
 
   /**
-   * Returns 'fenced', or when the rate-limited step comes due (ms). `stillWanted`: a write that
-   * adds the rate-limited step (NoExecute) is withdrawn if what decided it no longer holds after
-   * its waits (the node renewed).
+   * Returns 'fenced', or when the rate-limited step comes due (ms). `stillWanted` is asked after
+   * every wait of the write, each attempt's decision in hand: whether it adds the rate-limited
+   * step (NoExecute), which also needs the node still lost (not renewed since); every taint write
+   * needs us still acting.
    */
-  async run(name: string, node: Node, stillWanted?: StillWanted): Promise<'fenced' | number | undefined> {
+  async run(
+    name: string,
+    node: Node,
+    stillWanted?: (addsNoExecute: boolean) => string | undefined,
+  ): Promise<'fenced' | number | undefined> {
     const { disruption, writer, policy } = this.o;
     // An admission that arrives while this reconcile is in flight belongs to the next run (the
     // queue re-runs a key added during processing): decide and settle only with what we had now.
@@ -83,7 +88,8 @@ export class TaintStep {
         added = t.addsNoExecute;
         return t.taints ? (taintsPatch(t.taints) as unknown as Record<string, unknown>) : undefined;
       },
-      () => (added ? stillWanted?.() : undefined),
+      // Asked after this attempt's mutate (the writer's contract): `added` is this attempt's.
+      () => stillWanted?.(added),
     );
     if (ctx.admitted && this.admitted.delete(name)) {
       const ok = (out.kind === 'applied' || out.kind === 'dry-run') && added;
