@@ -1,8 +1,9 @@
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { parseDuration } from '../clock/duration.js';
-import { KubeApiError, KubeTransportError } from '../kube/client.js';
+import { KubeApiError, type KubeRequest, KubeTransportError } from '../kube/client.js';
 import { EventLoopSampler } from '../metrics/event-loop.js';
+import { upstreamPolicy } from '../policy/index.js';
 import { KUBELET_RECONNECT_MS } from './lease-recheck.js';
 import { WorkQueue } from './queue.js';
 import { advance, GRACE_MS, type Harness, harness, metric, SILENCE_MS } from './testing/harness.js';
@@ -1144,6 +1145,75 @@ describe('NodeLifecycleController: writes decided before a wait (virtual time)',
       expect(await metric(h.registry, 'nlc_writes_total', { resource: 'events', outcome: 'dropped' })).toBe(
         400 - 5,
       );
+    } finally {
+      await h.stop();
+    }
+  });
+});
+
+describe('NodeLifecycleController: a failed pod step is retried at the next pass (virtual time)', () => {
+  /** When each of node-1's pods was marked Ready=False (monotonic), by pod. */
+  const podMarks = (h: Harness) =>
+    h.sim.patches.filter((p) => p.path.startsWith('/api/v1/namespaces/default/pods/web-'));
+
+  /**
+   * node-1 (3 pods) dies at 20 s and is marked at 70 s; `fail` answers the controller's requests
+   * of the first pod step instead of the server. Returns when the failure was answered.
+   */
+  async function failAtMark(h: Harness, fail: (req: KubeRequest) => boolean): Promise<number | undefined> {
+    for (let i = 0; i < 3; i++) h.sim.addPod('default', `web-${i}`, 'node-1');
+    await advance(20_000);
+    h.sim.stopKubelet('node-1');
+    let failedAt: number | undefined;
+    h.sim.onRequest = (req) => {
+      if (!fail(req)) return undefined;
+      failedAt ??= now();
+      throw new KubeApiError(500, { kind: 'Status', reason: 'InternalError', code: 500 }, {}, 'test');
+    };
+    await advance(GRACE_MS + 1_000);
+    return failedAt;
+  }
+
+  for (const mode of ['always', 'upstream'] as const) {
+    it(`--mark-pods-not-ready=${mode}: a pod list that fails at mark time (70 s) is retried at once, the pods marked by 75 s, not 30 s later`, async () => {
+      const h = harness({ nodes: 3, policy: upstreamPolicy({ markPodsNotReady: mode }) });
+      try {
+        let lists = 0;
+        const failedAt = await failAtMark(
+          h,
+          (r) => r.method === 'GET' && r.path === '/api/v1/pods' && ++lists === 1,
+        );
+        expect(h.sim.markedUnknownAt('node-1')).toBeDefined();
+        expect(failedAt).toBeDefined();
+        await advance(5_000);
+        for (let i = 0; i < 3; i++) expect(h.sim.podReadyOf(`default/web-${i}`), `web-${i}`).toBe('False');
+        expect(podMarks(h)).toHaveLength(3);
+        for (const p of podMarks(h)) expect(p.at - failedAt!).toBeLessThanOrEqual(5_000);
+      } finally {
+        await h.stop();
+      }
+    });
+  }
+
+  it('--mark-pods-not-ready=upstream: a pod mark that fails at mark time (70 s) is retried, the pods marked within 5 s of the failure', async () => {
+    const h = harness({ nodes: 3, policy: upstreamPolicy({ markPodsNotReady: 'upstream' }) });
+    try {
+      // The first pod's write answered 500 six times (70 s to about 73.5 s, the writer's backoffs):
+      // its retries give up, the mark fails.
+      let failures = 0;
+      let gaveUpAt: number | undefined;
+      await failAtMark(h, (r) => {
+        if (r.method !== 'PATCH' || !r.path.endsWith('/status') || !r.path.includes('/pods/')) return false;
+        if (++failures === 6) gaveUpAt = now();
+        return failures <= 6;
+      });
+      await advance(10_000);
+      expect(gaveUpAt).toBeDefined();
+      expect(
+        await metric(h.registry, 'nlc_writes_total', { resource: 'pods/status', outcome: 'failed' }),
+      ).toBe(1);
+      for (let i = 0; i < 3; i++) expect(h.sim.podReadyOf(`default/web-${i}`), `web-${i}`).toBe('False');
+      for (const p of podMarks(h)) expect(p.at - gaveUpAt!).toBeLessThanOrEqual(5_000);
     } finally {
       await h.stop();
     }
