@@ -330,6 +330,34 @@ describe('ApiWriter', () => {
       );
     });
 
+    it("stillWanted is asked after this attempt's mutate: a question about what the write would do holds on the first attempt and after a 409 re-read", async () => {
+      // The node renewed: a write that adds our taint is no longer wanted, any other write is.
+      let adds = false;
+      const mutate = (n: Node) => {
+        const body = addOurTaint(n);
+        adds = body !== undefined;
+        return body ?? { metadata: { labels: { other: 'change' } } };
+      };
+      const still = () => (adds ? 'node renewed' : undefined);
+      const { w } = writer();
+      // First attempt, from the caller's copy.
+      expect(await w.patchNode('n1', node('1'), mutate, still)).toEqual({
+        kind: 'withdrawn',
+        reason: 'node renewed',
+      });
+      expect(requests).toEqual([]);
+      // A write that adds nothing meets a 409; the re-read shows our taint gone: now it would add it.
+      adds = false;
+      script = [
+        { status: 409, body: { reason: 'Conflict', code: 409 } },
+        { status: 200, body: node('5') },
+      ];
+      expect(
+        await w.patchNode('n1', node('4', [{ key: 'ours', effect: 'NoSchedule' }]), mutate, still),
+      ).toEqual({ kind: 'withdrawn', reason: 'node renewed' });
+      expect(requests.map((r) => r.method)).toEqual(['PATCH', 'GET']);
+    });
+
     it('a patch retried after a backoff is fenced if leadership ended during the backoff', async () => {
       const { w, sleeps } = writer({ fence: (t) => (t > 0 ? 'not the leader' : undefined) });
       script = [

@@ -56,7 +56,9 @@ export type Fence = () => string | undefined;
 
 /**
  * Asked after every wait, right before a write is sent: undefined while what decided the write
- * still holds, else why it no longer does (e.g. "node renewed"): the write is then withdrawn.
+ * still holds, else why it no longer does (e.g. "node renewed"): the write is then withdrawn. A
+ * patch's is asked after its `mutate` of the same attempt (the first included), so it may depend
+ * on what that attempt would write.
  */
 export type StillWanted = () => string | undefined;
 
@@ -321,13 +323,14 @@ export class ApiWriter {
         }
       }
       // Sent: wait for a token first. Then, after every wait (the limiter, a backoff before this
-      // attempt): is the write still wanted (a node may have renewed meanwhile), what is it now
-      // (computed once per attempt, from the object it is conditioned on), may we still write,
-      // and for how long?
+      // attempt): what is the write now (computed once per attempt, from the object it is
+      // conditioned on), is it still wanted (a node may have renewed meanwhile: asked after
+      // mutate, so that the question may depend on what this attempt would write, the first
+      // included), may we still write, and for how long?
       if (!this.d.dryRun) await this.throttle();
+      const body = opts.mutate(current);
       const gone = opts.stillWanted?.();
       if (gone !== undefined) return { kind: 'withdrawn', reason: gone };
-      const body = opts.mutate(current);
       if (body === undefined) return { kind: 'unchanged' };
       if (this.d.dryRun) {
         this.d.logger.info('Dry run: would patch', { ...opts.log, resource: opts.resource, patch: body });

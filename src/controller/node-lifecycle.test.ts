@@ -1,8 +1,9 @@
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { parseDuration } from '../clock/duration.js';
-import { KubeApiError, KubeTransportError } from '../kube/client.js';
+import { KubeApiError, type KubeRequest, KubeTransportError } from '../kube/client.js';
 import { EventLoopSampler } from '../metrics/event-loop.js';
+import { upstreamPolicy } from '../policy/index.js';
 import { KUBELET_RECONNECT_MS } from './lease-recheck.js';
 import { WorkQueue } from './queue.js';
 import { advance, GRACE_MS, type Harness, harness, metric, SILENCE_MS } from './testing/harness.js';
@@ -1039,6 +1040,213 @@ describe('NodeLifecycleController: writes decided before a wait (virtual time)',
     }
   });
 
+  it('a NoExecute taint decided at 80 s that waits for its token until 90 s is withdrawn when the node renews at 84 s (asked on the first attempt too)', async () => {
+    // 0.1 QPS, burst 1: the mark takes the burst token at 70 s, the NoSchedule taint the next at
+    // 80 s; the zone admitted the NoExecute taint meanwhile, so it is decided at 80 s and waits
+    // for the token of 90 s.
+    const h = harness({ nodes: 3, qps: 0.1, burst: 1 });
+    const noExecute = () =>
+      h.sim.patches.filter(
+        (p) => p.path === '/api/v1/nodes/node-1' && JSON.stringify(p.body).includes('"effect":"NoExecute"'),
+      );
+    try {
+      await advance(20_000);
+      h.sim.stopKubelet('node-1');
+      await advance(GRACE_MS + 10_500); // 80.5 s
+      const noSchedule = h.sim.patches.filter((p) => p.path === '/api/v1/nodes/node-1');
+      expect(noSchedule.map((p) => Math.round((p.at - T0) / 1000))).toEqual([80]);
+      expect(noExecute()).toEqual([]);
+      await advance(3_500); // 84 s: the lease renewed, the taint still waiting for its token
+      const renewedAt = now();
+      h.sim.startKubelet('node-1');
+      await advance(11_000); // past 90 s; the kubelet's status update comes at 95 s
+      h.sim.setReady('node-1', 'True');
+      await advance(30_000);
+      expect(noExecute().filter((p) => p.at >= renewedAt)).toEqual([]);
+      expect(
+        await metric(h.registry, 'nlc_writes_total', { resource: 'nodes', outcome: 'withdrawn' }),
+      ).toBeGreaterThan(0);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it("a node that renews at 75 s while its NoExecute taint waits for its zone's token (80 s) is not tainted: the question after the zone's wait is asked too", async () => {
+    // node-1 and node-2 of one zone die at 20 s and are marked at 70 s; node-1 takes the zone's
+    // token then, node-2 waits for the next (0.1/s: 80 s). node-2's kubelet posts Ready at 85 s.
+    const h = harness({ nodes: 10 });
+    const noExecute = (name: string) =>
+      h.sim.patches.filter(
+        (p) => p.path === `/api/v1/nodes/${name}` && JSON.stringify(p.body).includes('"effect":"NoExecute"'),
+      );
+    try {
+      await advance(20_000);
+      h.sim.stopKubelet('node-1');
+      h.sim.stopKubelet('node-2');
+      await advance(GRACE_MS + 5_000); // 75 s
+      expect(noExecute('node-1')).toHaveLength(1);
+      expect(noExecute('node-2')).toEqual([]);
+      const renewedAt = now();
+      h.sim.startKubelet('node-2');
+      await advance(10_000);
+      h.sim.setReady('node-2', 'True');
+      await advance(30_000);
+      expect(noExecute('node-2').filter((p) => p.at >= renewedAt)).toEqual([]);
+      expect(h.sim.nodes.get('node-2')?.spec?.taints ?? []).toEqual([]);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a node withdrawn that way (renewed at 75 s and 85 s, never posting Ready) that dies for good at 90 s gets its NoExecute taint once it is lost again on our clock (135 s), not before', async () => {
+    const h = harness({ nodes: 10 });
+    const noExecute = () =>
+      h.sim.patches.filter(
+        (p) => p.path === '/api/v1/nodes/node-2' && JSON.stringify(p.body).includes('"effect":"NoExecute"'),
+      );
+    try {
+      await advance(20_000);
+      h.sim.stopKubelet('node-1');
+      h.sim.stopKubelet('node-2');
+      await advance(GRACE_MS + 5_000); // 75 s
+      h.sim.startKubelet('node-2');
+      await advance(15_000); // 90 s
+      const lastRenewal = h.sim.stopKubelet('node-2');
+      expect(lastRenewal - T0).toBe(85_000);
+      expect(noExecute()).toEqual([]);
+      await advance(GRACE_MS + 30_000);
+      expect(noExecute()).toHaveLength(1);
+      // Once it is lost again on our clock: its grace after its last renewal, not before.
+      expect(noExecute()[0]!.at - lastRenewal).toBeGreaterThanOrEqual(GRACE_MS);
+      expect(noExecute()[0]!.at - lastRenewal).toBeLessThanOrEqual(GRACE_MS + 1_000);
+      expect(h.sim.readyOf('node-2')).toBe('Unknown');
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it("a node that renews while it waits for its zone's token gives up its place: the next lost node of the zone gets that token (80 s, not 90 s)", async () => {
+    // node-3, node-1 and node-2 of one zone die at 20 s and are marked at 70 s; the zone's tokens
+    // (0.1/s) go to them in that order: 70 s, 80 s, 90 s. node-1 renews at 75 s.
+    const h = harness({ nodes: 10 });
+    const noExecuteAt = (name: string) =>
+      h.sim.patches
+        .filter(
+          (p) =>
+            p.path === `/api/v1/nodes/${name}` && JSON.stringify(p.body).includes('"effect":"NoExecute"'),
+        )
+        .map((p) => Math.round((p.at - T0) / 1000));
+    try {
+      await advance(20_000);
+      for (const n of ['node-1', 'node-2', 'node-3']) h.sim.stopKubelet(n);
+      await advance(GRACE_MS + 5_000); // 75 s
+      expect(noExecuteAt('node-3')).toEqual([70]);
+      h.sim.startKubelet('node-1');
+      await advance(20_000);
+      expect(noExecuteAt('node-2')).toEqual([80]);
+      expect(noExecuteAt('node-1')).toEqual([]);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it("a renewal seen while the node's reconcile waits behind another (one worker) is judged when its admission comes in the same reconcile: no NoExecute taint", async () => {
+    // node-1 and node-2 of one zone die at 20 s, are marked at 70 s; node-2 waits for the zone's
+    // token of 80 s. From 79 s the only worker is held 2 s by node-5's taint write; node-2 renews at
+    // 79.5 s: its renewal and its admission are one reconcile, at 81 s.
+    const h = harness({ nodes: 10, workers: 1 });
+    const noExecute = () =>
+      h.sim.patches.filter(
+        (p) => p.path === '/api/v1/nodes/node-2' && JSON.stringify(p.body).includes('"effect":"NoExecute"'),
+      );
+    try {
+      await advance(20_000);
+      h.sim.stopKubelet('node-1');
+      h.sim.stopKubelet('node-2');
+      await advance(GRACE_MS + 9_000); // 79 s
+      h.sim.onRequest = (req) =>
+        req.method === 'PATCH' && req.path === '/api/v1/nodes/node-5'
+          ? new Promise((r) => setTimeout(r, 2_000))
+          : undefined;
+      h.sim.setReady('node-5', 'False');
+      await advance(500);
+      const renewedAt = now();
+      h.sim.startKubelet('node-2');
+      await advance(10_000);
+      h.sim.setReady('node-2', 'True');
+      await advance(20_000);
+      expect(noExecute().filter((p) => p.at >= renewedAt)).toEqual([]);
+      expect(h.sim.patches.some((p) => p.path === '/api/v1/nodes/node-5')).toBe(true);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a node that recovered and dies again is judged from its new spell: leading again during it, its NoExecute taint comes at the zone token as before', async () => {
+    // One zone at 0.01 taints/s (a token each 100 s). node-1 dies at 20 s: Unknown and NoExecute
+    // at 70 s; back (renewed, Ready) at 80 s; dead again at 90 s: Unknown at 140 s, its NoExecute
+    // waits for the token of 170 s. Leadership lost and won again at 150 s (a fresh grace).
+    const h = harness({ nodes: 10, nodeEvictionRate: 0.01 });
+    const noExecuteAt = () =>
+      h.sim.patches
+        .filter(
+          (p) => p.path === '/api/v1/nodes/node-1' && JSON.stringify(p.body).includes('"effect":"NoExecute"'),
+        )
+        .map((p) => Math.round((p.at - T0) / 1000));
+    try {
+      await advance(20_000);
+      h.sim.stopKubelet('node-1');
+      await advance(GRACE_MS + 10_000); // 80 s
+      expect(noExecuteAt()).toEqual([70]);
+      h.sim.startKubelet('node-1');
+      h.sim.setReady('node-1', 'True');
+      await advance(10_000); // 90 s
+      expect(h.sim.nodes.get('node-1')?.spec?.taints ?? []).toEqual([]);
+      h.sim.stopKubelet('node-1');
+      await advance(GRACE_MS + 10_000); // 150 s
+      expect(h.sim.readyOf('node-1')).toBe('Unknown');
+      h.controller.setLeading(false);
+      h.controller.setLeading(true);
+      await advance(30_000);
+      expect(noExecuteAt()).toEqual([70, 170]);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a NoSchedule taint decided at 70 s that waits for its token until 80 s is withdrawn when the controller goes blind at 72 s; written once it sees again', async () => {
+    // 0.1 QPS, burst 1: the mark takes the burst token at 70 s, the NoSchedule taint decided
+    // right after waits for the token of 80 s.
+    const h = harness({ nodes: 3, qps: 0.1, burst: 1 });
+    const taintPatches = () => h.sim.patches.filter((p) => p.path === '/api/v1/nodes/node-1');
+    try {
+      await advance(20_000);
+      h.sim.stopKubelet('node-1');
+      await advance(GRACE_MS + 2_000); // 72 s
+      expect(h.sim.markedUnknownAt('node-1')).toBeDefined();
+      expect(taintPatches()).toEqual([]);
+      // The lease watch breaks and cannot reconnect (requests and kubelets unaffected): blind.
+      h.sim.stallWatch('leases', true);
+      h.sim.cut();
+      const blindFrom = now();
+      await advance(1_000);
+      expect(h.controller.sight.blind).toBeDefined();
+      await advance(17_000); // 90 s
+      expect(h.controller.sight.blind).toBeDefined();
+      expect(taintPatches()).toEqual([]);
+      expect(await metric(h.registry, 'nlc_writes_total', { resource: 'nodes', outcome: 'withdrawn' })).toBe(
+        1,
+      );
+      h.sim.stallWatch('leases', false);
+      await advance(30_000);
+      expect(h.controller.sight.blind).toBeUndefined();
+      expect(taintPatches().length).toBeGreaterThan(0);
+      expect(taintPatches()[0]!.at).toBeGreaterThan(blindFrom + 18_000);
+    } finally {
+      await h.stop();
+    }
+  });
+
   it('a lease re-read that waits 1.5 s for a client-side token is timed from when it is sent: no outage, the dead nodes marked at their grace', async () => {
     // Three of five nodes die at once; the two others keep renewing (no fleet-wide silence).
     const h = harness({ nodes: 5, sharedLimiter: true, qps: 1, burst: 1 });
@@ -1080,6 +1288,75 @@ describe('NodeLifecycleController: writes decided before a wait (virtual time)',
       expect(await metric(h.registry, 'nlc_writes_total', { resource: 'events', outcome: 'dropped' })).toBe(
         400 - 5,
       );
+    } finally {
+      await h.stop();
+    }
+  });
+});
+
+describe('NodeLifecycleController: a failed pod step is retried at the next pass (virtual time)', () => {
+  /** When each of node-1's pods was marked Ready=False (monotonic), by pod. */
+  const podMarks = (h: Harness) =>
+    h.sim.patches.filter((p) => p.path.startsWith('/api/v1/namespaces/default/pods/web-'));
+
+  /**
+   * node-1 (3 pods) dies at 20 s and is marked at 70 s; `fail` answers the controller's requests
+   * of the first pod step instead of the server. Returns when the failure was answered.
+   */
+  async function failAtMark(h: Harness, fail: (req: KubeRequest) => boolean): Promise<number | undefined> {
+    for (let i = 0; i < 3; i++) h.sim.addPod('default', `web-${i}`, 'node-1');
+    await advance(20_000);
+    h.sim.stopKubelet('node-1');
+    let failedAt: number | undefined;
+    h.sim.onRequest = (req) => {
+      if (!fail(req)) return undefined;
+      failedAt ??= now();
+      throw new KubeApiError(500, { kind: 'Status', reason: 'InternalError', code: 500 }, {}, 'test');
+    };
+    await advance(GRACE_MS + 1_000);
+    return failedAt;
+  }
+
+  for (const mode of ['always', 'upstream'] as const) {
+    it(`--mark-pods-not-ready=${mode}: a pod list that fails at mark time (70 s) is retried at once, the pods marked by 75 s, not 30 s later`, async () => {
+      const h = harness({ nodes: 3, policy: upstreamPolicy({ markPodsNotReady: mode }) });
+      try {
+        let lists = 0;
+        const failedAt = await failAtMark(
+          h,
+          (r) => r.method === 'GET' && r.path === '/api/v1/pods' && ++lists === 1,
+        );
+        expect(h.sim.markedUnknownAt('node-1')).toBeDefined();
+        expect(failedAt).toBeDefined();
+        await advance(5_000);
+        for (let i = 0; i < 3; i++) expect(h.sim.podReadyOf(`default/web-${i}`), `web-${i}`).toBe('False');
+        expect(podMarks(h)).toHaveLength(3);
+        for (const p of podMarks(h)) expect(p.at - failedAt!).toBeLessThanOrEqual(5_000);
+      } finally {
+        await h.stop();
+      }
+    });
+  }
+
+  it('--mark-pods-not-ready=upstream: a pod mark that fails at mark time (70 s) is retried, the pods marked within 5 s of the failure', async () => {
+    const h = harness({ nodes: 3, policy: upstreamPolicy({ markPodsNotReady: 'upstream' }) });
+    try {
+      // The first pod's write answered 500 six times (70 s to about 73.5 s, the writer's backoffs):
+      // its retries give up, the mark fails.
+      let failures = 0;
+      let gaveUpAt: number | undefined;
+      await failAtMark(h, (r) => {
+        if (r.method !== 'PATCH' || !r.path.endsWith('/status') || !r.path.includes('/pods/')) return false;
+        if (++failures === 6) gaveUpAt = now();
+        return failures <= 6;
+      });
+      await advance(10_000);
+      expect(gaveUpAt).toBeDefined();
+      expect(
+        await metric(h.registry, 'nlc_writes_total', { resource: 'pods/status', outcome: 'failed' }),
+      ).toBe(1);
+      for (let i = 0; i < 3; i++) expect(h.sim.podReadyOf(`default/web-${i}`), `web-${i}`).toBe('False');
+      for (const p of podMarks(h)) expect(p.at - gaveUpAt!).toBeLessThanOrEqual(5_000);
     } finally {
       await h.stop();
     }

@@ -172,11 +172,10 @@ export class NodeReconciler {
     if (!status) return undefined;
     const { node, flipped } = status;
 
-    // 2. Taints.
-    const taintsDue = await this.taints.run(
-      name,
-      node,
-      this.stillWanted(name, this.o.tracker.isTimedOut(name, this.now())),
+    // 2. Taints: a write that adds NoExecute to a node lost now needs it still lost after its waits.
+    const lost = this.o.tracker.isTimedOut(name, this.now());
+    const taintsDue = await this.taints.run(name, node, (addsNoExecute) =>
+      this.stillWanted(name, lost && addsNoExecute)(),
     );
     if (taintsDue === 'fenced') return undefined;
     const oosDue = await this.outOfService?.run(

@@ -1,6 +1,6 @@
 import type { ApiWriter, StillWanted } from '../apply/writer.js';
 import type { Clock } from '../clock/clock.js';
-import type { EventRecord, PodNotReadyDecision } from '../health/index.js';
+import type { EventRecord, PodMarkingTrigger, PodNotReadyDecision } from '../health/index.js';
 import { type KubeClient, paths } from '../kube/client.js';
 import type { List, Node, Pod } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
@@ -29,13 +29,13 @@ export interface PodStepOptions {
  */
 export class PodStep {
   /**
-   * Nodes whose pods we listed: when, the interval to the next list, its resourceVersion, and
-   * whether the node was in its rate-limited step (companion: evicting) then.
+   * Nodes whose pods we look at: when their pods were last listed (recorded once a list answered),
+   * the interval to the next list, its resourceVersion, whether the node was in its rate-limited
+   * step (companion: evicting) then, and `owed`: a run that failed (its list, or a pod write), so
+   * the next run lists at once ('retry': the failed run was the node's flip or a retry of it, as
+   * kube-controller-manager's nodesToRetry).
    */
-  private readonly checkedAt = new Map<
-    string,
-    { at: number; everyMs: number; rv: string | undefined; stepped: boolean }
-  >();
+  private readonly checkedAt = new Map<string, Checked>();
 
   constructor(private readonly o: PodStepOptions) {}
 
@@ -46,7 +46,9 @@ export class PodStep {
   /**
    * Brings the node's pods in line; returns when to look again (ms), or undefined. `stillWanted`
    * is asked before each pod's write and after its waits: once what decided the work no longer
-   * holds (the node renewed, we stopped acting), the remaining pods are left alone.
+   * holds (the node renewed, we stopped acting), the remaining pods are left alone. Throws when the
+   * list or a pod write failed: the node's next run (the runner's retry, the safety net) lists at
+   * once.
    */
   async run(
     name: string,
@@ -62,25 +64,17 @@ export class PodStep {
     }
     const now = this.o.clock.scheduler.now();
     const last = this.checkedAt.get(name);
-    // A node that entered its rate-limited step since the last list (companion: its evictions were
-    // admitted) has new work for its pods now, not at the next re-list.
     const stepped = policy.inRateLimitedStep(node);
-    const entered = stepped && last !== undefined && !last.stepped;
-    if (!flipped && !entered && last !== undefined && now - last.at < last.everyMs) {
-      return last.everyMs - (now - last.at);
-    }
-    this.checkedAt.set(name, {
-      at: now,
-      everyMs: last?.everyMs ?? this.o.podRecheckMs,
-      rv: last?.rv,
-      stepped,
-    });
-    const pods = await this.list(name, flipped ? undefined : last?.rv, { at: now, stepped });
+    const wait = this.notDueFor(last, flipped, stepped, now);
+    if (wait !== undefined) return wait;
+    const trigger = flipped ? 'node-flipped' : last?.owed === 'retry' ? 'retry' : 'resync';
+    const pods = await this.list(name, flipped ? undefined : last?.rv, trigger, last);
+    // Listed: the interval stays until the run's writes are done (a withdrawn run keeps it).
+    const everyMsBefore = last?.everyMs ?? this.o.podRecheckMs;
+    const rv = pods.metadata?.resourceVersion;
+    this.checkedAt.set(name, { at: now, everyMs: everyMsBefore, rv, stepped });
     const wall = () => this.o.clock.wall();
-    const work = policy.pods(node, pods.items, wall(), {
-      ...ctx,
-      trigger: flipped ? 'node-flipped' : 'resync',
-    });
+    const work = policy.pods(node, pods.items, wall(), { ...ctx, trigger });
     const tally: Tally = {
       total: work.marks.length + work.evictions.length,
       done: 0,
@@ -93,19 +87,38 @@ export class PodStep {
       return undefined;
     if ((await this.evict(name, work.evictions, tally, stillWanted)) === 'stopped') return undefined;
     if (tally.failures > 0) {
-      this.checkedAt.delete(name);
+      this.owe(name, trigger, { at: now, everyMs: everyMsBefore, rv, stepped });
       throw new Error(`${tally.failures} pod writes failed on node ${name}`);
     }
     // Keep looking while the node is not Ready: pods bound to it later get marked too. Back off
     // while there is nothing to mark (a pod on a node that stopped reporting cannot become Ready).
     let everyMs =
-      flipped || tally.done > 0 || tally.blocked > 0 || last === undefined
+      trigger !== 'resync' || tally.done > 0 || tally.blocked > 0 || last === undefined || last.owed
         ? this.o.podRecheckMs
         : Math.min(last.everyMs * 2, Math.max(this.o.podRecheckMs, this.o.podRecheckMaxMs));
     // A pod that tolerates the eviction for a while is looked at again when its time is up.
     if (work.recheckInMs !== undefined) everyMs = Math.min(everyMs, Math.max(1, Math.ceil(work.recheckInMs)));
-    this.checkedAt.set(name, { at: now, everyMs, rv: pods.metadata?.resourceVersion, stepped });
+    this.checkedAt.set(name, { at: now, everyMs, rv, stepped });
     return everyMs;
+  }
+
+  /** How long until the node's pods are due for a list (undefined: now). */
+  private notDueFor(last: Checked | undefined, flipped: boolean, stepped: boolean, now: number) {
+    // A failed run is owed at once; a node that entered its rate-limited step since the last list
+    // (companion: its evictions were admitted) has new work for its pods now, not at the next one.
+    if (flipped || last === undefined || last.owed !== undefined || (stepped && !last.stepped)) {
+      return undefined;
+    }
+    return now - last.at < last.everyMs ? last.everyMs - (now - last.at) : undefined;
+  }
+
+  /**
+   * A run failed: its node's next run lists at once, as a retry of its flip if it was one (so that
+   * upstream's pod marking, which only marks on a flip or a retry, still does). Still a node whose
+   * pods we look at (`podsWanted`' listedBefore).
+   */
+  private owe(name: string, trigger: PodMarkingTrigger, kept: Omit<Checked, 'owed'>): void {
+    this.checkedAt.set(name, { ...kept, owed: trigger === 'resync' ? 'list' : 'retry' });
   }
 
   /**
@@ -121,7 +134,8 @@ export class PodStep {
   private async list(
     name: string,
     rv: string | undefined,
-    check: { at: number; stepped: boolean },
+    trigger: PodMarkingTrigger,
+    last: Checked | undefined,
   ): Promise<List<Pod>> {
     try {
       return await this.o.client.request<List<Pod>>({
@@ -135,8 +149,14 @@ export class PodStep {
         signal: this.o.reads,
       });
     } catch (err) {
-      // Next time from whatever the cache has (e.g. "too large resource version" after an etcd restore).
-      if (rv) this.checkedAt.set(name, { ...check, everyMs: this.o.podRecheckMs, rv: undefined });
+      // Not listed: owed at the next run, from whatever the cache has then (e.g. "too large
+      // resource version" after an etcd restore). The last list's time is kept.
+      this.owe(name, trigger, {
+        at: last?.at ?? 0,
+        everyMs: this.o.podRecheckMs,
+        rv: undefined,
+        stepped: last?.stepped ?? false,
+      });
       throw err;
     }
   }
@@ -226,6 +246,15 @@ export class PodStep {
     });
     return 'stopped';
   }
+}
+
+/** A node whose pods we look at (see PodStep.checkedAt). */
+interface Checked {
+  at: number;
+  everyMs: number;
+  rv: string | undefined;
+  stepped: boolean;
+  owed?: 'list' | 'retry';
 }
 
 /** The pod writes of one run so far. */

@@ -1,4 +1,4 @@
-import type { ApiWriter, StillWanted } from '../apply/writer.js';
+import type { ApiWriter } from '../apply/writer.js';
 import type { Clock } from '../clock/clock.js';
 import { type DisruptionController, zoneKeyOf } from '../disruption/index.js';
 import { taintsPatch } from '../health/index.js';
@@ -31,6 +31,14 @@ export interface TaintStepOptions {
 export class TaintStep {
   /** Nodes the zone pass admitted whose taint write has not run yet. */
   private readonly admitted = new Set<string>();
+  /**
+   * Nodes the policy wants in their rate-limited step (upstream: NoExecute), until it asks for it
+   * no more (the step is on, or not wanted: 'cancel'): their last renewal as we saw it when the
+   * step was last asked for. One seen renewed since (while it waited for its zone's token or its
+   * write's) is not lost on our clock: until it is again, it is not asked for (a pending ask is
+   * dropped) and its write is withdrawn.
+   */
+  private readonly wanted = new Map<string, string | null | undefined>();
 
   constructor(private readonly o: TaintStepOptions) {}
 
@@ -45,14 +53,43 @@ export class TaintStep {
 
   forget(name: string): void {
     this.admitted.delete(name);
+    this.wanted.delete(name);
+  }
+
+  /** The node renewed since its rate-limited step was asked for, and is not lost again since. */
+  private renewedSince(name: string, view: NodeView): boolean {
+    return this.wanted.has(name) && this.wanted.get(name) !== view.lastRenewal && !view.timedOut;
+  }
+
+  /** Why a write adding the rate-limited step is no longer wanted (asked after its waits). */
+  private renewedSinceWanted(name: string): string | undefined {
+    const view = this.o.view(name, this.now());
+    return this.renewedSince(name, view) ? 'node renewed since its NoExecute taint was asked for' : undefined;
+  }
+
+  /** The policy asks for the rate-limited step: asked of the zone, unless the node renewed since. */
+  private request(name: string, node: Node, view: NodeView): void {
+    if (this.renewedSince(name, view)) {
+      this.o.disruption.cancel(name);
+      return;
+    }
+    this.wanted.set(name, view.lastRenewal);
+    this.o.disruption.requestNoExecute(name, zoneKeyOf(node.metadata.labels), this.now());
+    this.o.admissionRequested();
   }
 
   /**
-   * Returns 'fenced', or when the rate-limited step comes due (ms). `stillWanted`: a write that
-   * adds the rate-limited step (NoExecute) is withdrawn if what decided it no longer holds after
-   * its waits (the node renewed).
+   * Returns 'fenced', or when the rate-limited step comes due (ms). `stillWanted` is asked after
+   * every wait of the write, each attempt's decision in hand: whether it adds the rate-limited
+   * step (NoExecute), which also needs the node still lost (not renewed since); every taint write
+   * needs us still acting. A write that adds the step is also withdrawn if the node renewed since
+   * the step was asked for and is not lost again (e.g. while it waited for its zone's token).
    */
-  async run(name: string, node: Node, stillWanted?: StillWanted): Promise<'fenced' | number | undefined> {
+  async run(
+    name: string,
+    node: Node,
+    stillWanted?: (addsNoExecute: boolean) => string | undefined,
+  ): Promise<'fenced' | number | undefined> {
     const { disruption, writer, policy } = this.o;
     // An admission that arrives while this reconcile is in flight belongs to the next run (the
     // queue re-runs a key added during processing): decide and settle only with what we had now.
@@ -63,10 +100,9 @@ export class TaintStep {
     };
     const wall = () => this.o.clock.wall();
     const first = policy.taints(node, wall(), ctx);
-    if (first.admission === 'request') {
-      disruption.requestNoExecute(name, zoneKeyOf(node.metadata.labels), this.now());
-      this.o.admissionRequested();
-    } else if (first.admission === 'cancel') {
+    if (first.admission === 'request') this.request(name, node, ctx.view);
+    else if (first.admission === 'cancel') {
+      this.wanted.delete(name);
       disruption.cancel(name);
     }
     if (!first.taints) {
@@ -83,7 +119,8 @@ export class TaintStep {
         added = t.addsNoExecute;
         return t.taints ? (taintsPatch(t.taints) as unknown as Record<string, unknown>) : undefined;
       },
-      () => (added ? stillWanted?.() : undefined),
+      // Asked after this attempt's mutate (the writer's contract): `added` is this attempt's.
+      () => stillWanted?.(added) ?? (added ? this.renewedSinceWanted(name) : undefined),
     );
     if (ctx.admitted && this.admitted.delete(name)) {
       const ok = (out.kind === 'applied' || out.kind === 'dry-run') && added;
