@@ -411,7 +411,7 @@ describe('NodeLifecycleController: nothing is marked while blind (virtual time)'
     }
   });
 
-  it('a pending NoExecute request is not admitted while not leading; it is once leading again', async () => {
+  it('a pending NoExecute request is not admitted while not leading; once leading again, when the node is lost again on our clock', async () => {
     const h = harness({ nodes: 10 });
     const noExecute = (node: string) =>
       h.sim.patches.filter(
@@ -433,8 +433,12 @@ describe('NodeLifecycleController: nothing is marked while blind (virtual time)'
       await advance(60_000);
       expect(noExecute(second)).toEqual([]);
       expect(await metric(h.registry, 'nlc_noexecute_held_back', { reason: 'rate-limit' })).toBe(1);
+      // Leading again is a fresh grace: the node, still silent, is lost again on our clock a grace
+      // later, and only then tainted (a node whose lease renewed meanwhile would not be).
       h.controller.setLeading(true);
-      await advance(1_000);
+      await advance(GRACE_MS - 1_000);
+      expect(noExecute(second)).toEqual([]);
+      await advance(2_000);
       expect(noExecute(second)).toHaveLength(1);
       expect(await metric(h.registry, 'nlc_noexecute_held_back', { reason: 'rate-limit' })).toBe(0);
     } finally {
@@ -1182,10 +1186,13 @@ describe('NodeLifecycleController: writes decided before a wait (virtual time)',
     }
   });
 
-  it('a node that recovered and dies again is judged from its new spell: leading again during it, its NoExecute taint comes at the zone token as before', async () => {
+  it('a node that recovered and dies again is judged from its new spell: leading again during it (a fresh grace), its NoExecute taint comes once it is lost again on our clock', async () => {
     // One zone at 0.01 taints/s (a token each 100 s). node-1 dies at 20 s: Unknown and NoExecute
     // at 70 s; back (renewed, Ready) at 80 s; dead again at 90 s: Unknown at 140 s, its NoExecute
-    // waits for the token of 170 s. Leadership lost and won again at 150 s (a fresh grace).
+    // waits for the token of 170 s. Leadership lost and won again at 150 s: a fresh grace, so the
+    // node is not lost on our clock at 170 s (its admission is withdrawn; the token is spent, as
+    // upstream's queue spends one on an item it requeues) and lost again at 200 s: tainted at the
+    // next token, 270 s.
     const h = harness({ nodes: 10, nodeEvictionRate: 0.01 });
     const noExecuteAt = () =>
       h.sim.patches
@@ -1207,8 +1214,12 @@ describe('NodeLifecycleController: writes decided before a wait (virtual time)',
       expect(h.sim.readyOf('node-1')).toBe('Unknown');
       h.controller.setLeading(false);
       h.controller.setLeading(true);
-      await advance(30_000);
-      expect(noExecuteAt()).toEqual([70, 170]);
+      await advance(30_000); // 180 s
+      expect(noExecuteAt()).toEqual([70]);
+      await advance(30_000); // 210 s
+      expect(noExecuteAt()).toEqual([70]);
+      await advance(70_000); // 280 s
+      expect(noExecuteAt()).toEqual([70, 270]);
     } finally {
       await h.stop();
     }

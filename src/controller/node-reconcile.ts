@@ -172,8 +172,10 @@ export class NodeReconciler {
     if (!status) return undefined;
     const { node, flipped } = status;
 
-    // 2. Taints: a write that adds NoExecute to a node lost now needs it still lost after its waits.
-    const lost = this.o.tracker.isTimedOut(name, this.now());
+    // 2. Taints: a write that adds NoExecute to a node lost now, or to one our mark of a lost node
+    // is on (its unreachable taint), needs it lost on our clock after its waits: a node whose lease
+    // renewed since (even during our own mark's write) is not tainted for it.
+    const lost = this.o.tracker.isTimedOut(name, this.now()) || this.o.policy.markedLost(node);
     const taintsDue = await this.taints.run(name, node, (addsNoExecute) =>
       this.stillWanted(name, lost && addsNoExecute)(),
     );
@@ -282,9 +284,15 @@ export class NodeReconciler {
     };
   }
 
-  /** As stillWanted, and the node, if it changed since `decided`, still wants its pods looked at. */
+  /**
+   * As stillWanted, and the node, if it changed since `decided`, still wants its pods looked at. A
+   * node lost now, or one our mark of a lost node is on, needs to be lost on our clock when its pods
+   * are marked: one whose lease renewed since is not judged by a mark its kubelet has not replaced
+   * yet.
+   */
   private podsStillWanted(name: string, decided: Node): StillWanted {
-    const base = this.stillWanted(name, this.o.tracker.isTimedOut(name, this.now()));
+    const lost = this.o.tracker.isTimedOut(name, this.now()) || this.o.policy.markedLost(decided);
+    const base = this.stillWanted(name, lost);
     return () => {
       const why = base();
       if (why !== undefined) return why;
