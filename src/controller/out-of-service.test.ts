@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { KubeApiError, type KubeRequest } from '../kube/client.js';
 import type { Node } from '../kube/types.js';
 import {
   APPLIED_ANNOTATION,
@@ -21,11 +22,12 @@ afterEach(() => {
   vi.useRealTimers();
 });
 
-function start(o: { dryRun?: boolean; nodes?: number } = {}): Harness {
+function start(o: { dryRun?: boolean; nodes?: number; cap?: { maxNodes: number } } = {}): Harness {
   return harness({
     nodes: o.nodes ?? 10,
     outOfService: { signals: FENCE_SIGNALS, afterMs: AFTER },
     ...(o.dryRun ? { dryRun: true } : {}),
+    ...(o.cap ? { cap: { ...o.cap, windowMs: 10 * 60_000 } } : {}),
   });
 }
 
@@ -41,6 +43,13 @@ const fence = (h: Harness, name: string) =>
   }));
 const logged = (h: Harness, msg: string, name: string) =>
   h.logs.filter((l) => l.msg === msg && l.node === name);
+const QUEUED = (name: string) => `out-of-service:${name}`;
+const leaseGet = (req: KubeRequest, name: string) =>
+  req.method === 'GET' && req.path.endsWith(`/namespaces/kube-node-lease/leases/${name}`);
+const oosPatch = (req: KubeRequest, name: string) =>
+  req.method === 'PATCH' && req.path === `/api/v1/nodes/${name}` && JSON.stringify(req.body).includes(OOS);
+const apiError = (status: number, reason: string) =>
+  new KubeApiError(status, { kind: 'Status', reason, code: status }, {}, 'test');
 
 describe('--out-of-service: the taint for a node known to be down', () => {
   it('a fenced node gets the taint the delay after it was marked, and loses it once it renews and is Ready', async () => {
@@ -199,6 +208,33 @@ describe('--out-of-service: the taint for a node known to be down', () => {
     expect(h.logs.filter((l) => l.msg === 'Out-of-service node has no VolumeAttachment left')).toHaveLength(
       2,
     );
+    await h.stop();
+  });
+
+  it('a lease re-read that fails before the taint gives its admission back: the zone queue takes the next request, no 2-minute in-flight wait', async () => {
+    const h = start();
+    await advance(1_000);
+    h.sim.stopKubelet('node-1');
+    fence(h, 'node-1');
+    await advance(GRACE_MS + 5_000);
+    expect(h.sim.markedUnknownAt('node-1')).toBeDefined();
+    // The re-read right before the out-of-service taint is answered 429 once.
+    let refusedAt: number | undefined;
+    h.sim.onRequest = (req) => {
+      if (refusedAt === undefined && leaseGet(req, 'node-1')) {
+        refusedAt = Date.now();
+        throw apiError(429, 'TooManyRequests');
+      }
+      return undefined;
+    };
+    for (let i = 0; i < 2 * AFTER && refusedAt === undefined; i += 1_000) await advance(1_000);
+    expect(refusedAt).toBeDefined();
+    expect(hasOos(h, 'node-1')).toBe(false);
+    // Not left in flight (the zone queue would answer 'in-flight' to every request for 2 minutes).
+    expect(h.disruption.inFlightNames()).not.toContain(QUEUED('node-1'));
+    await advance(40_000);
+    expect(hasOos(h, 'node-1')).toBe(true);
+    expect(oosAt(h, 'node-1')! - refusedAt!).toBeLessThan(40_000);
     await h.stop();
   });
 });

@@ -168,8 +168,16 @@ export class OutOfServiceStep {
 
   private async apply(name: string, node: Node, signal: FenceSignal): Promise<'fenced' | number | undefined> {
     // The lease is read again (quorum) as before any mark: a watch behind or a storage outage
-    // shows here, and nothing is written.
-    if (!(await this.o.recheckLease.confirmStale(name)) || this.o.blind() !== undefined) {
+    // shows here, and nothing is written. A read that fails (throws, to be retried) gives the
+    // admission back first: left in flight, the zone queue would refuse the retry's request.
+    let stale: boolean;
+    try {
+      stale = await this.o.recheckLease.confirmStale(name);
+    } catch (err) {
+      this.settle(name, 'failed');
+      throw err;
+    }
+    if (!stale || this.o.blind() !== undefined) {
       this.settle(name, 'dropped');
       this.count('withdrawn', signal);
       return undefined;
