@@ -104,6 +104,7 @@ export class NodeReconciler {
           settings: o.outOfService,
           silent: (name) => o.tracker.isTimedOut(name, this.now()),
           dryRunMarked: (name) => this.dryRunMarked.has(name),
+          observeFresh: (node) => this.observeFresh(node),
           emit: (e) => this.emit(e),
         })
       : undefined;
@@ -139,6 +140,11 @@ export class NodeReconciler {
   /** Every copy of a node the watch delivers. */
   observed(node: Node): void {
     this.outOfService?.observe(node);
+  }
+
+  /** A copy of the node read after a 409, newer than the watch's: its heartbeat counts as the watch's would. */
+  private observeFresh(node: Node): void {
+    if (this.o.tracker.observeNode(node, this.now()).refreshed) this.renewed(node.metadata.name);
   }
 
   /** The node renewed (a lease or a heartbeat): a dry-run mark no longer stands. */

@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { KubeApiError, type KubeRequest } from '../kube/client.js';
 import type { Node } from '../kube/types.js';
+import { companionPolicy } from '../policy/index.js';
 import {
   APPLIED_ANNOTATION,
   CLOUD_SHUTDOWN_TAINT_KEY,
@@ -22,9 +23,21 @@ afterEach(() => {
   vi.useRealTimers();
 });
 
-function start(o: { dryRun?: boolean; nodes?: number; cap?: { maxNodes: number } } = {}): Harness {
+function start(
+  o: { dryRun?: boolean; nodes?: number; cap?: { maxNodes: number }; companion?: boolean } = {},
+): Harness {
   return harness({
     nodes: o.nodes ?? 10,
+    ...(o.companion
+      ? {
+          policy: companionPolicy({
+            taintKey: 'example.com/lost',
+            identity: 'nlc-test',
+            evictAfterMs: 0,
+            markPodsNotReady: false,
+          }),
+        }
+      : {}),
     outOfService: { signals: FENCE_SIGNALS, afterMs: AFTER },
     ...(o.dryRun ? { dryRun: true } : {}),
     ...(o.cap ? { cap: { ...o.cap, windowMs: 10 * 60_000 } } : {}),
@@ -46,8 +59,10 @@ const logged = (h: Harness, msg: string, name: string) =>
 const QUEUED = (name: string) => `out-of-service:${name}`;
 const leaseGet = (req: KubeRequest, name: string) =>
   req.method === 'GET' && req.path.endsWith(`/namespaces/kube-node-lease/leases/${name}`);
+const oosPatchBody = (path: string, body: unknown, name: string) =>
+  path === `/api/v1/nodes/${name}` && JSON.stringify(body).includes(OOS);
 const oosPatch = (req: KubeRequest, name: string) =>
-  req.method === 'PATCH' && req.path === `/api/v1/nodes/${name}` && JSON.stringify(req.body).includes(OOS);
+  req.method === 'PATCH' && oosPatchBody(req.path, req.body, name);
 const apiError = (status: number, reason: string) =>
   new KubeApiError(status, { kind: 'Status', reason, code: status }, {}, 'test');
 
@@ -235,6 +250,66 @@ describe('--out-of-service: the taint for a node known to be down', () => {
     await advance(40_000);
     expect(hasOos(h, 'node-1')).toBe(true);
     expect(oosAt(h, 'node-1')! - refusedAt!).toBeLessThan(40_000);
+    await h.stop();
+  });
+
+  it('a node back as the taint is sent (409, watches 5 s behind): the fresh copy is judged again as a whole, and a Ready node gets no taint', async () => {
+    const h = start();
+    await advance(1_000);
+    h.sim.stopKubelet('node-1');
+    fence(h, 'node-1');
+    await advance(GRACE_MS + 5_000);
+    expect(h.sim.markedUnknownAt('node-1')).toBeDefined();
+    // As our taint is sent, the kubelet is back: Ready=True, renewing; our watches show it 5 s late.
+    let backAt: number | undefined;
+    h.sim.onRequest = (req) => {
+      if (backAt === undefined && oosPatch(req, 'node-1')) {
+        backAt = Date.now();
+        h.sim.delayWatch('nodes', 5_000);
+        h.sim.delayWatch('leases', 5_000);
+        h.sim.startKubelet('node-1');
+        h.sim.setReady('node-1', 'True');
+      }
+      return undefined;
+    };
+    await advance(AFTER + 30_000);
+    expect(backAt).toBeDefined();
+    expect(h.sim.readyOf('node-1')).toBe('True');
+    expect(
+      h.sim.patches.filter((p) => p.path === '/api/v1/nodes/node-1' && JSON.stringify(p.body).includes(OOS)),
+    ).toEqual([]);
+    expect(hasOos(h, 'node-1')).toBe(false);
+    expect(await metric(h.registry, 'nlc_out_of_service_decisions_total', { decision: 'withdrawn' })).toBe(1);
+    // Its admission was given back.
+    expect(h.disruption.inFlightNames()).toEqual([]);
+    await h.stop();
+  });
+
+  it("companion mode, a node back as the taint is sent: our mark is still on the fresh copy, but its kubelet's new heartbeat there counts (no taint)", async () => {
+    const h = start({ companion: true });
+    await advance(1_000);
+    h.sim.stopKubelet('node-1');
+    fence(h, 'node-1');
+    await advance(GRACE_MS + 5_000);
+    const lost = (n: Node) =>
+      n.status?.conditions?.some((c) => c.type === 'NodeLeaseExpired' && c.status === 'True');
+    expect(lost(node(h, 'node-1'))).toBe(true);
+    let backAt: number | undefined;
+    h.sim.onRequest = (req) => {
+      if (backAt === undefined && oosPatch(req, 'node-1')) {
+        backAt = Date.now();
+        h.sim.delayWatch('nodes', 5_000);
+        h.sim.delayWatch('leases', 5_000);
+        h.sim.startKubelet('node-1');
+        h.sim.setReady('node-1', 'True');
+      }
+      return undefined;
+    };
+    await advance(AFTER + 30_000);
+    expect(backAt).toBeDefined();
+    expect(h.sim.patches.filter((p) => oosPatchBody(p.path, p.body, 'node-1'))).toEqual([]);
+    expect(hasOos(h, 'node-1')).toBe(false);
+    expect(h.disruption.inFlightNames()).toEqual([]);
     await h.stop();
   });
 });

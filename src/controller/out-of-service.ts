@@ -10,6 +10,7 @@ import type { MarkingPolicy } from '../policy/index.js';
 import {
   type FenceSignal,
   OUT_OF_SERVICE_TAINT,
+  type OutOfServiceCheck,
   OutOfServiceCore,
   type OutOfServiceSettings,
   outOfServicePatch,
@@ -46,6 +47,8 @@ export interface OutOfServiceStepOptions {
   dryRunMarked: (name: string) => boolean;
   /** Why we do not act now (undefined: we act). */
   blind: () => string | undefined;
+  /** A copy of the node fresher than the watch's (read after a 409): observed as the watch's is. */
+  observeFresh: (node: Node) => void;
   admissionRequested: () => void;
   emit: (e: EventRecord) => Promise<void>;
 }
@@ -106,16 +109,7 @@ export class OutOfServiceStep {
   async run(name: string, node: Node): Promise<'fenced' | number | undefined> {
     const now = this.now();
     const admitted = this.admitted.has(name);
-    const d = this.core.decide(
-      {
-        node,
-        marked: this.o.policy.markedLost(node) || this.o.dryRunMarked(name),
-        silent: this.o.silent(name),
-        blind: this.o.blind(),
-        admitted,
-      },
-      now,
-    );
+    const d = this.core.decide({ ...this.check(name, node), admitted }, now);
     if (d.kind === 'remove') return this.remove(name, node);
     const volumes = this.volumes.has(name) ? VOLUME_CHECK_MS : undefined;
     if (d.kind === 'none') {
@@ -139,6 +133,22 @@ export class OutOfServiceStep {
     }
     this.admitted.delete(name);
     return this.apply(name, node, d.signal);
+  }
+
+  /** What we know now about this copy of the node: the facts every decision and re-check asks. */
+  private check(name: string, node: Node): OutOfServiceCheck {
+    return {
+      node,
+      marked: this.o.policy.markedLost(node) || this.o.dryRunMarked(name),
+      silent: this.o.silent(name),
+      blind: this.o.blind(),
+    };
+  }
+
+  /** A copy of the node read after a 409 (newer than the watch's): everything it shows counts. */
+  private fresh(node: Node): void {
+    this.core.observe(node);
+    this.o.observeFresh(node);
   }
 
   /** The first time in a spell a node is seen fenced: one line naming the signal. */
@@ -182,11 +192,19 @@ export class OutOfServiceStep {
       this.count('withdrawn', signal);
       return undefined;
     }
+    // Every copy the write is computed from (after a 409, a fresh read) is asked the question that
+    // decided it, as a whole: a node back (Ready, renewing) gets nothing, whatever signal it shows.
+    let used = signal;
     const out = await this.o.writer.patchNode(
       name,
       node,
-      (current) =>
-        current === node || this.core.signal(current) ? outOfServicePatch(current, signal) : undefined,
+      (current) => {
+        if (current !== node) this.fresh(current);
+        const s = this.core.warranted(this.check(name, current));
+        if (s === undefined) return undefined;
+        used = s;
+        return outOfServicePatch(current, s);
+      },
       () => this.o.blind() ?? (this.o.silent(name) ? undefined : 'node renewed'),
     );
     const ok = out.kind === 'applied' || out.kind === 'dry-run';
@@ -197,7 +215,7 @@ export class OutOfServiceStep {
       this.count('withdrawn', signal);
       return undefined;
     }
-    return this.applied(name, node, signal, out);
+    return this.applied(name, node, used, out);
   }
 
   private applied(

@@ -9,6 +9,7 @@ export {
   type FenceSignal,
   KUBELET_SHUTDOWN_MESSAGE,
   OUT_OF_SERVICE_TAINT,
+  type OutOfServiceCheck,
   OutOfServiceCore,
   type OutOfServiceDecision,
   type OutOfServiceFacts,

@@ -144,6 +144,19 @@ describe('OutOfServiceCore: applied only to a marked, silent, fenced node, after
     });
   });
 
+  it('warranted: the same question on any copy of the node (a fresher one after a 409): we act, our mark, silent, a signal', () => {
+    const c = core();
+    const n = fencedBy['fence-annotation']();
+    const check = { node: n, marked: true, silent: true, blind: undefined };
+    expect(c.warranted(check)).toBe('fence-annotation');
+    expect(c.warranted({ ...check, blind: 'not_leader' })).toBeUndefined();
+    expect(c.warranted({ ...check, marked: false })).toBeUndefined();
+    expect(c.warranted({ ...check, silent: false })).toBeUndefined();
+    expect(c.warranted({ ...check, node: node() })).toBeUndefined();
+    // The signal of the copy asked about, not of the one the decision was made on.
+    expect(c.warranted({ ...check, node: fencedBy['cloud-shutdown-taint']() })).toBe('cloud-shutdown-taint');
+  });
+
   it('a node that carries the taint already gets nothing more', () => {
     const n = node({ taints: [OUT_OF_SERVICE_TAINT], annotations: { [FENCED_ANNOTATION]: 'true' } });
     const c = core();

@@ -57,8 +57,11 @@ export interface OutOfServiceSettings {
   afterMs: number;
 }
 
-/** What the wiring knows about one node when it asks. */
-export interface OutOfServiceFacts {
+/**
+ * What the wiring knows about one copy of a node (the one a decision was made on, or a fresher one
+ * read after a wait or a 409).
+ */
+export interface OutOfServiceCheck {
   node: Node;
   /** This controller marked it lost (the policy's mark is on the node). */
   marked: boolean;
@@ -66,6 +69,10 @@ export interface OutOfServiceFacts {
   silent: boolean;
   /** Why we do not act (blind, not leading), or undefined: we act. */
   blind: string | undefined;
+}
+
+/** What the wiring knows about one node when it asks for a decision. */
+export interface OutOfServiceFacts extends OutOfServiceCheck {
   /** The zone pass admitted this node's taint (zone rates, blast-radius cap, master disruption). */
   admitted: boolean;
 }
@@ -143,7 +150,7 @@ export class OutOfServiceCore {
       this.fencedSince.delete(name);
       return this.removal(f.node, tainted);
     }
-    const signal = f.marked && f.silent ? this.signal(f.node) : undefined;
+    const signal = this.warranted(f);
     if (signal === undefined) {
       // Lease silence alone, or not our mark: never. A request already made is dropped.
       const had = this.fencedSince.delete(name);
@@ -156,6 +163,19 @@ export class OutOfServiceCore {
     if (left > 0) return { kind: 'wait', signal, inMs: left };
     if (!f.admitted) return { kind: 'request', signal };
     return { kind: 'apply', signal, patch: outOfServicePatch(f.node, signal) };
+  }
+
+  /**
+   * The question that decides the taint, asked the same way on every copy of the node: the one the
+   * decision was made on, and any fresher one after a wait or a 409 (its heartbeat observed first,
+   * so a kubelet back is no longer silent). We act, we marked it lost (upstream: Ready Unknown, so
+   * not Ready), its lease is silent on our clock, and a trusted signal says it is down: that signal,
+   * else undefined. (Ready as the copy shows it is no test of its own: a dry run never writes the
+   * mark, and a dead kubelet's last Ready=True stays on the node.)
+   */
+  warranted(f: OutOfServiceCheck): FenceSignal | undefined {
+    if (f.blind !== undefined || !f.marked || !f.silent) return undefined;
+    return this.signal(f.node);
   }
 
   /** The removal's patch for this copy of the node, or undefined: nothing of ours left on it. */
