@@ -312,4 +312,48 @@ describe('--out-of-service: the taint for a node known to be down', () => {
     expect(h.disruption.inFlightNames()).toEqual([]);
     await h.stop();
   });
+
+  it('a node back while its request waits in the zone queue (re-queued after a failed write): the request and its admission go, and its next outage asks the zone again', async () => {
+    const h = start();
+    await advance(1_000);
+    h.sim.stopKubelet('node-1');
+    fence(h, 'node-1');
+    await advance(GRACE_MS + 5_000);
+    expect(h.sim.markedUnknownAt('node-1')).toBeDefined();
+    // The taint's write is refused once (403: failed, the request back in the zone queue); the
+    // node comes back at that moment, Ready, its fence annotation left on.
+    let refusedAt: number | undefined;
+    h.sim.onRequest = (req) => {
+      if (refusedAt === undefined && oosPatch(req, 'node-1')) {
+        refusedAt = Date.now();
+        h.sim.startKubelet('node-1');
+        h.sim.setReady('node-1', 'True');
+        throw apiError(403, 'Forbidden');
+      }
+      return undefined;
+    };
+    for (let i = 0; i < 2 * AFTER && refusedAt === undefined; i += 1_000) await advance(1_000);
+    expect(refusedAt).toBeDefined();
+    await advance(2_000);
+    expect(h.sim.readyOf('node-1')).toBe('True');
+    expect(h.disruption.queued().map((q) => q.name)).not.toContain(QUEUED('node-1'));
+    await advance(60_000);
+    expect(h.disruption.queued().map((q) => q.name)).not.toContain(QUEUED('node-1'));
+    expect(h.disruption.inFlightNames()).not.toContain(QUEUED('node-1'));
+    expect(hasOos(h, 'node-1')).toBe(false);
+    expect(logged(h, 'Out-of-service taint not applied: what decided it no longer holds', 'node-1')).toEqual([
+      expect.objectContaining({ reason: 'node back', signal: 'fence-annotation' }),
+    ]);
+    // Its next outage: the taint waits for a new request and its admission.
+    const requested = await metric(h.registry, 'nlc_out_of_service_decisions_total', {
+      decision: 'requested',
+    });
+    h.sim.stopKubelet('node-1');
+    await advance(GRACE_MS + AFTER + 30_000);
+    expect(hasOos(h, 'node-1')).toBe(true);
+    expect(
+      await metric(h.registry, 'nlc_out_of_service_decisions_total', { decision: 'requested' }),
+    ).toBeGreaterThan(requested!);
+    await h.stop();
+  });
 });

@@ -93,6 +93,11 @@ export class OutOfServiceStep {
     this.fenced.delete(name);
     this.volumes.delete(name);
     this.dryRun.delete(name);
+    this.release(name);
+  }
+
+  /** The node's request leaves the zone queue, and an admission it holds is given back. */
+  private release(name: string): void {
     this.o.disruption.cancel(OUT_OF_SERVICE_QUEUE_PREFIX + name);
     if (this.admitted.delete(name)) this.settle(name, 'dropped');
   }
@@ -110,6 +115,10 @@ export class OutOfServiceStep {
     const now = this.now();
     const admitted = this.admitted.has(name);
     const d = this.core.decide({ ...this.check(name, node), admitted }, now);
+    // A request stays queued, and an admission held, only while the decision is to ask for or to
+    // write the taint: any other (the node back, the signal gone, not acting, a delay started
+    // again, the taint already on) gives them back, so no admission outlives what it was for.
+    if (d.kind !== 'request' && d.kind !== 'apply') this.release(name);
     if (d.kind === 'remove') return this.remove(name, node);
     const volumes = this.volumes.has(name) ? VOLUME_CHECK_MS : undefined;
     if (d.kind === 'none') {
@@ -162,14 +171,13 @@ export class OutOfServiceStep {
     });
   }
 
+  /** A fenced node's taint is not applied after all (its request and admission released already). */
   private cancel(name: string, why: string): void {
     const f = this.fenced.get(name);
     this.fenced.delete(name);
     this.dryRun.delete(name);
-    this.o.disruption.cancel(OUT_OF_SERVICE_QUEUE_PREFIX + name);
-    if (this.admitted.delete(name)) this.settle(name, 'dropped');
     this.count('cancelled', f?.signal ?? 'none');
-    this.o.log.info('Out-of-service taint not applied: the fence signal is gone', {
+    this.o.log.info('Out-of-service taint not applied: what decided it no longer holds', {
       node: name,
       signal: f?.signal,
       reason: why,

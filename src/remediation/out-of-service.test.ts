@@ -290,8 +290,15 @@ describe('OutOfServiceCore: what it reads from a node, and the names users write
     const c = core();
     const fenced = fencedBy['fence-annotation'];
     expect(c.decide(facts(fenced()), 0).kind).toBe('wait');
-    expect(c.decide(facts(node({ ready: READY }), { silent: false }), AFTER / 2)).toEqual({ kind: 'none' });
-    expect(c.decide(facts(fenced()), AFTER)).toEqual({
+    // Its request (or admission) is dropped, as when the signal goes.
+    expect(c.decide(facts(node({ ready: READY }), { silent: false }), AFTER / 2)).toEqual({
+      kind: 'none',
+      why: 'node back',
+      cancel: true,
+    });
+    // Once: it is no longer fenced.
+    expect(c.decide(facts(node({ ready: READY }), { silent: false }), AFTER)).toEqual({ kind: 'none' });
+    expect(c.decide(facts(fenced()), 2 * AFTER)).toEqual({
       kind: 'wait',
       signal: 'fence-annotation',
       inMs: AFTER,

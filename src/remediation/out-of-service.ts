@@ -78,7 +78,10 @@ export interface OutOfServiceFacts extends OutOfServiceCheck {
 }
 
 export type OutOfServiceDecision =
-  /** Nothing to do; `why` when a fenced node is held (blind, not leading) or a request dropped. */
+  /**
+   * Nothing to do; `why` when a fenced node is held (blind, not leading) or a request dropped
+   * (`cancel`: the fence signal is gone, or the node is back).
+   */
   | { kind: 'none'; why?: string; cancel?: boolean }
   /** Fenced, the delay not over: look again in `inMs`. */
   | { kind: 'wait'; signal: FenceSignal; inMs: number }
@@ -147,8 +150,10 @@ export class OutOfServiceCore {
     const name = f.node.metadata.name;
     const tainted = hasTaintKey(f.node, OUT_OF_SERVICE_TAINT.key);
     if (!f.silent && readyStatus(f.node) === 'True') {
-      this.fencedSince.delete(name);
-      return this.removal(f.node, tainted);
+      // Back before the taint went on: a request made (or an admission held) is dropped.
+      const had = this.fencedSince.delete(name);
+      const d = this.removal(f.node, tainted);
+      return d.kind === 'none' && had ? { kind: 'none', why: 'node back', cancel: true } : d;
     }
     const signal = this.warranted(f);
     if (signal === undefined) {
