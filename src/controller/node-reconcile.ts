@@ -144,12 +144,16 @@ export class NodeReconciler {
 
   /** A copy of the node read after a 409, newer than the watch's: its heartbeat counts as the watch's would. */
   private observeFresh(node: Node): void {
-    if (this.o.tracker.observeNode(node, this.now()).refreshed) this.renewed(node.metadata.name);
+    if (this.o.tracker.observeNode(node, this.now()).refreshed) this.renewed(node.metadata.name, true);
   }
 
-  /** The node renewed (a lease or a heartbeat): a dry-run mark no longer stands. */
-  renewed(name: string): void {
+  /**
+   * The node renewed (a lease or a heartbeat): a dry-run mark no longer stands. `seen`: a change we
+   * saw (a watch event, a fresh read), not the first sight of it in a list.
+   */
+  renewed(name: string, seen: boolean): void {
     this.dryRunMarked.delete(name);
+    if (seen) this.outOfService?.renewed(name);
   }
 
   /** The node was deleted. */

@@ -356,4 +356,93 @@ describe('--out-of-service: the taint for a node known to be down', () => {
     ).toBeGreaterThan(requested!);
     await h.stop();
   });
+
+  it('a node back that stays NotReady (a DaemonSet pod it needs does not tolerate the taint): our taint comes off once we see it renew and no signal says it is down', async () => {
+    const h = start();
+    await advance(1_000);
+    h.sim.stopKubelet('node-3');
+    h.sim.setTaints('node-3', [{ key: CLOUD_SHUTDOWN_TAINT_KEY, effect: 'NoSchedule' }]);
+    await advance(GRACE_MS + AFTER + 20_000);
+    expect(hasOos(h, 'node-3')).toBe(true);
+    // The instance runs again: the provider drops its shutdown taint, the kubelet renews and posts
+    // Ready=False (its CNI agent is kept off by our NoExecute taint, so it never says Ready).
+    h.sim.startKubelet('node-3');
+    h.sim.updateNode('node-3', (n) => ({
+      ...n,
+      spec: { ...n.spec, taints: (n.spec?.taints ?? []).filter((t) => t.key !== CLOUD_SHUTDOWN_TAINT_KEY) },
+    }));
+    h.sim.setReady('node-3', 'False');
+    h.sim.updateNode('node-3', (n) => ({
+      ...n,
+      status: {
+        ...n.status,
+        conditions: (n.status?.conditions ?? []).map((c) =>
+          c.type === 'Ready'
+            ? {
+                ...c,
+                message:
+                  'container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady',
+              }
+            : c,
+        ),
+      },
+    }));
+    await advance(15_000);
+    expect(h.sim.readyOf('node-3')).toBe('False');
+    expect(hasOos(h, 'node-3')).toBe(false);
+    expect(node(h, 'node-3').metadata.annotations?.[APPLIED_ANNOTATION]).toBeUndefined();
+    expect(logged(h, 'Removed the out-of-service taint', 'node-3')).toHaveLength(1);
+    await h.stop();
+  });
+
+  it('...but not while a signal still says it is down (a fence annotation left on), nor for a dead node after a restart (the list is no renewal)', async () => {
+    const tainted = (n: Node): Node => ({
+      ...n,
+      metadata: {
+        ...n.metadata,
+        annotations: { [APPLIED_ANNOTATION]: 'kubelet-shutdown' },
+      },
+      spec: {
+        taints: [OUT_OF_SERVICE_TAINT, { key: 'node.kubernetes.io/unreachable', effect: 'NoExecute' }],
+      },
+      status: {
+        conditions: (n.status?.conditions ?? []).map((c) =>
+          c.type === 'Ready' ? { ...c, status: 'Unknown' } : c,
+        ),
+      },
+    });
+    const h = harness({
+      nodes: 10,
+      outOfService: { signals: FENCE_SIGNALS, afterMs: AFTER },
+      before: (sim) => {
+        // Tainted by the replica before us: node-5 is still dead, node-6 is back NotReady and fenced.
+        for (const n of ['node-5', 'node-6']) {
+          sim.stopKubelet(n);
+          sim.updateNode(n, tainted);
+        }
+        sim.updateNode('node-6', (n) => ({
+          ...n,
+          metadata: {
+            ...n.metadata,
+            annotations: { ...n.metadata.annotations, [FENCED_ANNOTATION]: 'true' },
+          },
+        }));
+      },
+    });
+    await advance(1_000);
+    h.sim.startKubelet('node-6');
+    h.sim.setReady('node-6', 'False');
+    await advance(GRACE_MS + 30_000);
+    expect(hasOos(h, 'node-5')).toBe(true);
+    expect(hasOos(h, 'node-6')).toBe(true);
+    // The fence is lifted: node-6's taint comes off.
+    h.sim.updateNode('node-6', (n) => ({
+      ...n,
+      metadata: { ...n.metadata, annotations: { [APPLIED_ANNOTATION]: 'kubelet-shutdown' } },
+    }));
+    await advance(15_000);
+    expect(hasOos(h, 'node-6')).toBe(false);
+    expect(hasOos(h, 'node-5')).toBe(true);
+    await h.stop();
+  });
 });

@@ -84,6 +84,11 @@ export class OutOfServiceStep {
     this.core.observe(node);
   }
 
+  /** We saw the node renew (a watch change or a fresh read; not a list). */
+  renewed(name: string): void {
+    this.core.renewed(name);
+  }
+
   admit(name: string): void {
     this.admitted.add(name);
   }
@@ -283,7 +288,7 @@ export class OutOfServiceStep {
           node,
           EventType.Normal,
           EventReason.OutOfServiceTaintRemoved,
-          `Node renewed its lease and is Ready: ${TAINT} removed`,
+          `Node is back (renewing, and Ready or no fence signal left): ${TAINT} removed`,
         ),
       );
     }

@@ -103,6 +103,17 @@ describe('OutOfServiceCore: applied only to a marked, silent, fenced node, after
     }
   });
 
+  it('kubelet-shutdown: the kubelet running again (Ready=False for another reason) ends the announcement; our mark (Unknown) does not', () => {
+    const c = core(['kubelet-shutdown']);
+    c.observe(node({ ready: SHUTTING_DOWN }));
+    c.observe(node({ ready: UNKNOWN }));
+    expect(c.signal(node())).toBe('kubelet-shutdown');
+    c.observe(
+      node({ ready: { type: 'Ready', status: 'False', message: 'container runtime network not ready' } }),
+    );
+    expect(c.signal(node())).toBeUndefined();
+  });
+
   it('only the signals chosen count; an annotation that is not "true" is no fence', () => {
     const c = core(['cloud-shutdown-taint']);
     expect(c.decide(facts(fencedBy['fence-annotation'](), { admitted: true }), AFTER)).toEqual({
@@ -187,6 +198,54 @@ describe('OutOfServiceCore: removal once the node renewed and is Ready', () => {
   it('not while the lease is silent, nor while renewed but not Ready', () => {
     expect(core().decide(facts(ours(READY), { silent: true }), 0)).toEqual({ kind: 'none' });
     expect(core().decide(facts(ours(UNKNOWN), { silent: false }), 0)).toEqual({ kind: 'none' });
+  });
+
+  it('renewing but not Ready (a pod it needs kept off by the taint): off once a renewal was seen and no signal is left', () => {
+    const notReady: NodeCondition = { type: 'Ready', status: 'False', message: 'NetworkReady=false' };
+    const n = ours(notReady);
+    const unfenced = node({
+      ready: notReady,
+      taints: [{ key: 'x', effect: 'NoSchedule' }, OUT_OF_SERVICE_TAINT],
+      annotations: { [APPLIED_ANNOTATION]: 'fence-annotation' },
+    });
+    const c = core();
+    // No renewal seen (a fresh grace after a restart or a handover is no renewal): stays.
+    expect(c.decide(facts(unfenced, { silent: false }), 0)).toEqual({ kind: 'none' });
+    c.renewed('n1');
+    // The fence annotation still says it is down: stays.
+    expect(c.decide(facts(n, { silent: false }), 0)).toEqual({ kind: 'none' });
+    expect(c.decide(facts(unfenced, { silent: false }), 0)).toEqual({
+      kind: 'remove',
+      ours: true,
+      patch: {
+        metadata: { annotations: { [APPLIED_ANNOTATION]: null } },
+        spec: { taints: [{ key: 'x', effect: 'NoSchedule' }] },
+      },
+    });
+  });
+
+  it('a renewal counts only until a decision finds the node silent again; forget drops it', () => {
+    const notReady: NodeCondition = { type: 'Ready', status: 'False' };
+    const back = node({
+      ready: notReady,
+      taints: [OUT_OF_SERVICE_TAINT],
+      annotations: { [APPLIED_ANNOTATION]: 'x' },
+    });
+    const c = core();
+    c.renewed('n1');
+    expect(c.back({ node: back, marked: false, silent: false, blind: undefined })).toBe(true);
+    // Blind, or silent: not back.
+    expect(c.back({ node: back, marked: false, silent: false, blind: 'silent' })).toBe(false);
+    expect(c.back({ node: back, marked: false, silent: true, blind: undefined })).toBe(false);
+    expect(c.decide(facts(back, { silent: true }), 0)).toEqual({ kind: 'none' });
+    expect(c.decide(facts(back, { silent: false }), 0)).toEqual({ kind: 'none' });
+    c.renewed('n1');
+    c.forget('n1');
+    expect(c.decide(facts(back, { silent: false }), 0)).toEqual({ kind: 'none' });
+    // Ready=True needs no renewal seen: the kubelet posted it.
+    expect(c.back({ node: node({ ready: READY }), marked: false, silent: false, blind: undefined })).toBe(
+      true,
+    );
   });
 
   it('an out-of-service taint an operator put there is not ours: left alone, and the fence too', () => {
