@@ -445,4 +445,50 @@ describe('--out-of-service: the taint for a node known to be down', () => {
     expect(hasOos(h, 'node-5')).toBe(true);
     await h.stop();
   });
+
+  it('a removal answered 409 asks again on the fresh copy whether the node is back: a kubelet announcing a shutdown again keeps our taint', async () => {
+    const h = start();
+    await advance(1_000);
+    const shuttingDown = (n: Node): Node => ({
+      ...n,
+      status: {
+        ...n.status,
+        conditions: (n.status?.conditions ?? []).map((c) =>
+          c.type === 'Ready' ? { ...c, status: 'False', message: 'node is shutting down' } : c,
+        ),
+      },
+    });
+    h.sim.setReady('node-9', 'False');
+    h.sim.updateNode('node-9', shuttingDown);
+    await advance(1_000);
+    h.sim.stopKubelet('node-9');
+    await advance(GRACE_MS + AFTER + 20_000);
+    expect(hasOos(h, 'node-9')).toBe(true);
+    // Back and Ready: the removal is decided; as it is sent, the kubelet announces a shutdown again.
+    let againAt: number | undefined;
+    h.sim.onRequest = (req) => {
+      const removal =
+        req.method === 'PATCH' &&
+        req.path === '/api/v1/nodes/node-9' &&
+        JSON.stringify(req.body).includes(`"${APPLIED_ANNOTATION}":null`);
+      if (againAt === undefined && removal) {
+        againAt = Date.now();
+        h.sim.setReady('node-9', 'False');
+        h.sim.updateNode('node-9', shuttingDown);
+      }
+      return undefined;
+    };
+    h.sim.startKubelet('node-9');
+    h.sim.setReady('node-9', 'True');
+    await advance(5_000);
+    expect(againAt).toBeDefined();
+    expect(hasOos(h, 'node-9')).toBe(true);
+    expect(logged(h, 'Removed the out-of-service taint', 'node-9')).toEqual([]);
+    // It goes down: the taint it still has is the right one.
+    h.sim.stopKubelet('node-9');
+    await advance(GRACE_MS + 20_000);
+    expect(hasOos(h, 'node-9')).toBe(true);
+    expect(node(h, 'node-9').metadata.annotations?.[APPLIED_ANNOTATION]).toBe('kubelet-shutdown');
+    await h.stop();
+  });
 });

@@ -263,10 +263,11 @@ export class OutOfServiceStep {
   private async remove(name: string, node: Node): Promise<'fenced' | number | undefined> {
     this.fenced.delete(name);
     this.dryRun.delete(name);
+    // As the taint's write: every copy it is computed from is asked whether the node is back.
     const out = await this.o.writer.patchNode(
       name,
       node,
-      (current) => this.core.removalPatch(current),
+      (current) => this.core.removalPatch(this.check(name, current)),
       () => this.o.blind(),
     );
     if (out.kind === 'failed') throw out.error;

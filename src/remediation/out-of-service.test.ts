@@ -200,6 +200,14 @@ describe('OutOfServiceCore: removal once the node renewed and is Ready', () => {
     expect(core().decide(facts(ours(UNKNOWN), { silent: false }), 0)).toEqual({ kind: 'none' });
   });
 
+  it('removalPatch asks the same question of the copy it is given (a fresher one after a 409): no patch unless back', () => {
+    const c = core();
+    expect(c.removalPatch(facts(ours(READY), { silent: false }))).toBeDefined();
+    expect(c.removalPatch(facts(ours(READY), { silent: true }))).toBeUndefined();
+    expect(c.removalPatch(facts(ours(READY), { silent: false, blind: 'not_leader' }))).toBeUndefined();
+    expect(c.removalPatch(facts(ours(SHUTTING_DOWN), { silent: false }))).toBeUndefined();
+  });
+
   it('renewing but not Ready (a pod it needs kept off by the taint): off once a renewal was seen and no signal is left', () => {
     const notReady: NodeCondition = { type: 'Ready', status: 'False', message: 'NetworkReady=false' };
     const n = ours(notReady);
@@ -255,7 +263,7 @@ describe('OutOfServiceCore: removal once the node renewed and is Ready', () => {
       annotations: { [FENCED_ANNOTATION]: 'true' },
     });
     expect(core().decide(facts(n, { silent: false }), 0)).toEqual({ kind: 'none' });
-    expect(core().removalPatch(n)).toBeUndefined();
+    expect(core().removalPatch(facts(n, { silent: false }))).toBeUndefined();
   });
 });
 
@@ -298,7 +306,7 @@ describe('OutOfServiceCore: what it reads from a node, and the names users write
       taints: [...junk, OUT_OF_SERVICE_TAINT],
       annotations: { [APPLIED_ANNOTATION]: 'fence-annotation' },
     });
-    expect(core().removalPatch(back)).toEqual({
+    expect(core().removalPatch(facts(back, { silent: false }))).toEqual({
       metadata: { annotations: { [APPLIED_ANNOTATION]: null } },
       spec: { taints: junk },
     });
@@ -370,7 +378,7 @@ describe('OutOfServiceCore: what it reads from a node, and the names users write
       taints: [{ key: 'x', effect: 'NoSchedule' }, OUT_OF_SERVICE_TAINT],
       annotations: { [APPLIED_ANNOTATION]: 'cloud-shutdown-taint' },
     });
-    expect(core().removalPatch(n)).toEqual({
+    expect(core().removalPatch(facts(n, { silent: false }))).toEqual({
       metadata: { annotations: { [APPLIED_ANNOTATION]: null } },
       spec: { taints: [{ key: 'x', effect: 'NoSchedule' }] },
     });

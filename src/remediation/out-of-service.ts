@@ -213,9 +213,14 @@ export class OutOfServiceCore {
     return this.renewals.has(f.node.metadata.name) && this.signal(f.node) === undefined;
   }
 
-  /** The removal's patch for this copy of the node, or undefined: nothing of ours left on it. */
-  removalPatch(node: Node): Record<string, unknown> | undefined {
-    const d = this.removal(node, hasTaintKey(node, OUT_OF_SERVICE_TAINT.key));
+  /**
+   * The removal's patch for this copy of the node (the one decided on, or a fresher one after a
+   * 409), asked the question that decided it: undefined when the node is not back on it, or
+   * nothing of ours is left on it.
+   */
+  removalPatch(f: OutOfServiceCheck): Record<string, unknown> | undefined {
+    if (!this.back(f)) return undefined;
+    const d = this.removal(f.node, hasTaintKey(f.node, OUT_OF_SERVICE_TAINT.key));
     return d.kind === 'remove' ? d.patch : undefined;
   }
 
