@@ -105,6 +105,7 @@ export class NodeReconciler {
           silent: (name) => o.tracker.isTimedOut(name, this.now()),
           dryRunMarked: (name) => this.dryRunMarked.has(name),
           observeFresh: (node) => this.observeFresh(node),
+          written: (name, node) => this.writtenNodes.remember(name, node, this.now()),
           emit: (e) => this.emit(e),
         })
       : undefined;

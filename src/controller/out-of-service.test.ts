@@ -491,4 +491,91 @@ describe('--out-of-service: the taint for a node known to be down', () => {
     expect(node(h, 'node-9').metadata.annotations?.[APPLIED_ANNOTATION]).toBe('kubelet-shutdown');
     await h.stop();
   });
+
+  it('VolumeAttachments are looked at only while our taint is on: a removal answered "unchanged" (an operator took it off first) ends the looking', async () => {
+    const h = start();
+    h.sim.volumeAttachments.push({ metadata: { name: 'csi-1' }, spec: { nodeName: 'node-8' } });
+    await advance(1_000);
+    h.sim.stopKubelet('node-8');
+    fence(h, 'node-8');
+    await advance(GRACE_MS + AFTER + 30_000);
+    expect(hasOos(h, 'node-8')).toBe(true);
+    // Back and Ready; as our removal is sent, an operator has taken the taint and our annotation off.
+    let lists = 0;
+    let raced = false;
+    h.sim.onRequest = (req) => {
+      if (req.path === '/apis/storage.k8s.io/v1/volumeattachments') lists++;
+      const removal =
+        req.method === 'PATCH' &&
+        req.path === '/api/v1/nodes/node-8' &&
+        JSON.stringify(req.body).includes(`"${APPLIED_ANNOTATION}":null`);
+      if (!raced && removal) {
+        raced = true;
+        h.sim.updateNode('node-8', (n) => ({
+          ...n,
+          metadata: { ...n.metadata, annotations: {} },
+          spec: { ...n.spec, taints: (n.spec?.taints ?? []).filter((t) => t.key !== OOS) },
+        }));
+      }
+      return undefined;
+    };
+    h.sim.startKubelet('node-8');
+    h.sim.setReady('node-8', 'True');
+    await advance(10_000);
+    expect(raced).toBe(true);
+    expect(hasOos(h, 'node-8')).toBe(false);
+    // The node is back and uses its volume again: nothing more to report, so no more lists.
+    const before = lists;
+    await advance(5 * 60_000);
+    expect(lists - before).toBe(0);
+    await h.stop();
+  });
+
+  it('...and the taint taken off by an operator while the node is still down (the runbook) ends the looking too', async () => {
+    const h = start();
+    h.sim.volumeAttachments.push({ metadata: { name: 'csi-1' }, spec: { nodeName: 'node-8' } });
+    await advance(1_000);
+    h.sim.stopKubelet('node-8');
+    fence(h, 'node-8');
+    await advance(GRACE_MS + AFTER + 30_000);
+    expect(hasOos(h, 'node-8')).toBe(true);
+    let lists = 0;
+    h.sim.onRequest = (req) => {
+      if (req.path === '/apis/storage.k8s.io/v1/volumeattachments') lists++;
+      return undefined;
+    };
+    h.sim.updateNode('node-8', (n) => ({
+      ...n,
+      metadata: { ...n.metadata, annotations: {} },
+      spec: { ...n.spec, taints: (n.spec?.taints ?? []).filter((t) => t.key !== OOS) },
+    }));
+    await advance(20_000);
+    const before = lists;
+    await advance(5 * 60_000);
+    expect(lists - before).toBe(0);
+    expect(hasOos(h, 'node-8')).toBe(false);
+    await h.stop();
+  });
+
+  it('the node as our taint write returned it stands in for a watch 15 s behind: the VolumeAttachment report still comes', async () => {
+    const h = start();
+    h.sim.volumeAttachments.push({ metadata: { name: 'csi-1' }, spec: { nodeName: 'node-8' } });
+    await advance(1_000);
+    h.sim.stopKubelet('node-8');
+    fence(h, 'node-8');
+    await advance(GRACE_MS + 5_000);
+    h.sim.delayWatch('nodes', 15_000);
+    const requested = () =>
+      metric(h.registry, 'nlc_out_of_service_decisions_total', { decision: 'requested' });
+    for (let i = 0; i < 2 * AFTER && !hasOos(h, 'node-8'); i += 1_000) await advance(1_000);
+    expect(hasOos(h, 'node-8')).toBe(true);
+    const asked = await requested();
+    await advance(30_000);
+    // Not asked again for the taint it has (our write's answer shows it).
+    expect(await requested()).toBe(asked);
+    h.sim.volumeAttachments.splice(0);
+    await advance(30_000);
+    expect(logged(h, 'Out-of-service node has no VolumeAttachment left', 'node-8')).toHaveLength(1);
+    await h.stop();
+  });
 });

@@ -8,6 +8,7 @@ import type { List, Node } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import type { MarkingPolicy } from '../policy/index.js';
 import {
+  carriesOurTaint,
   type FenceSignal,
   OUT_OF_SERVICE_TAINT,
   type OutOfServiceCheck,
@@ -49,6 +50,8 @@ export interface OutOfServiceStepOptions {
   blind: () => string | undefined;
   /** A copy of the node fresher than the watch's (read after a 409): observed as the watch's is. */
   observeFresh: (node: Node) => void;
+  /** The node as our write returned it: it stands in for the watch's older copy until that catches up. */
+  written: (name: string, node: Node | undefined) => void;
   admissionRequested: () => void;
   emit: (e: EventRecord) => Promise<void>;
 }
@@ -125,10 +128,12 @@ export class OutOfServiceStep {
     // again, the taint already on) gives them back, so no admission outlives what it was for.
     if (d.kind !== 'request' && d.kind !== 'apply') this.release(name);
     if (d.kind === 'remove') return this.remove(name, node);
-    const volumes = this.volumes.has(name) ? VOLUME_CHECK_MS : undefined;
+    // Its VolumeAttachments are looked at only while our taint is on it: taken off by an operator,
+    // or found gone by a removal ('unchanged'), there is nothing more to report.
+    if (!carriesOurTaint(node)) this.volumes.delete(name);
     if (d.kind === 'none') {
       if (d.cancel) this.cancel(name, d.why ?? '');
-      if (volumes !== undefined) await this.checkVolumes(name, node);
+      if (this.volumes.has(name)) await this.checkVolumes(name, node);
       return this.volumes.has(name) ? VOLUME_CHECK_MS : undefined;
     }
     this.noteFenced(name, d.signal, now);
@@ -222,6 +227,7 @@ export class OutOfServiceStep {
     );
     const ok = out.kind === 'applied' || out.kind === 'dry-run';
     this.settle(name, ok ? 'applied' : out.kind === 'failed' ? 'failed' : 'dropped');
+    if (out.kind === 'applied') this.o.written(name, out.object as Node | undefined);
     if (out.kind === 'failed') throw out.error;
     if (out.kind === 'fenced') return 'fenced';
     if (!ok) {

@@ -4,6 +4,7 @@ export {
   APPLIED_ANNOTATION,
   announcesShutdown,
   CLOUD_SHUTDOWN_TAINT_KEY,
+  carriesOurTaint,
   FENCE_SIGNALS,
   FENCED_ANNOTATION,
   type FenceSignal,

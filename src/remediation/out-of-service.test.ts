@@ -4,6 +4,7 @@ import {
   APPLIED_ANNOTATION,
   announcesShutdown,
   CLOUD_SHUTDOWN_TAINT_KEY,
+  carriesOurTaint,
   FENCE_SIGNALS,
   FENCED_ANNOTATION,
   type FenceSignal,
@@ -310,6 +311,17 @@ describe('OutOfServiceCore: what it reads from a node, and the names users write
       metadata: { annotations: { [APPLIED_ANNOTATION]: null } },
       spec: { taints: junk },
     });
+  });
+
+  it('carriesOurTaint: the taint and the annotation that says it is ours, both', () => {
+    expect(
+      carriesOurTaint(node({ taints: [OUT_OF_SERVICE_TAINT], annotations: { [APPLIED_ANNOTATION]: 'x' } })),
+    ).toBe(true);
+    expect(carriesOurTaint(node({ taints: [OUT_OF_SERVICE_TAINT] }))).toBe(false);
+    expect(carriesOurTaint(node({ annotations: { [APPLIED_ANNOTATION]: 'x' } }))).toBe(false);
+    const bare = node({ taints: [OUT_OF_SERVICE_TAINT] });
+    delete bare.metadata.annotations;
+    expect(carriesOurTaint(bare)).toBe(false);
   });
 
   it('a node that carries the taint already gets no patch that adds it', () => {

@@ -104,6 +104,14 @@ export function outOfServicePatch(node: Node, signal: FenceSignal): Record<strin
   return { metadata: { annotations: { [APPLIED_ANNOTATION]: signal } }, spec: { taints } };
 }
 
+/** This copy of the node carries our out-of-service taint (the taint, and the annotation that says it is ours). */
+export function carriesOurTaint(node: Node): boolean {
+  return (
+    hasTaintKey(node, OUT_OF_SERVICE_TAINT.key) &&
+    node.metadata.annotations?.[APPLIED_ANNOTATION] !== undefined
+  );
+}
+
 /** The kubelet announced a shutdown in this copy of the node (Ready=False with its message). */
 export function announcesShutdown(node: Node): boolean {
   const ready = findCondition(nodeConditions(node), 'Ready');
