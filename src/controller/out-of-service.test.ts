@@ -578,4 +578,28 @@ describe('--out-of-service: the taint for a node known to be down', () => {
     expect(logged(h, 'Out-of-service node has no VolumeAttachment left', 'node-8')).toHaveLength(1);
     await h.stop();
   });
+
+  it("the blast-radius cap counts nodes: a node's out-of-service taint after its own NoExecute taint takes no second slot", async () => {
+    const h = start({ cap: { maxNodes: 1 } });
+    await advance(1_000);
+    h.sim.stopKubelet('node-1');
+    fence(h, 'node-1');
+    await advance(GRACE_MS + 5_000);
+    const marked = h.sim.markedUnknownAt('node-1')!;
+    expect(marked).toBeDefined();
+    expect((node(h, 'node-1').spec?.taints ?? []).map((t) => t.key)).toContain(
+      'node.kubernetes.io/unreachable',
+    );
+    await advance(AFTER + 30_000);
+    expect(h.disruption.queued()).toEqual([]);
+    expect(await metric(h.registry, 'nlc_noexecute_cap_holds_total')).toBe(0);
+    expect(hasOos(h, 'node-1')).toBe(true);
+    expect(oosAt(h, 'node-1')! - marked).toBeLessThan(AFTER + 30_000);
+    expect(h.disruption.capUsed(Date.now())).toBe(1);
+    // A second node lost: its own NoExecute taint is what the cap holds (1 node per window).
+    h.sim.stopKubelet('node-2');
+    await advance(GRACE_MS + 20_000);
+    expect(h.disruption.queued()).toEqual([expect.objectContaining({ name: 'node-2', reason: 'cap' })]);
+    await h.stop();
+  });
 });

@@ -22,7 +22,8 @@ import type { ControllerMetrics } from './metrics.js';
 /**
  * The disruption controller's queue is keyed by node name; an out-of-service admission goes in
  * under this prefix (a node name has no ':'), so it shares the zones' rates and the blast-radius
- * cap with the NoExecute taints without standing in for them.
+ * cap with the NoExecute taints without standing in for them (the cap counts it on its node's
+ * slot when the node's own NoExecute taint holds one: one node, one slot).
  */
 export const OUT_OF_SERVICE_QUEUE_PREFIX = 'out-of-service:';
 
@@ -140,11 +141,13 @@ export class OutOfServiceStep {
     if (d.kind === 'wait') return d.inMs;
     if (d.kind === 'request') {
       if (this.dryRun.has(name)) return undefined;
+      // A second NoExecute taint of the node: the cap counts it on the node's own slot.
       this.o.disruption.requestNoExecute(
         OUT_OF_SERVICE_QUEUE_PREFIX + name,
         zoneKeyOf(node.metadata.labels),
         now,
         OUT_OF_SERVICE_TAINT.key,
+        name,
       );
       this.o.admissionRequested();
       this.count('requested', d.signal);
