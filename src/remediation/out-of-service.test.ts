@@ -196,6 +196,14 @@ describe('OutOfServiceCore: removal once the node renewed and is Ready', () => {
     });
   });
 
+  it('back right after our taint went on (its delay still on record): the taint comes off', () => {
+    const c = core();
+    const fenced = fencedBy['fence-annotation']();
+    expect(c.decide(facts(fenced), 0).kind).toBe('wait');
+    expect(c.decide(facts(fenced, { admitted: true }), AFTER).kind).toBe('apply');
+    expect(c.decide(facts(ours(READY), { silent: false }), AFTER + 1).kind).toBe('remove');
+  });
+
   it('not while the lease is silent, nor while renewed but not Ready', () => {
     expect(core().decide(facts(ours(READY), { silent: true }), 0)).toEqual({ kind: 'none' });
     expect(core().decide(facts(ours(UNKNOWN), { silent: false }), 0)).toEqual({ kind: 'none' });
