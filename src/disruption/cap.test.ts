@@ -133,6 +133,18 @@ describe('BlastRadiusCap', () => {
     expect(c.holds(3_000, 'a')).toBe(false);
   });
 
+  it("a node's slot is gone once its grant left the window, asked first thing then (holds, record)", () => {
+    const c = new BlastRadiusCap({ maxNodes: 1, windowMs: 60_000 });
+    c.record('a', 0);
+    expect(c.holds(60_000, 'a')).toBe(false);
+    const d = new BlastRadiusCap({ maxNodes: 1, windowMs: 60_000 });
+    d.record('a', 0);
+    // Its base gone, the second taint takes a slot of its own.
+    d.record('out-of-service:a', 60_000, 'a');
+    expect(d.used(60_000)).toBe(1);
+    expect(d.nextFreeAt(60_000, 10)).toBe(120_000);
+  });
+
   it('nextFreeAt skips the riders: only grants that took a slot free one', () => {
     const c = new BlastRadiusCap({ maxNodes: 2, windowMs: 100 });
     c.record('a', 0);
