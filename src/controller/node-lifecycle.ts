@@ -214,7 +214,7 @@ export class NodeLifecycleController {
     } else {
       const r = this.o.tracker.observeLease(lease, now);
       this.anomalies.note(r.anomalies);
-      if (r.refreshed) this.nodeReconciler.renewed(r.name);
+      if (r.refreshed) this.nodeReconciler.renewed(r.name, ev.type === 'Apply');
       // A node reported due that renewed; or one whose marks only a renewal removes (companion mode:
       // no kubelet write tells it, and a restart does not report the nodes it had marked).
       const node = r.refreshed ? this.o.nodes.store.get(r.name) : undefined;
@@ -241,7 +241,7 @@ export class NodeLifecycleController {
       const r = this.o.tracker.observeNode(node, now);
       this.anomalies.note(r.anomalies);
       this.nodeReconciler.observed(node);
-      if (r.refreshed) this.nodeReconciler.renewed(name);
+      if (r.refreshed) this.nodeReconciler.renewed(name, ev.type === 'Apply');
       // RegisteredNode only for nodes that appear while we watch (upstream also emits it for every
       // node it lists at start: 1,000 Events on each failover of a 1,000-node cluster).
       if (r.registered && ev.type === 'Apply' && this.acting()) this.nodeEvent('registered', node);

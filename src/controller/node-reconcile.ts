@@ -104,6 +104,8 @@ export class NodeReconciler {
           settings: o.outOfService,
           silent: (name) => o.tracker.isTimedOut(name, this.now()),
           dryRunMarked: (name) => this.dryRunMarked.has(name),
+          observeFresh: (node) => this.observeFresh(node),
+          written: (name, node) => this.writtenNodes.remember(name, node, this.now()),
           emit: (e) => this.emit(e),
         })
       : undefined;
@@ -141,9 +143,18 @@ export class NodeReconciler {
     this.outOfService?.observe(node);
   }
 
-  /** The node renewed (a lease or a heartbeat): a dry-run mark no longer stands. */
-  renewed(name: string): void {
+  /** A copy of the node read after a 409, newer than the watch's: its heartbeat counts as the watch's would. */
+  private observeFresh(node: Node): void {
+    if (this.o.tracker.observeNode(node, this.now()).refreshed) this.renewed(node.metadata.name, true);
+  }
+
+  /**
+   * The node renewed (a lease or a heartbeat): a dry-run mark no longer stands. `seen`: a change we
+   * saw (a watch event, a fresh read), not the first sight of it in a list.
+   */
+  renewed(name: string, seen: boolean): void {
     this.dryRunMarked.delete(name);
+    if (seen) this.outOfService?.renewed(name);
   }
 
   /** The node was deleted. */

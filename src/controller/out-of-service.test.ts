@@ -1,5 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { KubeApiError, type KubeRequest } from '../kube/client.js';
 import type { Node } from '../kube/types.js';
+import { companionPolicy } from '../policy/index.js';
 import {
   APPLIED_ANNOTATION,
   CLOUD_SHUTDOWN_TAINT_KEY,
@@ -21,11 +23,24 @@ afterEach(() => {
   vi.useRealTimers();
 });
 
-function start(o: { dryRun?: boolean; nodes?: number } = {}): Harness {
+function start(
+  o: { dryRun?: boolean; nodes?: number; cap?: { maxNodes: number }; companion?: boolean } = {},
+): Harness {
   return harness({
     nodes: o.nodes ?? 10,
+    ...(o.companion
+      ? {
+          policy: companionPolicy({
+            taintKey: 'example.com/lost',
+            identity: 'nlc-test',
+            evictAfterMs: 0,
+            markPodsNotReady: false,
+          }),
+        }
+      : {}),
     outOfService: { signals: FENCE_SIGNALS, afterMs: AFTER },
     ...(o.dryRun ? { dryRun: true } : {}),
+    ...(o.cap ? { cap: { ...o.cap, windowMs: 10 * 60_000 } } : {}),
   });
 }
 
@@ -41,6 +56,15 @@ const fence = (h: Harness, name: string) =>
   }));
 const logged = (h: Harness, msg: string, name: string) =>
   h.logs.filter((l) => l.msg === msg && l.node === name);
+const QUEUED = (name: string) => `out-of-service:${name}`;
+const leaseGet = (req: KubeRequest, name: string) =>
+  req.method === 'GET' && req.path.endsWith(`/namespaces/kube-node-lease/leases/${name}`);
+const oosPatchBody = (path: string, body: unknown, name: string) =>
+  path === `/api/v1/nodes/${name}` && JSON.stringify(body).includes(OOS);
+const oosPatch = (req: KubeRequest, name: string) =>
+  req.method === 'PATCH' && oosPatchBody(req.path, req.body, name);
+const apiError = (status: number, reason: string) =>
+  new KubeApiError(status, { kind: 'Status', reason, code: status }, {}, 'test');
 
 describe('--out-of-service: the taint for a node known to be down', () => {
   it('a fenced node gets the taint the delay after it was marked, and loses it once it renews and is Ready', async () => {
@@ -199,6 +223,383 @@ describe('--out-of-service: the taint for a node known to be down', () => {
     expect(h.logs.filter((l) => l.msg === 'Out-of-service node has no VolumeAttachment left')).toHaveLength(
       2,
     );
+    await h.stop();
+  });
+
+  it('a lease re-read that fails before the taint gives its admission back: the zone queue takes the next request, no 2-minute in-flight wait', async () => {
+    const h = start();
+    await advance(1_000);
+    h.sim.stopKubelet('node-1');
+    fence(h, 'node-1');
+    await advance(GRACE_MS + 5_000);
+    expect(h.sim.markedUnknownAt('node-1')).toBeDefined();
+    // The re-read right before the out-of-service taint is answered 429 once.
+    let refusedAt: number | undefined;
+    h.sim.onRequest = (req) => {
+      if (refusedAt === undefined && leaseGet(req, 'node-1')) {
+        refusedAt = Date.now();
+        throw apiError(429, 'TooManyRequests');
+      }
+      return undefined;
+    };
+    for (let i = 0; i < 2 * AFTER && refusedAt === undefined; i += 1_000) await advance(1_000);
+    expect(refusedAt).toBeDefined();
+    expect(hasOos(h, 'node-1')).toBe(false);
+    // Not left in flight (the zone queue would answer 'in-flight' to every request for 2 minutes).
+    expect(h.disruption.inFlightNames()).not.toContain(QUEUED('node-1'));
+    await advance(40_000);
+    expect(hasOos(h, 'node-1')).toBe(true);
+    expect(oosAt(h, 'node-1')! - refusedAt!).toBeLessThan(40_000);
+    await h.stop();
+  });
+
+  it('a node back as the taint is sent (409, watches 5 s behind): the fresh copy is judged again as a whole, and a Ready node gets no taint', async () => {
+    const h = start();
+    await advance(1_000);
+    h.sim.stopKubelet('node-1');
+    fence(h, 'node-1');
+    await advance(GRACE_MS + 5_000);
+    expect(h.sim.markedUnknownAt('node-1')).toBeDefined();
+    // As our taint is sent, the kubelet is back: Ready=True, renewing; our watches show it 5 s late.
+    let backAt: number | undefined;
+    h.sim.onRequest = (req) => {
+      if (backAt === undefined && oosPatch(req, 'node-1')) {
+        backAt = Date.now();
+        h.sim.delayWatch('nodes', 5_000);
+        h.sim.delayWatch('leases', 5_000);
+        h.sim.startKubelet('node-1');
+        h.sim.setReady('node-1', 'True');
+      }
+      return undefined;
+    };
+    await advance(AFTER + 30_000);
+    expect(backAt).toBeDefined();
+    expect(h.sim.readyOf('node-1')).toBe('True');
+    expect(
+      h.sim.patches.filter((p) => p.path === '/api/v1/nodes/node-1' && JSON.stringify(p.body).includes(OOS)),
+    ).toEqual([]);
+    expect(hasOos(h, 'node-1')).toBe(false);
+    expect(await metric(h.registry, 'nlc_out_of_service_decisions_total', { decision: 'withdrawn' })).toBe(1);
+    // Its admission was given back.
+    expect(h.disruption.inFlightNames()).toEqual([]);
+    await h.stop();
+  });
+
+  it("companion mode, a node back as the taint is sent: our mark is still on the fresh copy, but its kubelet's new heartbeat there counts (no taint)", async () => {
+    const h = start({ companion: true });
+    await advance(1_000);
+    h.sim.stopKubelet('node-1');
+    fence(h, 'node-1');
+    await advance(GRACE_MS + 5_000);
+    const lost = (n: Node) =>
+      n.status?.conditions?.some((c) => c.type === 'NodeLeaseExpired' && c.status === 'True');
+    expect(lost(node(h, 'node-1'))).toBe(true);
+    let backAt: number | undefined;
+    h.sim.onRequest = (req) => {
+      if (backAt === undefined && oosPatch(req, 'node-1')) {
+        backAt = Date.now();
+        h.sim.delayWatch('nodes', 5_000);
+        h.sim.delayWatch('leases', 5_000);
+        h.sim.startKubelet('node-1');
+        h.sim.setReady('node-1', 'True');
+      }
+      return undefined;
+    };
+    await advance(AFTER + 30_000);
+    expect(backAt).toBeDefined();
+    expect(h.sim.patches.filter((p) => oosPatchBody(p.path, p.body, 'node-1'))).toEqual([]);
+    expect(hasOos(h, 'node-1')).toBe(false);
+    expect(h.disruption.inFlightNames()).toEqual([]);
+    await h.stop();
+  });
+
+  it('a node back while its request waits in the zone queue (re-queued after a failed write): the request and its admission go, and its next outage asks the zone again', async () => {
+    const h = start();
+    await advance(1_000);
+    h.sim.stopKubelet('node-1');
+    fence(h, 'node-1');
+    await advance(GRACE_MS + 5_000);
+    expect(h.sim.markedUnknownAt('node-1')).toBeDefined();
+    // The taint's write is refused once (403: failed, the request back in the zone queue); the
+    // node comes back at that moment, Ready, its fence annotation left on.
+    let refusedAt: number | undefined;
+    h.sim.onRequest = (req) => {
+      if (refusedAt === undefined && oosPatch(req, 'node-1')) {
+        refusedAt = Date.now();
+        h.sim.startKubelet('node-1');
+        h.sim.setReady('node-1', 'True');
+        throw apiError(403, 'Forbidden');
+      }
+      return undefined;
+    };
+    for (let i = 0; i < 2 * AFTER && refusedAt === undefined; i += 1_000) await advance(1_000);
+    expect(refusedAt).toBeDefined();
+    await advance(2_000);
+    expect(h.sim.readyOf('node-1')).toBe('True');
+    expect(h.disruption.queued().map((q) => q.name)).not.toContain(QUEUED('node-1'));
+    await advance(60_000);
+    expect(h.disruption.queued().map((q) => q.name)).not.toContain(QUEUED('node-1'));
+    expect(h.disruption.inFlightNames()).not.toContain(QUEUED('node-1'));
+    expect(hasOos(h, 'node-1')).toBe(false);
+    expect(logged(h, 'Out-of-service taint not applied: what decided it no longer holds', 'node-1')).toEqual([
+      expect.objectContaining({ reason: 'node back', signal: 'fence-annotation' }),
+    ]);
+    // Its next outage: the taint waits for a new request and its admission.
+    const requested = await metric(h.registry, 'nlc_out_of_service_decisions_total', {
+      decision: 'requested',
+    });
+    h.sim.stopKubelet('node-1');
+    await advance(GRACE_MS + AFTER + 30_000);
+    expect(hasOos(h, 'node-1')).toBe(true);
+    expect(
+      await metric(h.registry, 'nlc_out_of_service_decisions_total', { decision: 'requested' }),
+    ).toBeGreaterThan(requested!);
+    await h.stop();
+  });
+
+  it('a node back that stays NotReady (a DaemonSet pod it needs does not tolerate the taint): our taint comes off once we see it renew and no signal says it is down', async () => {
+    const h = start();
+    await advance(1_000);
+    h.sim.stopKubelet('node-3');
+    h.sim.setTaints('node-3', [{ key: CLOUD_SHUTDOWN_TAINT_KEY, effect: 'NoSchedule' }]);
+    await advance(GRACE_MS + AFTER + 20_000);
+    expect(hasOos(h, 'node-3')).toBe(true);
+    // The instance runs again: the provider drops its shutdown taint, the kubelet renews and posts
+    // Ready=False (its CNI agent is kept off by our NoExecute taint, so it never says Ready).
+    h.sim.startKubelet('node-3');
+    h.sim.updateNode('node-3', (n) => ({
+      ...n,
+      spec: { ...n.spec, taints: (n.spec?.taints ?? []).filter((t) => t.key !== CLOUD_SHUTDOWN_TAINT_KEY) },
+    }));
+    h.sim.setReady('node-3', 'False');
+    h.sim.updateNode('node-3', (n) => ({
+      ...n,
+      status: {
+        ...n.status,
+        conditions: (n.status?.conditions ?? []).map((c) =>
+          c.type === 'Ready'
+            ? {
+                ...c,
+                message:
+                  'container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady',
+              }
+            : c,
+        ),
+      },
+    }));
+    await advance(15_000);
+    expect(h.sim.readyOf('node-3')).toBe('False');
+    expect(hasOos(h, 'node-3')).toBe(false);
+    expect(node(h, 'node-3').metadata.annotations?.[APPLIED_ANNOTATION]).toBeUndefined();
+    expect(logged(h, 'Removed the out-of-service taint', 'node-3')).toHaveLength(1);
+    await h.stop();
+  });
+
+  it('...but not while a signal still says it is down (a fence annotation left on), nor for a dead node after a restart (the list is no renewal)', async () => {
+    const tainted = (n: Node): Node => ({
+      ...n,
+      metadata: {
+        ...n.metadata,
+        annotations: { [APPLIED_ANNOTATION]: 'kubelet-shutdown' },
+      },
+      spec: {
+        taints: [OUT_OF_SERVICE_TAINT, { key: 'node.kubernetes.io/unreachable', effect: 'NoExecute' }],
+      },
+      status: {
+        conditions: (n.status?.conditions ?? []).map((c) =>
+          c.type === 'Ready' ? { ...c, status: 'Unknown' } : c,
+        ),
+      },
+    });
+    const h = harness({
+      nodes: 10,
+      outOfService: { signals: FENCE_SIGNALS, afterMs: AFTER },
+      before: (sim) => {
+        // Tainted by the replica before us: node-5 is still dead, node-6 is back NotReady and fenced.
+        for (const n of ['node-5', 'node-6']) {
+          sim.stopKubelet(n);
+          sim.updateNode(n, tainted);
+        }
+        sim.updateNode('node-6', (n) => ({
+          ...n,
+          metadata: {
+            ...n.metadata,
+            annotations: { ...n.metadata.annotations, [FENCED_ANNOTATION]: 'true' },
+          },
+        }));
+      },
+    });
+    await advance(1_000);
+    h.sim.startKubelet('node-6');
+    h.sim.setReady('node-6', 'False');
+    await advance(GRACE_MS + 30_000);
+    expect(hasOos(h, 'node-5')).toBe(true);
+    expect(hasOos(h, 'node-6')).toBe(true);
+    // The fence is lifted: node-6's taint comes off.
+    h.sim.updateNode('node-6', (n) => ({
+      ...n,
+      metadata: { ...n.metadata, annotations: { [APPLIED_ANNOTATION]: 'kubelet-shutdown' } },
+    }));
+    await advance(15_000);
+    expect(hasOos(h, 'node-6')).toBe(false);
+    expect(hasOos(h, 'node-5')).toBe(true);
+    await h.stop();
+  });
+
+  it('a removal answered 409 asks again on the fresh copy whether the node is back: a kubelet announcing a shutdown again keeps our taint', async () => {
+    const h = start();
+    await advance(1_000);
+    const shuttingDown = (n: Node): Node => ({
+      ...n,
+      status: {
+        ...n.status,
+        conditions: (n.status?.conditions ?? []).map((c) =>
+          c.type === 'Ready' ? { ...c, status: 'False', message: 'node is shutting down' } : c,
+        ),
+      },
+    });
+    h.sim.setReady('node-9', 'False');
+    h.sim.updateNode('node-9', shuttingDown);
+    await advance(1_000);
+    h.sim.stopKubelet('node-9');
+    await advance(GRACE_MS + AFTER + 20_000);
+    expect(hasOos(h, 'node-9')).toBe(true);
+    // Back and Ready: the removal is decided; as it is sent, the kubelet announces a shutdown again.
+    let againAt: number | undefined;
+    h.sim.onRequest = (req) => {
+      const removal =
+        req.method === 'PATCH' &&
+        req.path === '/api/v1/nodes/node-9' &&
+        JSON.stringify(req.body).includes(`"${APPLIED_ANNOTATION}":null`);
+      if (againAt === undefined && removal) {
+        againAt = Date.now();
+        h.sim.setReady('node-9', 'False');
+        h.sim.updateNode('node-9', shuttingDown);
+      }
+      return undefined;
+    };
+    h.sim.startKubelet('node-9');
+    h.sim.setReady('node-9', 'True');
+    await advance(5_000);
+    expect(againAt).toBeDefined();
+    expect(hasOos(h, 'node-9')).toBe(true);
+    expect(logged(h, 'Removed the out-of-service taint', 'node-9')).toEqual([]);
+    // It goes down: the taint it still has is the right one.
+    h.sim.stopKubelet('node-9');
+    await advance(GRACE_MS + 20_000);
+    expect(hasOos(h, 'node-9')).toBe(true);
+    expect(node(h, 'node-9').metadata.annotations?.[APPLIED_ANNOTATION]).toBe('kubelet-shutdown');
+    await h.stop();
+  });
+
+  it('VolumeAttachments are looked at only while our taint is on: a removal answered "unchanged" (an operator took it off first) ends the looking', async () => {
+    const h = start();
+    h.sim.volumeAttachments.push({ metadata: { name: 'csi-1' }, spec: { nodeName: 'node-8' } });
+    await advance(1_000);
+    h.sim.stopKubelet('node-8');
+    fence(h, 'node-8');
+    await advance(GRACE_MS + AFTER + 30_000);
+    expect(hasOos(h, 'node-8')).toBe(true);
+    // Back and Ready; as our removal is sent, an operator has taken the taint and our annotation off.
+    let lists = 0;
+    let raced = false;
+    h.sim.onRequest = (req) => {
+      if (req.path === '/apis/storage.k8s.io/v1/volumeattachments') lists++;
+      const removal =
+        req.method === 'PATCH' &&
+        req.path === '/api/v1/nodes/node-8' &&
+        JSON.stringify(req.body).includes(`"${APPLIED_ANNOTATION}":null`);
+      if (!raced && removal) {
+        raced = true;
+        h.sim.updateNode('node-8', (n) => ({
+          ...n,
+          metadata: { ...n.metadata, annotations: {} },
+          spec: { ...n.spec, taints: (n.spec?.taints ?? []).filter((t) => t.key !== OOS) },
+        }));
+      }
+      return undefined;
+    };
+    h.sim.startKubelet('node-8');
+    h.sim.setReady('node-8', 'True');
+    await advance(10_000);
+    expect(raced).toBe(true);
+    expect(hasOos(h, 'node-8')).toBe(false);
+    // The node is back and uses its volume again: nothing more to report, so no more lists.
+    const before = lists;
+    await advance(5 * 60_000);
+    expect(lists - before).toBe(0);
+    await h.stop();
+  });
+
+  it('...and the taint taken off by an operator while the node is still down (the runbook) ends the looking too', async () => {
+    const h = start();
+    h.sim.volumeAttachments.push({ metadata: { name: 'csi-1' }, spec: { nodeName: 'node-8' } });
+    await advance(1_000);
+    h.sim.stopKubelet('node-8');
+    fence(h, 'node-8');
+    await advance(GRACE_MS + AFTER + 30_000);
+    expect(hasOos(h, 'node-8')).toBe(true);
+    let lists = 0;
+    h.sim.onRequest = (req) => {
+      if (req.path === '/apis/storage.k8s.io/v1/volumeattachments') lists++;
+      return undefined;
+    };
+    h.sim.updateNode('node-8', (n) => ({
+      ...n,
+      metadata: { ...n.metadata, annotations: {} },
+      spec: { ...n.spec, taints: (n.spec?.taints ?? []).filter((t) => t.key !== OOS) },
+    }));
+    await advance(20_000);
+    const before = lists;
+    await advance(5 * 60_000);
+    expect(lists - before).toBe(0);
+    expect(hasOos(h, 'node-8')).toBe(false);
+    await h.stop();
+  });
+
+  it('the node as our taint write returned it stands in for a watch 15 s behind: the VolumeAttachment report still comes', async () => {
+    const h = start();
+    h.sim.volumeAttachments.push({ metadata: { name: 'csi-1' }, spec: { nodeName: 'node-8' } });
+    await advance(1_000);
+    h.sim.stopKubelet('node-8');
+    fence(h, 'node-8');
+    await advance(GRACE_MS + 5_000);
+    h.sim.delayWatch('nodes', 15_000);
+    const requested = () =>
+      metric(h.registry, 'nlc_out_of_service_decisions_total', { decision: 'requested' });
+    for (let i = 0; i < 2 * AFTER && !hasOos(h, 'node-8'); i += 1_000) await advance(1_000);
+    expect(hasOos(h, 'node-8')).toBe(true);
+    const asked = await requested();
+    await advance(30_000);
+    // Not asked again for the taint it has (our write's answer shows it).
+    expect(await requested()).toBe(asked);
+    h.sim.volumeAttachments.splice(0);
+    await advance(30_000);
+    expect(logged(h, 'Out-of-service node has no VolumeAttachment left', 'node-8')).toHaveLength(1);
+    await h.stop();
+  });
+
+  it("the blast-radius cap counts nodes: a node's out-of-service taint after its own NoExecute taint takes no second slot", async () => {
+    const h = start({ cap: { maxNodes: 1 } });
+    await advance(1_000);
+    h.sim.stopKubelet('node-1');
+    fence(h, 'node-1');
+    await advance(GRACE_MS + 5_000);
+    const marked = h.sim.markedUnknownAt('node-1')!;
+    expect(marked).toBeDefined();
+    expect((node(h, 'node-1').spec?.taints ?? []).map((t) => t.key)).toContain(
+      'node.kubernetes.io/unreachable',
+    );
+    await advance(AFTER + 30_000);
+    expect(h.disruption.queued()).toEqual([]);
+    expect(await metric(h.registry, 'nlc_noexecute_cap_holds_total')).toBe(0);
+    expect(hasOos(h, 'node-1')).toBe(true);
+    expect(oosAt(h, 'node-1')! - marked).toBeLessThan(AFTER + 30_000);
+    expect(h.disruption.capUsed(Date.now())).toBe(1);
+    // A second node lost: its own NoExecute taint is what the cap holds (1 node per window).
+    h.sim.stopKubelet('node-2');
+    await advance(GRACE_MS + 20_000);
+    expect(h.disruption.queued()).toEqual([expect.objectContaining({ name: 'node-2', reason: 'cap' })]);
     await h.stop();
   });
 });

@@ -8,8 +8,10 @@ import type { List, Node } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import type { MarkingPolicy } from '../policy/index.js';
 import {
+  carriesOurTaint,
   type FenceSignal,
   OUT_OF_SERVICE_TAINT,
+  type OutOfServiceCheck,
   OutOfServiceCore,
   type OutOfServiceSettings,
   outOfServicePatch,
@@ -20,7 +22,8 @@ import type { ControllerMetrics } from './metrics.js';
 /**
  * The disruption controller's queue is keyed by node name; an out-of-service admission goes in
  * under this prefix (a node name has no ':'), so it shares the zones' rates and the blast-radius
- * cap with the NoExecute taints without standing in for them.
+ * cap with the NoExecute taints without standing in for them (the cap counts it on its node's
+ * slot when the node's own NoExecute taint holds one: one node, one slot).
  */
 export const OUT_OF_SERVICE_QUEUE_PREFIX = 'out-of-service:';
 
@@ -46,6 +49,10 @@ export interface OutOfServiceStepOptions {
   dryRunMarked: (name: string) => boolean;
   /** Why we do not act now (undefined: we act). */
   blind: () => string | undefined;
+  /** A copy of the node fresher than the watch's (read after a 409): observed as the watch's is. */
+  observeFresh: (node: Node) => void;
+  /** The node as our write returned it: it stands in for the watch's older copy until that catches up. */
+  written: (name: string, node: Node | undefined) => void;
   admissionRequested: () => void;
   emit: (e: EventRecord) => Promise<void>;
 }
@@ -81,6 +88,11 @@ export class OutOfServiceStep {
     this.core.observe(node);
   }
 
+  /** We saw the node renew (a watch change or a fresh read; not a list). */
+  renewed(name: string): void {
+    this.core.renewed(name);
+  }
+
   admit(name: string): void {
     this.admitted.add(name);
   }
@@ -90,6 +102,11 @@ export class OutOfServiceStep {
     this.fenced.delete(name);
     this.volumes.delete(name);
     this.dryRun.delete(name);
+    this.release(name);
+  }
+
+  /** The node's request leaves the zone queue, and an admission it holds is given back. */
+  private release(name: string): void {
     this.o.disruption.cancel(OUT_OF_SERVICE_QUEUE_PREFIX + name);
     if (this.admitted.delete(name)) this.settle(name, 'dropped');
   }
@@ -106,32 +123,31 @@ export class OutOfServiceStep {
   async run(name: string, node: Node): Promise<'fenced' | number | undefined> {
     const now = this.now();
     const admitted = this.admitted.has(name);
-    const d = this.core.decide(
-      {
-        node,
-        marked: this.o.policy.markedLost(node) || this.o.dryRunMarked(name),
-        silent: this.o.silent(name),
-        blind: this.o.blind(),
-        admitted,
-      },
-      now,
-    );
+    const d = this.core.decide({ ...this.check(name, node), admitted }, now);
+    // A request stays queued, and an admission held, only while the decision is to ask for or to
+    // write the taint: any other (the node back, the signal gone, not acting, a delay started
+    // again, the taint already on) gives them back, so no admission outlives what it was for.
+    if (d.kind !== 'request' && d.kind !== 'apply') this.release(name);
     if (d.kind === 'remove') return this.remove(name, node);
-    const volumes = this.volumes.has(name) ? VOLUME_CHECK_MS : undefined;
+    // Its VolumeAttachments are looked at only while our taint is on it: taken off by an operator,
+    // or found gone by a removal ('unchanged'), there is nothing more to report.
+    if (!carriesOurTaint(node)) this.volumes.delete(name);
     if (d.kind === 'none') {
       if (d.cancel) this.cancel(name, d.why ?? '');
-      if (volumes !== undefined) await this.checkVolumes(name, node);
+      if (this.volumes.has(name)) await this.checkVolumes(name, node);
       return this.volumes.has(name) ? VOLUME_CHECK_MS : undefined;
     }
     this.noteFenced(name, d.signal, now);
     if (d.kind === 'wait') return d.inMs;
     if (d.kind === 'request') {
       if (this.dryRun.has(name)) return undefined;
+      // A second NoExecute taint of the node: the cap counts it on the node's own slot.
       this.o.disruption.requestNoExecute(
         OUT_OF_SERVICE_QUEUE_PREFIX + name,
         zoneKeyOf(node.metadata.labels),
         now,
         OUT_OF_SERVICE_TAINT.key,
+        name,
       );
       this.o.admissionRequested();
       this.count('requested', d.signal);
@@ -139,6 +155,22 @@ export class OutOfServiceStep {
     }
     this.admitted.delete(name);
     return this.apply(name, node, d.signal);
+  }
+
+  /** What we know now about this copy of the node: the facts every decision and re-check asks. */
+  private check(name: string, node: Node): OutOfServiceCheck {
+    return {
+      node,
+      marked: this.o.policy.markedLost(node) || this.o.dryRunMarked(name),
+      silent: this.o.silent(name),
+      blind: this.o.blind(),
+    };
+  }
+
+  /** A copy of the node read after a 409 (newer than the watch's): everything it shows counts. */
+  private fresh(node: Node): void {
+    this.core.observe(node);
+    this.o.observeFresh(node);
   }
 
   /** The first time in a spell a node is seen fenced: one line naming the signal. */
@@ -152,14 +184,13 @@ export class OutOfServiceStep {
     });
   }
 
+  /** A fenced node's taint is not applied after all (its request and admission released already). */
   private cancel(name: string, why: string): void {
     const f = this.fenced.get(name);
     this.fenced.delete(name);
     this.dryRun.delete(name);
-    this.o.disruption.cancel(OUT_OF_SERVICE_QUEUE_PREFIX + name);
-    if (this.admitted.delete(name)) this.settle(name, 'dropped');
     this.count('cancelled', f?.signal ?? 'none');
-    this.o.log.info('Out-of-service taint not applied: the fence signal is gone', {
+    this.o.log.info('Out-of-service taint not applied: what decided it no longer holds', {
       node: name,
       signal: f?.signal,
       reason: why,
@@ -168,28 +199,45 @@ export class OutOfServiceStep {
 
   private async apply(name: string, node: Node, signal: FenceSignal): Promise<'fenced' | number | undefined> {
     // The lease is read again (quorum) as before any mark: a watch behind or a storage outage
-    // shows here, and nothing is written.
-    if (!(await this.o.recheckLease.confirmStale(name)) || this.o.blind() !== undefined) {
+    // shows here, and nothing is written. A read that fails (throws, to be retried) gives the
+    // admission back first: left in flight, the zone queue would refuse the retry's request.
+    let stale: boolean;
+    try {
+      stale = await this.o.recheckLease.confirmStale(name);
+    } catch (err) {
+      this.settle(name, 'failed');
+      throw err;
+    }
+    if (!stale || this.o.blind() !== undefined) {
       this.settle(name, 'dropped');
       this.count('withdrawn', signal);
       return undefined;
     }
+    // Every copy the write is computed from (after a 409, a fresh read) is asked the question that
+    // decided it, as a whole: a node back (Ready, renewing) gets nothing, whatever signal it shows.
+    let used = signal;
     const out = await this.o.writer.patchNode(
       name,
       node,
-      (current) =>
-        current === node || this.core.signal(current) ? outOfServicePatch(current, signal) : undefined,
+      (current) => {
+        if (current !== node) this.fresh(current);
+        const s = this.core.warranted(this.check(name, current));
+        if (s === undefined) return undefined;
+        used = s;
+        return outOfServicePatch(current, s);
+      },
       () => this.o.blind() ?? (this.o.silent(name) ? undefined : 'node renewed'),
     );
     const ok = out.kind === 'applied' || out.kind === 'dry-run';
     this.settle(name, ok ? 'applied' : out.kind === 'failed' ? 'failed' : 'dropped');
+    if (out.kind === 'applied') this.o.written(name, out.object as Node | undefined);
     if (out.kind === 'failed') throw out.error;
     if (out.kind === 'fenced') return 'fenced';
     if (!ok) {
       this.count('withdrawn', signal);
       return undefined;
     }
-    return this.applied(name, node, signal, out);
+    return this.applied(name, node, used, out);
   }
 
   private applied(
@@ -224,10 +272,11 @@ export class OutOfServiceStep {
   private async remove(name: string, node: Node): Promise<'fenced' | number | undefined> {
     this.fenced.delete(name);
     this.dryRun.delete(name);
+    // As the taint's write: every copy it is computed from is asked whether the node is back.
     const out = await this.o.writer.patchNode(
       name,
       node,
-      (current) => this.core.removalPatch(current),
+      (current) => this.core.removalPatch(this.check(name, current)),
       () => this.o.blind(),
     );
     if (out.kind === 'failed') throw out.error;
@@ -249,7 +298,7 @@ export class OutOfServiceStep {
           node,
           EventType.Normal,
           EventReason.OutOfServiceTaintRemoved,
-          `Node renewed its lease and is Ready: ${TAINT} removed`,
+          `Node is back (renewing, and Ready or no fence signal left): ${TAINT} removed`,
         ),
       );
     }

@@ -85,6 +85,79 @@ describe('BlastRadiusCap', () => {
     expect(c.nextFreeAt(20, 2)).toBe(110);
   });
 
+  it('a second taint of a node that holds a slot rides on it: no slot of its own, and a full cap lets it through', () => {
+    const c = new BlastRadiusCap({ maxNodes: 2, windowMs: 60_000 });
+    c.record('a', 0);
+    expect(c.holds(0, 'a')).toBe(true);
+    expect(c.holds(0, 'b')).toBe(false);
+    c.record('out-of-service:a', 10_000, 'a');
+    expect(c.used(10_000)).toBe(1);
+    c.record('b', 20_000);
+    expect(c.used(20_000)).toBe(2);
+    expect(c.allows(20_000, 10)).toBe(false);
+    expect(c.allows(20_000, 10, 'c')).toBe(false);
+    expect(c.allows(20_000, 10, 'a')).toBe(true);
+    expect(c.allows(20_000, 10, 'b')).toBe(true);
+    // The rider frees nothing when it leaves; a's own grant frees its slot at 60 s.
+    expect(c.nextFreeAt(20_000, 10)).toBe(60_000);
+    expect(c.used(60_000)).toBe(1);
+    expect(c.holds(60_000, 'a')).toBe(false);
+    expect(c.allows(60_000, 10, 'c')).toBe(true);
+    // A repeated taint of a node with no second-of is a grant of its own, as before.
+    c.record('b', 61_000);
+    expect(c.used(61_000)).toBe(2);
+  });
+
+  it('a second taint of a node that holds no slot takes one, and is refunded by its name', () => {
+    const c = new BlastRadiusCap({ maxNodes: 1, windowMs: 60_000 });
+    c.record('out-of-service:a', 0, 'a');
+    expect(c.used(0)).toBe(1);
+    expect(c.holds(0, 'a')).toBe(true);
+    expect(c.allows(0, 10, 'b')).toBe(false);
+    expect(c.nextFreeAt(0, 10)).toBe(60_000);
+    expect(c.refund('out-of-service:a')).toBe(true);
+    expect(c.used(0)).toBe(0);
+    expect(c.holds(0, 'a')).toBe(false);
+    // A rider refunded gives back nothing it did not take.
+    c.record('a', 1_000);
+    c.record('out-of-service:a', 2_000, 'a');
+    expect(c.refund('out-of-service:a')).toBe(true);
+    expect(c.used(2_000)).toBe(1);
+    expect(c.holds(2_000, 'a')).toBe(true);
+    // Two grants of one node that took slots: it holds one until both are gone.
+    c.record('a', 3_000);
+    expect(c.used(3_000)).toBe(2);
+    expect(c.refund('a')).toBe(true);
+    expect(c.holds(3_000, 'a')).toBe(true);
+    expect(c.refund('a')).toBe(true);
+    expect(c.holds(3_000, 'a')).toBe(false);
+  });
+
+  it("a node's slot is gone once its grant left the window, asked first thing then (holds, record)", () => {
+    const c = new BlastRadiusCap({ maxNodes: 1, windowMs: 60_000 });
+    c.record('a', 0);
+    expect(c.holds(60_000, 'a')).toBe(false);
+    const d = new BlastRadiusCap({ maxNodes: 1, windowMs: 60_000 });
+    d.record('a', 0);
+    // Its base gone, the second taint takes a slot of its own.
+    d.record('out-of-service:a', 60_000, 'a');
+    expect(d.used(60_000)).toBe(1);
+    expect(d.nextFreeAt(60_000, 10)).toBe(120_000);
+  });
+
+  it('nextFreeAt skips the riders: only grants that took a slot free one', () => {
+    const c = new BlastRadiusCap({ maxNodes: 2, windowMs: 100 });
+    c.record('a', 0);
+    c.record('out-of-service:a', 5, 'a');
+    c.record('b', 10);
+    c.record('c', 20);
+    expect(c.used(20)).toBe(3);
+    // Limit 2: two slots must free: a's at 100, b's at 110 (the rider at 5 is skipped).
+    expect(c.nextFreeAt(20, 10)).toBe(110);
+    expect(c.holds(20, 'a')).toBe(true);
+    expect(new BlastRadiusCap({}).holds(0, 'a')).toBe(false);
+  });
+
   it('validates settings naming the field', () => {
     expect(validateCapSettings({ maxNodes: -1 })[0]).toMatch(/^cap\.maxNodes: -1/);
     expect(validateCapSettings({ maxPercent: 150, windowMs: 1 })[0]).toMatch(/^cap\.maxPercent: 150/);

@@ -1,6 +1,8 @@
 /**
  * The blast-radius cap (beyond upstream): at most `limit` NEW NoExecute taints within any sliding
- * window of `windowMs`. The limit is `maxNodes`, or `maxPercent` of the fleet (rounded down, but at
+ * window of `windowMs`. A taint recorded as a second one of a node that holds a slot (its
+ * out-of-service taint after its own NoExecute taint) rides on that slot: it takes none, and a full
+ * cap does not hold it. The limit is `maxNodes`, or `maxPercent` of the fleet (rounded down, but at
  * least 1 so that a small fleet is slowed down rather than frozen), whichever is smaller when both
  * are set. 0 or unset disables that bound; with neither bound the cap is off.
  */
@@ -33,13 +35,21 @@ export function validateCapSettings(cap: CapSettings | undefined): string[] {
 
 interface Grant {
   name: string;
+  /** The node it taints. */
+  node: string;
   at: number;
+  /** A second taint of a node that held a slot when it was recorded: takes no slot of its own. */
+  rides: boolean;
 }
 
 export class BlastRadiusCap {
   /** Grants in time order (oldest first). */
   private grants: Grant[] = [];
   private head = 0;
+  /** Slots taken in the window (from `head`): grants that do not ride. */
+  private taken = 0;
+  /** Per node, its grants in the window that took a slot: the nodes holding one. */
+  private readonly holders = new Map<string, number>();
 
   constructor(private readonly settings: CapSettings = {}) {
     const errors = validateCapSettings(settings);
@@ -67,39 +77,71 @@ export class BlastRadiusCap {
 
   private prune(now: number): void {
     const cutoff = now - this.windowMs;
-    while (this.head < this.grants.length && this.grants[this.head]!.at <= cutoff) this.head++;
+    while (this.head < this.grants.length && this.grants[this.head]!.at <= cutoff) {
+      this.leave(this.grants[this.head]!);
+      this.head++;
+    }
     if (this.head > 64 && this.head * 2 > this.grants.length) {
       this.grants = this.grants.slice(this.head);
       this.head = 0;
     }
   }
 
-  /** Grants counted in the window ending at `now`. */
+  /** A grant left the window or was refunded: its slot, if it took one, is free. */
+  private leave(g: Grant): void {
+    if (g.rides) return;
+    this.taken--;
+    const n = this.holders.get(g.node)! - 1;
+    if (n === 0) this.holders.delete(g.node);
+    else this.holders.set(g.node, n);
+  }
+
+  /** Slots taken in the window ending at `now`. */
   used(now: number): number {
     if (!this.enabled) return 0;
     this.prune(now);
-    return this.grants.length - this.head;
+    return this.taken;
   }
 
-  /** Whether one more taint may be added at `now`. */
-  allows(now: number, fleetSize: number): boolean {
+  /** Whether `node` holds a slot at `now` (a grant of it that took one is in the window). */
+  holds(now: number, node: string): boolean {
+    if (!this.enabled) return false;
+    this.prune(now);
+    return this.holders.has(node);
+  }
+
+  /**
+   * Whether one more taint may be added at `now`; `secondOf`: it is a second taint of that node,
+   * which rides on the node's slot if it holds one.
+   */
+  allows(now: number, fleetSize: number, secondOf?: string): boolean {
     const limit = this.limit(fleetSize);
     if (limit === undefined) return true;
-    return this.used(now) < limit;
+    return this.used(now) < limit || (secondOf !== undefined && this.holders.has(secondOf));
   }
 
-  /** Records a grant at `now` (no-op when the cap is off). */
-  record(name: string, now: number): void {
+  /**
+   * Records a grant at `now` (no-op when the cap is off); `secondOf`: a second taint of that node,
+   * which takes no slot while the node holds one.
+   */
+  record(name: string, now: number, secondOf?: string): void {
     if (!this.enabled) return;
     this.prune(now);
-    this.grants.push({ name, at: now });
+    const node = secondOf ?? name;
+    const rides = secondOf !== undefined && this.holders.has(secondOf);
+    this.grants.push({ name, node, at: now, rides });
+    if (rides) return;
+    this.taken++;
+    this.holders.set(node, (this.holders.get(node) ?? 0) + 1);
   }
 
   /** Gives back the most recent grant for `name` still in the window (a taint that was not added). */
   refund(name: string): boolean {
     for (let i = this.grants.length - 1; i >= this.head; i--) {
-      if (this.grants[i]!.name === name) {
+      const g = this.grants[i]!;
+      if (g.name === name) {
         this.grants.splice(i, 1);
+        this.leave(g);
         return true;
       }
     }
@@ -112,8 +154,12 @@ export class BlastRadiusCap {
     if (limit === undefined) return undefined;
     const used = this.used(now);
     if (used < limit) return now;
-    // Slots free when enough of the oldest grants leave the window.
-    const g = this.grants[this.head + (used - limit)]!;
-    return g.at + this.windowMs;
+    // Slots free when enough of the oldest grants that took one leave the window.
+    let skip = used - limit;
+    for (let i = this.head; ; i++) {
+      const g = this.grants[i]!;
+      if (g.rides) continue;
+      if (skip-- === 0) return g.at + this.windowMs;
+    }
   }
 }

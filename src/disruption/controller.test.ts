@@ -388,6 +388,63 @@ describe('blast-radius cap', () => {
     expect(dc.admit(15_000).admitted.map((a) => a.name)).toEqual(['a-1']);
   });
 
+  it("a node's second NoExecute taint (its out-of-service taint) rides on its slot: a full cap lets it through, ahead of an older held head of another zone", () => {
+    const dc = new DisruptionController({ ...fast, cap: { maxNodes: 1, windowMs: 60_000 } });
+    dc.update([...nodes(A, 10, 'Unknown'), ...nodes(B, 10, 'Unknown'), ...nodes(C, 10, 'True')], 0);
+    dc.requestNoExecute('a-0', A, 0);
+    expect(drain(dc, 0, 10).map((x) => x.name)).toEqual(['a-0']);
+    dc.requestNoExecute('b-0', B, 20);
+    dc.requestNoExecute('oos:a-0', A, 30, 'node.kubernetes.io/out-of-service', 'a-0');
+    const r = dc.admit(40);
+    expect(r.admitted.map((a) => a.name)).toEqual(['oos:a-0']);
+    expect(r.events.map((e) => e.involvedObject.name)).toEqual(['b-0']);
+    expect(dc.capUsed(40)).toBe(1);
+    dc.settle('oos:a-0', 'applied', 40);
+    expect(dc.queued()).toEqual([{ name: 'b-0', zone: B, requestedAt: 20, reason: 'cap' }]);
+    expect(dc.nextWakeup(40)).toBe(60_000);
+  });
+
+  it("a second taint waits only for its zone's token while its node holds a slot, and is re-queued as one after a failed write", () => {
+    const dc = new DisruptionController({ nodeEvictionRate: 0.1, cap: { maxNodes: 1, windowMs: 600_000 } });
+    dc.update([...nodes(A, 10, 'Unknown'), ...nodes(B, 10, 'True')], 0);
+    dc.requestNoExecute('a-0', A, 0);
+    expect(drain(dc, 0, 1).map((x) => x.name)).toEqual(['a-0']);
+    dc.requestNoExecute('oos:a-0', A, 1_000, undefined, 'a-0');
+    // The zone's next token (10 s), not the cap's next free slot (600 s).
+    expect(dc.nextWakeup(1_000)).toBe(10_000);
+    expect(dc.admit(10_000).admitted.map((a) => a.name)).toEqual(['oos:a-0']);
+    dc.settle('oos:a-0', 'failed', 10_000);
+    expect(dc.capUsed(10_000)).toBe(1);
+    expect(dc.nextWakeup(10_000)).toBe(20_000);
+    expect(dc.admit(20_000).admitted.map((a) => a.name)).toEqual(['oos:a-0']);
+    // Its node's slot gone (the window passed): it waits for the cap like any taint.
+    dc.settle('oos:a-0', 'failed', 20_000);
+    dc.requestNoExecute('a-1', A, 20_001);
+    expect(dc.admit(600_000).admitted.map((a) => a.name)).toEqual(['oos:a-0']);
+    expect(dc.capUsed(600_000)).toBe(1);
+    // It took a slot of its own: a-1 is held by the cap until it leaves the window.
+    expect(dc.admit(610_000)).toEqual({
+      admitted: [],
+      events: [expect.objectContaining({ reason: 'NoExecuteTaintHeldByCap' })],
+    });
+    expect(dc.nextWakeup(610_000)).toBe(1_200_000);
+  });
+
+  it('a second taint whose token is there already is admitted at once, not at the next token the cap check would wait for', () => {
+    const dc = new DisruptionController({ nodeEvictionRate: 0.1, cap: { maxNodes: 1, windowMs: 600_000 } });
+    dc.update([...nodes(A, 10, 'Unknown'), ...nodes(B, 10, 'True')], 0);
+    dc.requestNoExecute('a-0', A, 0);
+    expect(dc.admit(0).admitted.map((a) => a.name)).toEqual(['a-0']);
+    dc.settle('a-0', 'applied', 0);
+    dc.requestNoExecute('a-1', A, 1);
+    // a-1 is held by the cap at 10 s: the zone's token stays unspent.
+    expect(dc.admit(10_000).events.map((e) => e.involvedObject.name)).toEqual(['a-1']);
+    dc.requestNoExecute('oos:a-0', A, 11_000, undefined, 'a-0');
+    dc.cancel('a-1');
+    expect(dc.nextWakeup(12_000)).toBe(12_000);
+    expect(dc.admit(12_000).admitted.map((a) => a.name)).toEqual(['oos:a-0']);
+  });
+
   it('caps at a percent of the fleet, the smaller bound winning', () => {
     const pct = new DisruptionController({ ...fast, cap: { maxPercent: 10, windowMs: 60_000 } });
     pct.update(nodes(A, 40, 'Unknown'), 0);

@@ -182,6 +182,8 @@ interface QueueItem {
   seq: number;
   /** The zone's rate alone would have let it through already: only the cap holds it. */
   capHeld: boolean;
+  /** A second NoExecute taint of this node (its out-of-service taint): rides on its cap slot. */
+  secondOf: string | undefined;
 }
 
 interface ZoneEntry {
@@ -204,6 +206,7 @@ interface ZoneEntry {
 interface InFlight {
   zone: string;
   at: number;
+  secondOf: string | undefined;
 }
 
 /**
@@ -458,9 +461,11 @@ export class DisruptionController {
 
   /**
    * Asks to add a NEW NoExecute taint to `name`. The node's observed zone wins over `zone` (which
-   * is used for nodes not observed yet). FIFO per zone, deduplicated by node name.
+   * is used for nodes not observed yet). FIFO per zone, deduplicated by node name. `secondOf`: the
+   * request is a second NoExecute taint of that node under another name (its out-of-service
+   * taint): the blast-radius cap counts it on the node's slot while the node holds one.
    */
-  requestNoExecute(name: string, zone: string, now: number, key?: string): RequestResult {
+  requestNoExecute(name: string, zone: string, now: number, key?: string, secondOf?: string): RequestResult {
     const node = this.nodes.get(name);
     if (node?.ready === 'True') return 'ignored-ready';
     const flight = this.inFlight.get(name);
@@ -484,6 +489,7 @@ export class DisruptionController {
       requestedAt: now,
       seq: ++this.seq,
       capHeld: false,
+      secondOf,
     });
     this.updateHeldBackMetric();
     return 'queued';
@@ -534,7 +540,11 @@ export class DisruptionController {
     return newlyHeld;
   }
 
-  /** 2. Admits in global request order while the zone buckets and the cap allow. */
+  /**
+   * 2. Admits in global request order (the heads of the zones with a token) while the zone buckets
+   *    and the cap allow; a head the cap holds does not hold back a second taint of a node that
+   *    holds a slot (it takes none) at the head of another zone.
+   */
   private admitInOrder(now: number, fleet: number): Admission[] {
     const admitted: Admission[] = [];
     for (;;) {
@@ -543,17 +553,17 @@ export class DisruptionController {
       for (const z of this.zones.values()) {
         if (z.queue.size === 0 || !z.bucket.available(now)) continue;
         const head = z.queue.values().next().value!;
+        if (!this.cap.allows(now, fleet, head.secondOf)) continue;
         if (!bestHead || head.seq < bestHead.seq) {
           best = z;
           bestHead = head;
         }
       }
       if (!best || !bestHead) break;
-      if (!this.cap.allows(now, fleet)) break;
       best.bucket.tryTake(now);
       this.removePending(bestHead.name);
-      this.cap.record(bestHead.name, now);
-      this.inFlight.set(bestHead.name, { zone: best.key, at: now });
+      this.cap.record(bestHead.name, now, bestHead.secondOf);
+      this.inFlight.set(bestHead.name, { zone: best.key, at: now, secondOf: bestHead.secondOf });
       admitted.push({
         name: bestHead.name,
         zone: best.key,
@@ -622,6 +632,7 @@ export class DisruptionController {
             requestedAt: now,
             seq: ++this.seq,
             capHeld: false,
+            secondOf: flight.secondOf,
           });
         }
         break;
@@ -643,7 +654,10 @@ export class DisruptionController {
     for (const z of this.zones.values()) {
       if (z.queue.size === 0) continue;
       const token = z.bucket.nextTokenAt(now);
-      if (token !== undefined) t = Math.min(t, Math.max(token, capFree));
+      // A second taint of a node that holds a cap slot waits for its token only.
+      const head = z.queue.values().next().value!;
+      const free = head.secondOf !== undefined && this.cap.holds(now, head.secondOf) ? now : capFree;
+      if (token !== undefined) t = Math.min(t, Math.max(token, free));
       if (this.cap.enabled && z.queue.size > z.capHeld) {
         const shadow = z.shadow.nextTokenAt(now);
         if (shadow !== undefined) t = Math.min(t, shadow);

@@ -4,6 +4,7 @@ import {
   APPLIED_ANNOTATION,
   announcesShutdown,
   CLOUD_SHUTDOWN_TAINT_KEY,
+  carriesOurTaint,
   FENCE_SIGNALS,
   FENCED_ANNOTATION,
   type FenceSignal,
@@ -103,6 +104,17 @@ describe('OutOfServiceCore: applied only to a marked, silent, fenced node, after
     }
   });
 
+  it('kubelet-shutdown: the kubelet running again (Ready=False for another reason) ends the announcement; our mark (Unknown) does not', () => {
+    const c = core(['kubelet-shutdown']);
+    c.observe(node({ ready: SHUTTING_DOWN }));
+    c.observe(node({ ready: UNKNOWN }));
+    expect(c.signal(node())).toBe('kubelet-shutdown');
+    c.observe(
+      node({ ready: { type: 'Ready', status: 'False', message: 'container runtime network not ready' } }),
+    );
+    expect(c.signal(node())).toBeUndefined();
+  });
+
   it('only the signals chosen count; an annotation that is not "true" is no fence', () => {
     const c = core(['cloud-shutdown-taint']);
     expect(c.decide(facts(fencedBy['fence-annotation'](), { admitted: true }), AFTER)).toEqual({
@@ -144,6 +156,19 @@ describe('OutOfServiceCore: applied only to a marked, silent, fenced node, after
     });
   });
 
+  it('warranted: the same question on any copy of the node (a fresher one after a 409): we act, our mark, silent, a signal', () => {
+    const c = core();
+    const n = fencedBy['fence-annotation']();
+    const check = { node: n, marked: true, silent: true, blind: undefined };
+    expect(c.warranted(check)).toBe('fence-annotation');
+    expect(c.warranted({ ...check, blind: 'not_leader' })).toBeUndefined();
+    expect(c.warranted({ ...check, marked: false })).toBeUndefined();
+    expect(c.warranted({ ...check, silent: false })).toBeUndefined();
+    expect(c.warranted({ ...check, node: node() })).toBeUndefined();
+    // The signal of the copy asked about, not of the one the decision was made on.
+    expect(c.warranted({ ...check, node: fencedBy['cloud-shutdown-taint']() })).toBe('cloud-shutdown-taint');
+  });
+
   it('a node that carries the taint already gets nothing more', () => {
     const n = node({ taints: [OUT_OF_SERVICE_TAINT], annotations: { [FENCED_ANNOTATION]: 'true' } });
     const c = core();
@@ -171,9 +196,73 @@ describe('OutOfServiceCore: removal once the node renewed and is Ready', () => {
     });
   });
 
+  it('back right after our taint went on (its delay still on record): the taint comes off', () => {
+    const c = core();
+    const fenced = fencedBy['fence-annotation']();
+    expect(c.decide(facts(fenced), 0).kind).toBe('wait');
+    expect(c.decide(facts(fenced, { admitted: true }), AFTER).kind).toBe('apply');
+    expect(c.decide(facts(ours(READY), { silent: false }), AFTER + 1).kind).toBe('remove');
+  });
+
   it('not while the lease is silent, nor while renewed but not Ready', () => {
     expect(core().decide(facts(ours(READY), { silent: true }), 0)).toEqual({ kind: 'none' });
     expect(core().decide(facts(ours(UNKNOWN), { silent: false }), 0)).toEqual({ kind: 'none' });
+  });
+
+  it('removalPatch asks the same question of the copy it is given (a fresher one after a 409): no patch unless back', () => {
+    const c = core();
+    expect(c.removalPatch(facts(ours(READY), { silent: false }))).toBeDefined();
+    expect(c.removalPatch(facts(ours(READY), { silent: true }))).toBeUndefined();
+    expect(c.removalPatch(facts(ours(READY), { silent: false, blind: 'not_leader' }))).toBeUndefined();
+    expect(c.removalPatch(facts(ours(SHUTTING_DOWN), { silent: false }))).toBeUndefined();
+  });
+
+  it('renewing but not Ready (a pod it needs kept off by the taint): off once a renewal was seen and no signal is left', () => {
+    const notReady: NodeCondition = { type: 'Ready', status: 'False', message: 'NetworkReady=false' };
+    const n = ours(notReady);
+    const unfenced = node({
+      ready: notReady,
+      taints: [{ key: 'x', effect: 'NoSchedule' }, OUT_OF_SERVICE_TAINT],
+      annotations: { [APPLIED_ANNOTATION]: 'fence-annotation' },
+    });
+    const c = core();
+    // No renewal seen (a fresh grace after a restart or a handover is no renewal): stays.
+    expect(c.decide(facts(unfenced, { silent: false }), 0)).toEqual({ kind: 'none' });
+    c.renewed('n1');
+    // The fence annotation still says it is down: stays.
+    expect(c.decide(facts(n, { silent: false }), 0)).toEqual({ kind: 'none' });
+    expect(c.decide(facts(unfenced, { silent: false }), 0)).toEqual({
+      kind: 'remove',
+      ours: true,
+      patch: {
+        metadata: { annotations: { [APPLIED_ANNOTATION]: null } },
+        spec: { taints: [{ key: 'x', effect: 'NoSchedule' }] },
+      },
+    });
+  });
+
+  it('a renewal counts only until a decision finds the node silent again; forget drops it', () => {
+    const notReady: NodeCondition = { type: 'Ready', status: 'False' };
+    const back = node({
+      ready: notReady,
+      taints: [OUT_OF_SERVICE_TAINT],
+      annotations: { [APPLIED_ANNOTATION]: 'x' },
+    });
+    const c = core();
+    c.renewed('n1');
+    expect(c.back({ node: back, marked: false, silent: false, blind: undefined })).toBe(true);
+    // Blind, or silent: not back.
+    expect(c.back({ node: back, marked: false, silent: false, blind: 'silent' })).toBe(false);
+    expect(c.back({ node: back, marked: false, silent: true, blind: undefined })).toBe(false);
+    expect(c.decide(facts(back, { silent: true }), 0)).toEqual({ kind: 'none' });
+    expect(c.decide(facts(back, { silent: false }), 0)).toEqual({ kind: 'none' });
+    c.renewed('n1');
+    c.forget('n1');
+    expect(c.decide(facts(back, { silent: false }), 0)).toEqual({ kind: 'none' });
+    // Ready=True needs no renewal seen: the kubelet posted it.
+    expect(c.back({ node: node({ ready: READY }), marked: false, silent: false, blind: undefined })).toBe(
+      true,
+    );
   });
 
   it('an out-of-service taint an operator put there is not ours: left alone, and the fence too', () => {
@@ -183,7 +272,7 @@ describe('OutOfServiceCore: removal once the node renewed and is Ready', () => {
       annotations: { [FENCED_ANNOTATION]: 'true' },
     });
     expect(core().decide(facts(n, { silent: false }), 0)).toEqual({ kind: 'none' });
-    expect(core().removalPatch(n)).toBeUndefined();
+    expect(core().removalPatch(facts(n, { silent: false }))).toBeUndefined();
   });
 });
 
@@ -226,10 +315,21 @@ describe('OutOfServiceCore: what it reads from a node, and the names users write
       taints: [...junk, OUT_OF_SERVICE_TAINT],
       annotations: { [APPLIED_ANNOTATION]: 'fence-annotation' },
     });
-    expect(core().removalPatch(back)).toEqual({
+    expect(core().removalPatch(facts(back, { silent: false }))).toEqual({
       metadata: { annotations: { [APPLIED_ANNOTATION]: null } },
       spec: { taints: junk },
     });
+  });
+
+  it('carriesOurTaint: the taint and the annotation that says it is ours, both', () => {
+    expect(
+      carriesOurTaint(node({ taints: [OUT_OF_SERVICE_TAINT], annotations: { [APPLIED_ANNOTATION]: 'x' } })),
+    ).toBe(true);
+    expect(carriesOurTaint(node({ taints: [OUT_OF_SERVICE_TAINT] }))).toBe(false);
+    expect(carriesOurTaint(node({ annotations: { [APPLIED_ANNOTATION]: 'x' } }))).toBe(false);
+    const bare = node({ taints: [OUT_OF_SERVICE_TAINT] });
+    delete bare.metadata.annotations;
+    expect(carriesOurTaint(bare)).toBe(false);
   });
 
   it('a node that carries the taint already gets no patch that adds it', () => {
@@ -277,8 +377,15 @@ describe('OutOfServiceCore: what it reads from a node, and the names users write
     const c = core();
     const fenced = fencedBy['fence-annotation'];
     expect(c.decide(facts(fenced()), 0).kind).toBe('wait');
-    expect(c.decide(facts(node({ ready: READY }), { silent: false }), AFTER / 2)).toEqual({ kind: 'none' });
-    expect(c.decide(facts(fenced()), AFTER)).toEqual({
+    // Its request (or admission) is dropped, as when the signal goes.
+    expect(c.decide(facts(node({ ready: READY }), { silent: false }), AFTER / 2)).toEqual({
+      kind: 'none',
+      why: 'node back',
+      cancel: true,
+    });
+    // Once: it is no longer fenced.
+    expect(c.decide(facts(node({ ready: READY }), { silent: false }), AFTER)).toEqual({ kind: 'none' });
+    expect(c.decide(facts(fenced()), 2 * AFTER)).toEqual({
       kind: 'wait',
       signal: 'fence-annotation',
       inMs: AFTER,
@@ -291,7 +398,7 @@ describe('OutOfServiceCore: what it reads from a node, and the names users write
       taints: [{ key: 'x', effect: 'NoSchedule' }, OUT_OF_SERVICE_TAINT],
       annotations: { [APPLIED_ANNOTATION]: 'cloud-shutdown-taint' },
     });
-    expect(core().removalPatch(n)).toEqual({
+    expect(core().removalPatch(facts(n, { silent: false }))).toEqual({
       metadata: { annotations: { [APPLIED_ANNOTATION]: null } },
       spec: { taints: [{ key: 'x', effect: 'NoSchedule' }] },
     });

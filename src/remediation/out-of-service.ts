@@ -16,7 +16,9 @@ import type { Node, Taint } from '../kube/types.js';
  * after its 6-minute wait. Applied only to a node this controller marked lost, whose lease is
  * silent AND for which a fence signal says the machine is down, once that has held for a delay;
  * never on lease silence alone (a partitioned node may still run its pods and write its disks).
- * Removed once the node renews and is Ready again, and only if we put it there.
+ * Removed once the node is back, and only if we put it there: it renews and is Ready again, or we
+ * saw it renew and no signal says it is down any more (a node whose Ready waits for a DaemonSet
+ * pod that does not tolerate the taint, e.g. its CNI agent, never says Ready while it is on).
  */
 
 /** The taint (its key, value and effect are the ones the Kubernetes documentation gives). */
@@ -57,8 +59,11 @@ export interface OutOfServiceSettings {
   afterMs: number;
 }
 
-/** What the wiring knows about one node when it asks. */
-export interface OutOfServiceFacts {
+/**
+ * What the wiring knows about one copy of a node (the one a decision was made on, or a fresher one
+ * read after a wait or a 409).
+ */
+export interface OutOfServiceCheck {
   node: Node;
   /** This controller marked it lost (the policy's mark is on the node). */
   marked: boolean;
@@ -66,12 +71,19 @@ export interface OutOfServiceFacts {
   silent: boolean;
   /** Why we do not act (blind, not leading), or undefined: we act. */
   blind: string | undefined;
+}
+
+/** What the wiring knows about one node when it asks for a decision. */
+export interface OutOfServiceFacts extends OutOfServiceCheck {
   /** The zone pass admitted this node's taint (zone rates, blast-radius cap, master disruption). */
   admitted: boolean;
 }
 
 export type OutOfServiceDecision =
-  /** Nothing to do; `why` when a fenced node is held (blind, not leading) or a request dropped. */
+  /**
+   * Nothing to do; `why` when a fenced node is held (blind, not leading) or a request dropped
+   * (`cancel`: the fence signal is gone, or the node is back).
+   */
   | { kind: 'none'; why?: string; cancel?: boolean }
   /** Fenced, the delay not over: look again in `inMs`. */
   | { kind: 'wait'; signal: FenceSignal; inMs: number }
@@ -79,7 +91,7 @@ export type OutOfServiceDecision =
   | { kind: 'request'; signal: FenceSignal }
   /** Admitted: write `taints` and the annotation naming the signal. */
   | { kind: 'apply'; signal: FenceSignal; patch: Record<string, unknown> | undefined }
-  /** Back (renewed and Ready): our taint and the fence annotation come off. */
+  /** Back (see `back`): our taint and the fence annotation come off. */
   | { kind: 'remove'; patch: Record<string, unknown>; ours: boolean };
 
 /**
@@ -90,6 +102,14 @@ export function outOfServicePatch(node: Node, signal: FenceSignal): Record<strin
   if (hasTaintKey(node, OUT_OF_SERVICE_TAINT.key)) return undefined;
   const taints = applyTaintChanges(rawTaints(node), [OUT_OF_SERVICE_TAINT], []);
   return { metadata: { annotations: { [APPLIED_ANNOTATION]: signal } }, spec: { taints } };
+}
+
+/** This copy of the node carries our out-of-service taint (the taint, and the annotation that says it is ours). */
+export function carriesOurTaint(node: Node): boolean {
+  return (
+    hasTaintKey(node, OUT_OF_SERVICE_TAINT.key) &&
+    node.metadata.annotations?.[APPLIED_ANNOTATION] !== undefined
+  );
 }
 
 /** The kubelet announced a shutdown in this copy of the node (Ready=False with its message). */
@@ -108,19 +128,35 @@ export class OutOfServiceCore {
   private readonly announced = new Set<string>();
   /** Nodes marked, silent and fenced: since when (our clock). */
   private readonly fencedSince = new Map<string, number>();
+  /** Nodes we saw renew (a change on the watch, not a list) since a decision last found them silent. */
+  private readonly renewals = new Set<string>();
 
   constructor(private readonly s: OutOfServiceSettings) {}
 
-  /** Every copy of a node the watch delivers: a shutdown announcement is kept until Ready=True. */
+  /**
+   * Every copy of a node the watch delivers: a shutdown announcement is kept until the kubelet posts
+   * a Ready condition without it (True, or False for another reason: it runs again). Unknown is a
+   * node-lifecycle controller's mark, ours included, and keeps it.
+   */
   observe(node: Node): void {
     const name = node.metadata.name;
+    const ready = readyStatus(node);
     if (announcesShutdown(node)) this.announced.add(name);
-    else if (readyStatus(node) === 'True') this.announced.delete(name);
+    else if (ready === 'True' || ready === 'False') this.announced.delete(name);
+  }
+
+  /**
+   * We saw the node renew (its lease or its heartbeat changed on the watch, or on a fresh read):
+   * a list at start (or a relist) is no renewal, so a dead node is not taken for one back.
+   */
+  renewed(name: string): void {
+    this.renewals.add(name);
   }
 
   forget(name: string): void {
     this.announced.delete(name);
     this.fencedSince.delete(name);
+    this.renewals.delete(name);
   }
 
   /** The first trusted signal that says this node is down, or undefined. */
@@ -139,11 +175,14 @@ export class OutOfServiceCore {
     if (f.blind !== undefined) return { kind: 'none', why: f.blind };
     const name = f.node.metadata.name;
     const tainted = hasTaintKey(f.node, OUT_OF_SERVICE_TAINT.key);
-    if (!f.silent && readyStatus(f.node) === 'True') {
-      this.fencedSince.delete(name);
-      return this.removal(f.node, tainted);
+    if (f.silent) this.renewals.delete(name);
+    if (this.back(f)) {
+      // Back before the taint went on: a request made (or an admission held) is dropped.
+      const had = this.fencedSince.delete(name);
+      const d = this.removal(f.node, tainted);
+      return d.kind === 'none' && had ? { kind: 'none', why: 'node back', cancel: true } : d;
     }
-    const signal = f.marked && f.silent ? this.signal(f.node) : undefined;
+    const signal = this.warranted(f);
     if (signal === undefined) {
       // Lease silence alone, or not our mark: never. A request already made is dropped.
       const had = this.fencedSince.delete(name);
@@ -158,14 +197,43 @@ export class OutOfServiceCore {
     return { kind: 'apply', signal, patch: outOfServicePatch(f.node, signal) };
   }
 
-  /** The removal's patch for this copy of the node, or undefined: nothing of ours left on it. */
-  removalPatch(node: Node): Record<string, unknown> | undefined {
-    const d = this.removal(node, hasTaintKey(node, OUT_OF_SERVICE_TAINT.key));
+  /**
+   * The question that decides the taint, asked the same way on every copy of the node: the one the
+   * decision was made on, and any fresher one after a wait or a 409 (its heartbeat observed first,
+   * so a kubelet back is no longer silent). We act, we marked it lost (upstream: Ready Unknown, so
+   * not Ready), its lease is silent on our clock, and a trusted signal says it is down: that signal,
+   * else undefined. (Ready as the copy shows it is no test of its own: a dry run never writes the
+   * mark, and a dead kubelet's last Ready=True stays on the node.)
+   */
+  warranted(f: OutOfServiceCheck): FenceSignal | undefined {
+    if (f.blind !== undefined || !f.marked || !f.silent) return undefined;
+    return this.signal(f.node);
+  }
+
+  /**
+   * The node is back (the question that removes our taint): we act, its lease is not silent on our
+   * clock, and its kubelet says Ready, or we saw it renew since it was last found silent and no
+   * trusted signal says it is down any more (its Ready may wait for a pod the taint keeps off).
+   */
+  back(f: OutOfServiceCheck): boolean {
+    if (f.blind !== undefined || f.silent) return false;
+    if (readyStatus(f.node) === 'True') return true;
+    return this.renewals.has(f.node.metadata.name) && this.signal(f.node) === undefined;
+  }
+
+  /**
+   * The removal's patch for this copy of the node (the one decided on, or a fresher one after a
+   * 409), asked the question that decided it: undefined when the node is not back on it, or
+   * nothing of ours is left on it.
+   */
+  removalPatch(f: OutOfServiceCheck): Record<string, unknown> | undefined {
+    if (!this.back(f)) return undefined;
+    const d = this.removal(f.node, hasTaintKey(f.node, OUT_OF_SERVICE_TAINT.key));
     return d.kind === 'remove' ? d.patch : undefined;
   }
 
   /**
-   * Renewed and Ready: our taint comes off, with the annotation that says it was ours and the fence
+   * Back: our taint comes off, with the annotation that says it was ours and the fence
    * annotation (a fence is about one outage). A node we never tainted is left as it is: an agent may
    * annotate a machine it is about to fence before its lease runs out.
    */

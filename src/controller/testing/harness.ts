@@ -8,7 +8,7 @@ import { vi } from 'vitest';
 import { ApiWriter, createWriterMetrics } from '../../apply/writer.js';
 import type { Clock } from '../../clock/clock.js';
 import type { Ticker } from '../../clock/ticker.js';
-import { createDisruptionMetrics, DisruptionController } from '../../disruption/index.js';
+import { type CapSettings, createDisruptionMetrics, DisruptionController } from '../../disruption/index.js';
 import { NodeHealthTracker } from '../../health/index.js';
 import type { KubeClient, KubeRequest } from '../../kube/client.js';
 import { RequestRateLimiter } from '../../kube/rate-limit.js';
@@ -48,6 +48,8 @@ export interface Harness {
   limiter: RequestRateLimiter | undefined;
   /** The controller's writer (to record Events beside its own writes). */
   writer: ApiWriter;
+  /** The disruption controller (zone queues, admissions in flight, the cap). */
+  disruption: DisruptionController;
   stop(): Promise<void>;
 }
 
@@ -61,6 +63,8 @@ export function harness(o: {
   ticker?: Ticker;
   graceMs?: number;
   nodeEvictionRate?: number;
+  /** The blast-radius cap (default: off). */
+  cap?: CapSettings;
   /** Arranges the server before the controller starts. */
   before?: (sim: SimApiServer) => void;
   /** What is written for a lost node (default: upstream's). */
@@ -136,6 +140,10 @@ export function harness(o: {
     component: 'node-controller',
     instance: 'test',
   });
+  const disruption = new DisruptionController(
+    { nodeEvictionRate: o.nodeEvictionRate, ...(o.cap ? { cap: o.cap } : {}) },
+    { metrics: createDisruptionMetrics(registry) },
+  );
   const controller = new NodeLifecycleController({
     clock,
     logger,
@@ -145,10 +153,7 @@ export function harness(o: {
     tracker: new NodeHealthTracker({
       grace: { monitorGraceMs: o.graceMs ?? GRACE_MS, startupGraceMs: 60_000 },
     }),
-    disruption: new DisruptionController(
-      { nodeEvictionRate: o.nodeEvictionRate },
-      { metrics: createDisruptionMetrics(registry) },
-    ),
+    disruption,
     leases,
     nodes,
     watchSilenceThresholdMs: SILENCE_MS,
@@ -201,6 +206,7 @@ export function harness(o: {
     logs: logger.lines,
     limiter,
     writer,
+    disruption,
     async stop() {
       sim.stopAll();
       nodes.dispose();
