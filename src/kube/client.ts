@@ -692,21 +692,28 @@ export class KubeClient {
         res.once('close', detach);
         resolve(res);
       });
-      const fence = req.fence;
-      if (!fence) {
-        r.end(payload);
-        return;
-      }
-      // Nothing is written before the connection is set up: the fence is asked then.
-      r.once('socket', (socket: net.Socket) =>
-        whenConnected(socket, () => {
-          const why = fence();
-          if (why === undefined) r.end(payload);
-          else r.destroy(new KubeFencedError(`${req.method} ${req.path}`, why));
-        }),
-      );
+      endRequest(r, req, payload);
     });
   }
+}
+
+/**
+ * Sends the request's headers and body: at once; with a fence, once its connection is set up and
+ * only if the fence then allows it (else it is destroyed with KubeFencedError, nothing written).
+ */
+function endRequest(r: http.ClientRequest, req: KubeRequest, payload: string | undefined): void {
+  const fence = req.fence;
+  if (!fence) {
+    r.end(payload);
+    return;
+  }
+  r.once('socket', (socket: net.Socket) =>
+    whenConnected(socket, () => {
+      const why = fence();
+      if (why === undefined) r.end(payload);
+      else r.destroy(new KubeFencedError(`${req.method} ${req.path}`, why));
+    }),
+  );
 }
 
 /** Runs `go` once `socket` can carry bytes: at once for a reused one, else once connected (and the TLS handshake done). */
