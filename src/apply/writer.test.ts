@@ -451,6 +451,33 @@ describe('ApiWriter.evict (Eviction API)', () => {
     expect(requests.length).toBe(3);
   });
 
+  it('a fence that closes between its check and the last moment (the client asks it again): the patch, the eviction and the Event are fenced, nothing is sent nor retried', async () => {
+    let calls = 0;
+    const lastMoment = () => (++calls % 2 === 0 ? 'refused at the last moment' : undefined);
+    const { w, sleeps, registry } = writer({ fence: lastMoment });
+    expect(await w.patchNodeStatus('n1', node('7'), () => ({ status: {} }))).toEqual({
+      kind: 'fenced',
+      reason: 'refused at the last moment',
+    });
+    expect(await w.evict('ns', 'web', 'u')).toEqual({ kind: 'fenced', reason: 'refused at the last moment' });
+    await w.event({
+      involved: { kind: 'Node', name: 'n1', apiVersion: 'v1' },
+      type: 'Normal',
+      reason: 'NodeNotReady',
+      message: 'm',
+    });
+    expect(requests).toEqual([]);
+    expect(sleeps).toEqual([]);
+    const writes = (await registry.getSingleMetric('nlc_writes_total')?.get())?.values ?? [];
+    expect(
+      writes.filter((v) => v.labels.outcome === 'fenced').map((v) => [v.labels.resource, v.value]),
+    ).toEqual([
+      ['nodes/status', 1],
+      ['pods/eviction', 1],
+      ['events', 1],
+    ]);
+  });
+
   it('retries a 5xx with backoff; fenced and dry-run send nothing', async () => {
     const { w, sleeps } = writer();
     script = [

@@ -6,6 +6,7 @@ import { TokenBucket } from '../clock/token-bucket.js';
 import {
   KubeApiError,
   type KubeClient,
+  KubeFencedError,
   type KubeRequest,
   KubeTransportError,
   PatchType,
@@ -21,7 +22,9 @@ import type { Logger } from '../log/logger.js';
  * - passes the leadership fence right before it leaves the process, after any wait (rate limiter,
  *   retry backoff), and must finish before the fence would close: its timeout, on our side and
  *   the API server's (`?timeout=`), ends at the fence deadline; a write decided in one leadership
- *   term is never sent in the next;
+ *   term is never sent in the next; the API client asks the fence once more at the last moment
+ *   (KubeRequest.fence: after credentials, a 401's new ones, a new connection's set-up), so that
+ *   nothing leaves once it closed;
  * - is judged again after every wait: the caller's `stillWanted` says whether what decided it
  *   still holds (a node that renewed while its mark waited for a token is not marked), and a
  *   patch body is recomputed from the object;
@@ -203,12 +206,20 @@ export class ApiWriter {
     return Math.min(WRITE_TIMEOUT_MS, left);
   }
 
-  /** Sends one write with a timeout of `ms` on both sides, counted in inFlight. */
-  private async send<T>(req: Omit<KubeRequest, 'timeoutMs'>, ms: number): Promise<T> {
+  /**
+   * Sends one write with a timeout of `ms` on both sides, counted in inFlight. The fence is asked
+   * again at the last moment, right before its bytes leave (the client may still wait for
+   * credentials or a connection): closed by then, the write is not sent (KubeFencedError).
+   */
+  private async send<T>(req: Omit<KubeRequest, 'timeoutMs'>, ms: number, term?: number): Promise<T> {
     this.sending++;
     try {
       return await this.d.client.request<T>({
         ...req,
+        fence: () => {
+          const budget = this.budget(term);
+          return typeof budget === 'string' ? budget : undefined;
+        },
         // The API server abandons the request at the same moment (a Go duration, as it parses it).
         query: { ...req.query, timeout: formatDuration(ms) },
         timeoutMs: ms,
@@ -345,9 +356,11 @@ export class ApiWriter {
         const object = await this.send<KubeObject>(
           { method: 'PATCH', path: opts.path, contentType: PatchType.strategic, body: withPrecondition },
           budget,
+          term,
         );
         return { kind: 'applied', object, attempts: attempt };
       } catch (err) {
+        if (err instanceof KubeFencedError) return { kind: 'fenced', reason: err.reason };
         if (err instanceof KubeApiError && err.isConflict) {
           this.d.metrics.conflicts.inc({ resource: opts.resource });
           this.d.logger.debug(2, 'Write conflict, re-reading', { ...opts.log, resource: opts.resource });
@@ -487,9 +500,10 @@ export class ApiWriter {
       const budget = this.budget(term);
       if (typeof budget === 'string') return { kind: 'fenced', reason: budget };
       try {
-        await this.send({ method: 'POST', path: paths.podEviction(ns, name), body }, budget);
+        await this.send({ method: 'POST', path: paths.podEviction(ns, name), body }, budget, term);
         return { kind: 'applied' };
       } catch (err) {
+        if (err instanceof KubeFencedError) return { kind: 'fenced', reason: err.reason };
         if (err instanceof KubeApiError) {
           // 429: a PodDisruptionBudget allows no disruption now. 404, or 409 on the uid
           // precondition: that pod is gone.
@@ -555,6 +569,10 @@ export class ApiWriter {
       this.d.metrics.writes.inc({ resource: 'events', outcome: 'applied' });
     } catch (err) {
       if (!(err instanceof RateLimiterFullError) && prev) this.events.delete(key);
+      if (err instanceof KubeFencedError) {
+        this.d.metrics.writes.inc({ resource: 'events', outcome: 'fenced' });
+        return;
+      }
       this.eventNotRecorded(spec, err);
     }
   }

@@ -7,6 +7,7 @@ import type { Node } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import type { Observable, Subscription } from '../rx/index.js';
 import type { WatchEvent } from '../watch/index.js';
+import { KCM_MANAGER, type RegisteredNodeSign } from './kcm-registered.js';
 
 /**
  * Another node-lifecycle controller beside ours in upstream mode: kube-controller-manager whose own
@@ -15,7 +16,9 @@ import type { WatchEvent } from '../watch/index.js';
  * nothing of the other's: the operator gets neither behaviour. This finds the evidence and says
  * what to do; run.ts keeps the replica from writing while it holds.
  *
- * The evidence is the nodes' Ready condition, and only it. A node-lifecycle controller writes that
+ * The evidence is the nodes' Ready condition (and, seen before kube-controller-manager marks
+ * anything, its RegisteredNode Events dated by its lock: kcm-registered.ts, passed in as
+ * `registered`). A node-lifecycle controller writes that
  * condition only to set it Unknown (it stops there; the kubelet sets it back to True), and the API
  * server records who did in the node's metadata.managedFields: the entry of that manager, for the
  * status subresource, owns f:status/f:conditions/k:{"type":"Ready"}/f:status until the kubelet
@@ -44,7 +47,7 @@ import type { WatchEvent } from '../watch/index.js';
  * (said in the log); new marks by the other controller keep it.
  */
 
-export const KCM_MANAGER = 'kube-controller-manager';
+export { KCM_MANAGER };
 /** How long a write of the other controller holds (from that write, on the API server's clock). */
 export const EVIDENCE_WINDOW_MS = 3_600_000;
 /** The Accept header of a metadata-only list: names and managedFields, no status or images. */
@@ -180,7 +183,7 @@ export function createConcurrentControllerMetrics(registry: Registry): Concurren
   return {
     conflicting: new Gauge({
       name: 'nlc_conflicting_controller',
-      help: "1 while another node-lifecycle controller (by its managedFields manager) was seen setting nodes' Ready condition within the last hour; this replica then writes nothing unless --allow-concurrent-node-lifecycle-controller.",
+      help: "1 while another node-lifecycle controller (by its managedFields manager) was seen setting nodes' Ready condition within the last hour, or kube-controller-manager's current leader recording RegisteredNode Events; this replica then writes nothing unless --allow-concurrent-node-lifecycle-controller.",
       labelNames: ['manager'] as const,
       registers: [registry],
     }),
@@ -199,6 +202,11 @@ export interface ConcurrentControllerOptions {
   /** --allow-concurrent-node-lifecycle-controller: report, but do not refuse. */
   allow: boolean;
   windowMs?: number;
+  /**
+   * kube-controller-manager's RegisteredNode Events, dated by its lock (kcm-registered.ts): seen
+   * before it marks anything. Started and stopped with this check; its first read gates acting.
+   */
+  registered?: RegisteredNodeSign;
 }
 
 /**
@@ -228,12 +236,17 @@ export class ConcurrentControllerCheck {
     this.o = o;
     this.log = o.logger.with({ component: 'concurrent-controller' });
     this.windowMs = o.windowMs ?? EVIDENCE_WINDOW_MS;
+    o.registered?.onChange(() => {
+      this.gauge(KCM_MANAGER);
+      this.changed();
+    });
   }
 
-  /** Runs the start check (retried until it succeeds) and follows the node watch's events. */
+  /** Runs the start checks (retried until they succeed) and follows the node watch's events. */
   start(events$: Observable<WatchEvent<Node>>): void {
     this.events = events$.subscribe((ev) => this.onEvent(ev));
     void this.startCheck(RETRY_MIN_MS);
+    this.o.registered?.start();
   }
 
   stop(): void {
@@ -242,23 +255,29 @@ export class ConcurrentControllerCheck {
     this.events?.unsubscribe();
     this.expiry?.unsubscribe();
     this.retry?.unsubscribe();
+    this.o.registered?.stop();
   }
 
   onChange(fn: () => void): void {
     this.listeners.push(fn);
   }
 
-  /** Whether the controller may act: the start check ran, and no evidence holds (or it is allowed). */
+  /** Whether the controller may act: the start checks ran, and no evidence holds (or it is allowed). */
   mayAct(): boolean {
     if (this.o.allow) return true;
-    return this.checked && this.active.size === 0;
+    const r = this.o.registered;
+    return this.checked && this.active.size === 0 && (!r || (r.checked && !r.holds()));
   }
 
   /** Why this replica refuses to write (fence, /readyz), or undefined. */
   refusal(): string | undefined {
     if (this.o.allow) return undefined;
     const [manager, e] = [...this.active.entries()].sort((a, b) => b[1].writtenAt - a[1].writtenAt)[0] ?? [];
-    if (!manager || !e) return undefined;
+    if (!manager || !e) {
+      const registered = this.o.registered?.describe();
+      if (registered === undefined) return undefined;
+      return `another node-lifecycle controller is running: ${registered}. Fix: ${fixFor(KCM_MANAGER)}`;
+    }
     // Whole seconds: the managedFields time has no finer grain.
     const ago = formatDuration(Math.max(0, Math.round((this.now() - e.writtenAt) / 1000) * 1000));
     return (
@@ -269,12 +288,21 @@ export class ConcurrentControllerCheck {
 
   /** For /readyz: the refusal, or why the start check could not be made yet. */
   readiness(): string | undefined {
-    const r = this.refusal();
-    if (r !== undefined) return r;
-    if (!this.o.allow && !this.checked && this.checkError !== undefined) {
-      return `could not yet check for another node-lifecycle controller (not acting until it can): ${this.checkError}`;
+    const refusal = this.refusal();
+    if (refusal !== undefined) return refusal;
+    if (this.o.allow) return undefined;
+    const r = this.o.registered;
+    const error = !this.checked ? this.checkError : r && !r.checked ? r.checkError : undefined;
+    if (error !== undefined) {
+      return `could not yet check for another node-lifecycle controller (not acting until it can): ${error}`;
     }
     return undefined;
+  }
+
+  /** nlc_conflicting_controller{manager}: 1 while any evidence of that manager holds. */
+  private gauge(manager: string): void {
+    const held = this.active.has(manager) || (manager === KCM_MANAGER && this.o.registered?.holds() === true);
+    this.o.metrics.conflicting.set({ manager }, held ? 1 : 0);
   }
 
   private now(): number {
@@ -364,6 +392,8 @@ export class ConcurrentControllerCheck {
     }
     const status = readyStatus(ev.object);
     const before = this.lastReady.get(name);
+    // A node that joins is registered by kube-controller-manager's node-lifecycle-controller, if on.
+    if (ev.type === 'Apply' && !this.lastReady.has(name)) this.o.registered?.nodeJoined();
     this.lastReady.set(name, status);
     // A list (start, relist) only records; the start check covers what it shows.
     if (ev.type !== 'Apply' || status !== 'Unknown' || before === undefined || before === 'Unknown') return;
@@ -437,7 +467,7 @@ export class ConcurrentControllerCheck {
       return;
     }
     this.active.set(e.manager, { node: e.node, writtenAt, until });
-    this.o.metrics.conflicting.set({ manager: e.manager }, 1);
+    this.gauge(e.manager);
     const fields = {
       node: e.node,
       manager: e.manager,
@@ -473,12 +503,12 @@ export class ConcurrentControllerCheck {
     for (const [manager, e] of this.active) {
       if (e.until > now) continue;
       this.active.delete(manager);
-      this.o.metrics.conflicting.set({ manager }, 0);
+      this.gauge(manager);
       lapsed = true;
       this.log.info('No write of the other node-lifecycle controller seen for an hour', {
         manager,
         lastNode: e.node,
-        ...(this.o.allow ? {} : { now: this.active.size === 0 ? 'acting again' : 'still refusing' }),
+        ...(this.o.allow ? {} : { now: this.mayAct() ? 'acting again' : 'still refusing' }),
       });
     }
     this.armExpiry();

@@ -107,13 +107,13 @@ class FakeCandidates {
   }
 }
 
-function publisher(server: FakeCandidates, o: { skewMs?: number } = {}) {
+function publisher(server: FakeCandidates, o: { skewMs?: number; client?: KubeRequester } = {}) {
   const registry = new Registry();
   const metrics = createLeaderElectionMetrics(registry);
   const clock: Clock = { scheduler: asyncScheduler, wall: () => Date.now() + (o.skewMs ?? 0) };
   const logger = memoryLogger(10);
   const p = new LeaseCandidatePublisher({
-    client: server.client(),
+    client: o.client ?? server.client(),
     clock,
     logger,
     metrics,
@@ -262,12 +262,42 @@ describe('LeaseCandidatePublisher', () => {
     await advance(20);
     const done = p.shutdown();
     await advance(20);
-    await done;
+    expect(await done).toBe(true);
     expect(server.items.has(ME)).toBe(false);
     expect(logs.some((l) => l.msg === 'Deleted lease candidate on shutdown')).toBe(true);
     // Nothing is created again after the stop.
     await advance(10 * 60_000);
     expect(server.items.has(ME)).toBe(false);
+    // Already gone: nothing to delete, and it says so.
+    const again = p.shutdown();
+    await advance(20);
+    expect(await again).toBe(true);
+  });
+
+  it('shutdown says whether the candidate is gone: a deletion that fails answers false (and stops answering pings all the same)', async () => {
+    const server = new FakeCandidates();
+    const client = server.client();
+    const { p, logs } = publisher(server, {
+      client: {
+        request: <T>(req: KubeRequest) =>
+          req.method === 'DELETE'
+            ? Promise.reject(new KubeApiError(500, { kind: 'Status', code: 500 }, {}, 'x'))
+            : client.request<T>(req),
+      },
+    });
+    p.start();
+    await advance(20);
+    expect(server.items.has(ME)).toBe(true);
+    const done = p.shutdown();
+    await advance(20);
+    expect(await done).toBe(false);
+    expect(server.items.has(ME)).toBe(true);
+    expect(logs.filter((l) => l.msg === 'Failed to delete lease candidate on shutdown')).toHaveLength(1);
+    // Stopped all the same: a ping is not answered.
+    const writes = server.calls.length;
+    server.ping(ME, Date.now());
+    await advance(1_000);
+    expect(server.calls.length).toBe(writes);
   });
 });
 
@@ -575,7 +605,10 @@ describe('CoordinationWatchdog (the fall-back after the decision)', () => {
    * A coordinated elector on the in-memory lease server, its watchdog, and kube-apiserver's
    * coordination answers: `api` decides what discovery and the coordinator's lease answer now.
    */
-  function setup(api: { discovery: () => unknown; coordinator: () => unknown }) {
+  function setup(
+    api: { discovery: () => unknown; coordinator: () => unknown },
+    o: { withdraw?: (e: LeaderElector) => Promise<boolean | undefined> } = {},
+  ) {
     const server = new FakeLeaseServer();
     const logger = memoryLogger(10);
     const elector = (who: string) =>
@@ -597,6 +630,7 @@ describe('CoordinationWatchdog (the fall-back after the decision)', () => {
       },
     };
     const withdrawn: string[] = [];
+    const reinstated: string[] = [];
     const watch = (e: LeaderElector) => {
       const w = new CoordinationWatchdog({
         elector: e,
@@ -606,6 +640,10 @@ describe('CoordinationWatchdog (the fall-back after the decision)', () => {
         check: (signal) => checkCoordinatedElection({ client: apiClient, clock, logger, signal }),
         withdraw: async () => {
           withdrawn.push(e.identity);
+          return o.withdraw ? await o.withdraw(e) : true;
+        },
+        reinstate: () => {
+          reinstated.push(e.identity);
         },
       });
       w.start();
@@ -622,7 +660,7 @@ describe('CoordinationWatchdog (the fall-back after the decision)', () => {
           strategy: 'OldestEmulationVersion',
         },
       });
-    return { server, logs: logger.lines, elector, watch, withdrawn, coordinate };
+    return { server, logs: logger.lines, elector, watch, withdrawn, reinstated, coordinate };
   }
   let renewals = 0;
   const renewing = () => ({
@@ -644,13 +682,23 @@ describe('CoordinationWatchdog (the fall-back after the decision)', () => {
     expect(w.rechecks).toBe(0);
     expect(a.coordinated).toBe(true);
     expect(t.server.get(NS, LOCK_NAME)).toBeUndefined();
-    // Nobody has led for 60 s (its first look at +4 ms): the re-check finds no API, it falls back.
+    // Nobody has led for 60 s (its first look at +4 ms): the re-check finds no API, it withdraws
+    // its candidate, and falls back 10 s after it stopped answering pings.
     await advance(1_200);
     expect(w.rechecks).toBe(1);
-    expect(a.coordinated).toBe(false);
     expect(t.withdrawn).toEqual(['a_1']);
+    expect(a.coordinated).toBe(true);
+    await advance(10_000);
+    expect(a.coordinated).toBe(false);
+    const reason = 'the API server does not serve coordination.k8s.io/v1beta1 (404)';
     expect(t.logs.filter((l) => String(l.msg).includes('the coordinator is gone'))).toMatchObject([
-      { level: 'warn', reason: 'the API server does not serve coordination.k8s.io/v1beta1 (404)' },
+      {
+        level: 'warn',
+        reason,
+        campaignIn: '10s',
+        msg: expect.stringContaining('withdrawing the lease candidate'),
+      },
+      { level: 'warn', reason, msg: expect.stringContaining('using ordinary leader election') },
     ]);
     // Ordinary election at once: the lock, missing for far longer than a lease duration, is created.
     await advance(50);
@@ -658,6 +706,145 @@ describe('CoordinationWatchdog (the fall-back after the decision)', () => {
     expect(t.server.get(NS, LOCK_NAME)?.spec?.holderIdentity).toBe('a_1');
     a.stop();
     w.stop();
+  });
+
+  it('the coordinator gone: its LeaseCandidate is withdrawn BEFORE it campaigns (still coordinated, the lock untouched, while it is deleted); ordinary election 10 s after it stopped answering', async () => {
+    let gone = false;
+    const seen: Array<{ coordinated: boolean; lock: unknown }> = [];
+    const t = setup(
+      { discovery: () => (gone ? apiStatus(404) : served), coordinator: renewing },
+      {
+        withdraw: async (e) => {
+          seen.push({ coordinated: e.coordinated, lock: t.server.get(NS, LOCK_NAME) });
+          await new Promise((r) => setTimeout(r, 2_000)); // the GET and DELETE take 2 s
+          seen.push({ coordinated: e.coordinated, lock: t.server.get(NS, LOCK_NAME) });
+          return true;
+        },
+      },
+    );
+    const a = t.elector('a_1');
+    a.start();
+    const w = t.watch(a);
+    gone = true;
+    // The re-check at 61 s finds no API (its answer at 61.001 s): the withdrawal starts.
+    await advance(61_100);
+    expect(t.withdrawn).toEqual(['a_1']);
+    await advance(2_000);
+    expect(seen).toEqual([
+      { coordinated: true, lock: undefined },
+      { coordinated: true, lock: undefined },
+    ]);
+    // Deleted at 63 s; still no campaign before 10 s after it stopped answering pings (71.001 s).
+    await advance(7_800);
+    expect(a.coordinated).toBe(true);
+    expect(t.server.calls.filter((c) => c.method !== 'GET')).toEqual([]);
+    await advance(200);
+    expect(a.coordinated).toBe(false);
+    await advance(50);
+    expect(a.isLeader()).toBe(true);
+    expect(t.reinstated).toEqual([]);
+    a.stop();
+    w.stop();
+  });
+
+  it.each([
+    ['fails', async (): Promise<boolean> => false],
+    ['throws', (): Promise<boolean> => Promise.reject(new Error('connection reset'))],
+    ['hangs', (): Promise<boolean> => new Promise<boolean>(() => undefined)],
+  ] as const)(
+    'the deletion of the candidate %s: ordinary election only 10 s after it stopped answering, with a warning',
+    async (_, withdraw) => {
+      let gone = false;
+      const t = setup(
+        { discovery: () => (gone ? apiStatus(404) : served), coordinator: renewing },
+        { withdraw },
+      );
+      const a = t.elector('a_1');
+      a.start();
+      const w = t.watch(a);
+      gone = true;
+      await advance(61_100);
+      expect(t.withdrawn).toEqual(['a_1']);
+      await advance(9_800);
+      expect(a.coordinated).toBe(true);
+      expect(t.server.get(NS, LOCK_NAME)).toBeUndefined();
+      await advance(200);
+      expect(a.coordinated).toBe(false);
+      expect(
+        t.logs.filter((l) => String(l.msg).startsWith('Lease candidate not confirmed deleted')),
+      ).toMatchObject([{ level: 'warn' }]);
+      await advance(50);
+      expect(a.isLeader()).toBe(true);
+      a.stop();
+      w.stop();
+    },
+  );
+
+  it('named by the coordinator while its candidate is withdrawn: no fall-back, the candidate is published again', async () => {
+    let gone = false;
+    let named: (() => void) | undefined;
+    const t = setup(
+      { discovery: () => (gone ? apiStatus(404) : served), coordinator: renewing },
+      {
+        withdraw: async () => {
+          // An election the coordinator ran on our last answer lands after we stopped answering.
+          setTimeout(() => named?.(), 1_000);
+          return true;
+        },
+      },
+    );
+    named = () => t.coordinate('a_1');
+    const a = t.elector('a_1');
+    a.start();
+    const w = t.watch(a);
+    gone = true;
+    await advance(61_100);
+    expect(t.withdrawn).toEqual(['a_1']);
+    await advance(11_000);
+    expect(a.isLeader()).toBe(true);
+    expect(a.coordinated).toBe(true);
+    expect(t.reinstated).toEqual(['a_1']);
+    expect(t.logs.filter((l) => String(l.msg).includes('using ordinary leader election'))).toEqual([]);
+    a.stop();
+    w.stop();
+  });
+
+  it('named by the coordinator during the re-check: nothing is withdrawn', async () => {
+    let stale = false;
+    const t = setup({
+      discovery: () => served,
+      coordinator: () =>
+        stale ? { spec: { holderIdentity: 'apiserver-1', renewTime: microTime(T0) } } : renewing(),
+    });
+    const a = t.elector('a_1');
+    a.start();
+    const w = t.watch(a);
+    stale = true;
+    await advance(70_000); // the re-check (from 61 s) reads the coordinator's lease unchanged
+    t.coordinate('a_1');
+    await advance(40_000); // its verdict at about 91 s: no coordinator; but a leads
+    expect(a.isLeader()).toBe(true);
+    expect(t.withdrawn).toEqual([]);
+    expect(a.coordinated).toBe(true);
+    expect(t.logs.filter((l) => String(l.msg).startsWith('Not falling back'))).toHaveLength(1);
+    a.stop();
+    w.stop();
+  });
+
+  it('stopped (shutdown) while its candidate is withdrawn: no fall-back', async () => {
+    let gone = false;
+    const t = setup({ discovery: () => (gone ? apiStatus(404) : served), coordinator: renewing });
+    const a = t.elector('a_1');
+    a.start();
+    const w = t.watch(a);
+    gone = true;
+    await advance(61_100);
+    expect(t.withdrawn).toEqual(['a_1']);
+    w.stop();
+    await advance(30_000);
+    expect(a.coordinated).toBe(true);
+    expect(t.server.get(NS, LOCK_NAME)).toBeUndefined();
+    a.stop();
   });
 
   it('the coordinator gone (its lease no longer renewed): falls back after the 30 s of its check', async () => {
@@ -674,10 +861,15 @@ describe('CoordinationWatchdog (the fall-back after the decision)', () => {
     await advance(61_000);
     expect(w.rechecks).toBe(1);
     expect(a.coordinated).toBe(true);
-    // Its lease is read unchanged for 30 s from the re-check's first read (at 61 s).
+    // Its lease is read unchanged for 30 s from the re-check's first read (at 61 s); the
+    // withdrawal starts then, ordinary election 10 s later.
     await advance(29_900);
-    expect(a.coordinated).toBe(true);
+    expect(t.withdrawn).toEqual([]);
     await advance(1_200);
+    expect(t.withdrawn).toEqual(['a_1']);
+    await advance(8_700);
+    expect(a.coordinated).toBe(true);
+    await advance(1_300);
     expect(a.coordinated).toBe(false);
     await advance(50);
     expect(a.isLeader()).toBe(true);

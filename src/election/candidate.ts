@@ -28,6 +28,14 @@ export const CANDIDATE_DEFAULTS = {
   /** client-go's LeaseCandidate requeueInterval: a renewal every 5 minutes besides the pings. */
   renewIntervalMs: 5 * 60_000,
   requestTimeoutMs: 5_000,
+  /**
+   * The withdrawal before the fall-back to ordinary election (CoordinationWatchdog): the deletion
+   * is given this long, and the replica campaigns no earlier than this after it stopped answering
+   * pings, deleted or not. kube-apiserver's coordinator elects only candidates whose renewTime is
+   * within its 5 s election duration: twice that leaves an election it ran on our last answer
+   * time to land (we then lead, named) and up to 5 s of clock skew.
+   */
+  withdrawMs: 10_000,
 } as const;
 
 export interface LeaseCandidateSpec {
@@ -215,13 +223,18 @@ export class LeaseCandidatePublisher {
     this.timer = this.sub = undefined;
   }
 
-  /** Graceful shutdown: stop, then delete our candidate unless someone replaced it meanwhile. */
-  async shutdown(timeoutMs: number = this.timeoutMs): Promise<void> {
+  /**
+   * Graceful shutdown (and the withdrawal before a fall-back to ordinary election): stop (no
+   * renewal, no ping answered from here on), then delete our candidate unless someone replaced it
+   * meanwhile. true when it is gone (deleted, missing, or replaced); false when the deletion
+   * failed (logged). Each of its two requests is bounded by timeoutMs.
+   */
+  async shutdown(timeoutMs: number = this.timeoutMs): Promise<boolean> {
     this.stop();
     try {
       const current = await this.get(timeoutMs);
       const uid = current?.metadata.uid;
-      if (!current || !uid) return;
+      if (!current || !uid) return true;
       await this.o.client.request({
         method: 'DELETE',
         path: candidatePaths.one(this.o.namespace, this.name),
@@ -229,10 +242,12 @@ export class LeaseCandidatePublisher {
         timeoutMs,
       });
       this.log.info('Deleted lease candidate on shutdown');
+      return true;
     } catch (err) {
-      if (err instanceof KubeApiError && (err.isNotFound || err.isConflict)) return;
+      if (err instanceof KubeApiError && (err.isNotFound || err.isConflict)) return true;
       this.o.metrics.candidateErrors.inc();
       this.log.warn('Failed to delete lease candidate on shutdown', { err });
+      return false;
     }
   }
 
@@ -640,11 +655,15 @@ export interface CoordinationWatchdogOptions {
   /** The re-check: checkCoordinatedElection with the given signal (aborted by stop()). */
   check: (signal: AbortSignal) => Promise<CoordinationSupport>;
   /**
-   * Withdraws this replica's candidacy (deletes its LeaseCandidate, stops its watch) before the
-   * elector falls back, so that a coordinator that comes back does not name a replica that no
-   * longer waits for it. Failures are the callee's to log.
+   * Withdraws this replica's candidacy before the elector falls back: stops answering pings at
+   * once, then deletes its LeaseCandidate (and stops its watch), within timeoutMs; true once it
+   * is gone, false (or a rejection) when the deletion failed. Failures are the callee's to log.
    */
-  withdraw?: () => Promise<void>;
+  withdraw?: (timeoutMs: number) => Promise<boolean | undefined>;
+  /** Publishes the candidate again: the coordinator named this replica while it was withdrawn. */
+  reinstate?: () => void;
+  /** The withdrawal's bound and the wait before ordinary election (CANDIDATE_DEFAULTS.withdrawMs). */
+  withdrawMs?: number;
   /** How often the elector is asked how long nobody has led (no request). Default 1 s. */
   intervalMs?: number;
 }
@@ -654,8 +673,12 @@ export interface CoordinationWatchdogOptions {
  * to name a holder. When nobody has led the lock for recheckAfterMs (as the elector observes it:
  * every read shows no holder, or one whose lease ran out), it checks again whether the coordinator
  * is there (checkCoordinatedElection: the LeaseCandidate API served, the coordinator's lease
- * renewed). Absent (a real answer says so), the replica withdraws its LeaseCandidate and runs
- * ordinary leader election, as the fall-back at start does. Present, it says so and checks again
+ * renewed). Absent (a real answer says so), the replica withdraws its LeaseCandidate FIRST (it
+ * stops answering pings and deletes it) and runs ordinary leader election only withdrawMs (10 s)
+ * after it stopped answering, deleted or not (a deletion that fails or hangs is given that long
+ * and logged), so that the coordinator never names a replica that campaigns on its own. Named
+ * meanwhile (an election the coordinator ran on our last answer), it leads as named, publishes its
+ * candidate again and keeps watching. Present, it says so and checks again
  * after another recheckAfterMs without a leader; the liveness check (the elector's
  * checkLeaderless) restarts a replica that nobody has led for longer still.
  */
@@ -739,8 +762,8 @@ export class CoordinationWatchdog {
       };
     } finally {
       this.checking = false;
-      if (this.abort === ac) this.abort = undefined;
     }
+    // this.abort stays ac until the next re-check: stop() also ends a withdrawal's wait.
     if (!this.running || ac.signal.aborted) return;
     if (support.ok) {
       this.notBefore = this.o.clock.scheduler.now() + this.o.recheckAfterMs;
@@ -751,23 +774,67 @@ export class CoordinationWatchdog {
       this.arm();
       return;
     }
+    if (this.o.elector.leaderlessFor() === undefined) {
+      this.notFallingBack(support.reason);
+      return;
+    }
+    await this.fallBack(support.reason, ac.signal);
+  }
+
+  /** Named meanwhile (or ended): the coordinator answered after all; keep watching. */
+  private notFallingBack(reason: string): void {
+    this.log.info('Not falling back: this replica leads, or leader election has ended', { reason });
+    this.notBefore = this.o.clock.scheduler.now() + this.o.recheckAfterMs;
+    this.arm();
+  }
+
+  /** Withdraw first (bounded), campaign withdrawMs after we stopped answering pings. */
+  private async fallBack(reason: string, signal: AbortSignal): Promise<void> {
+    const withdrawMs = this.o.withdrawMs ?? CANDIDATE_DEFAULTS.withdrawMs;
+    this.log.warn(
+      'Coordinated leader election: the coordinator is gone; withdrawing the lease candidate before ordinary leader election',
+      { reason, campaignIn: formatDuration(withdrawMs) },
+    );
+    const waited = this.sleep(withdrawMs, signal);
+    const withdrawal = Promise.resolve()
+      .then(() => this.o.withdraw?.(withdrawMs) ?? true)
+      .then(
+        (ok) => ok !== false,
+        (err: unknown) => {
+          this.log.warn('Failed to withdraw the lease candidate', { err });
+          return false;
+        },
+      );
+    const gone = await Promise.race([withdrawal, waited.then(() => false)]);
+    await waited;
+    if (!this.running || signal.aborted) return;
+    if (!gone) {
+      this.log.warn(
+        'Lease candidate not confirmed deleted: it is no longer renewed and answers no ping, so the coordinator does not elect it; using ordinary leader election',
+        { after: formatDuration(withdrawMs) },
+      );
+    }
     if (!this.o.elector.useOrdinaryElection()) {
-      // Named meanwhile (or ended): the coordinator answered after all; keep watching.
-      this.log.info('Not falling back: this replica leads, or leader election has ended', {
-        reason: support.reason,
-      });
-      this.notBefore = this.o.clock.scheduler.now() + this.o.recheckAfterMs;
-      this.arm();
+      this.o.reinstate?.();
+      this.notFallingBack(reason);
       return;
     }
     this.running = false;
     this.log.warn('Coordinated leader election: the coordinator is gone; using ordinary leader election', {
-      reason: support.reason,
+      reason,
     });
-    try {
-      await this.o.withdraw?.();
-    } catch (err) {
-      this.log.warn('Failed to withdraw the lease candidate', { err });
-    }
+  }
+
+  /** Resolves after ms, or at once when the signal aborts (stop()). */
+  private sleep(ms: number, signal: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        timer.unsubscribe();
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = this.o.clock.scheduler.schedule(done, timerDelay(ms));
+      signal.addEventListener('abort', done, { once: true });
+    });
   }
 }

@@ -1,5 +1,6 @@
 import http from 'node:http';
 import https from 'node:https';
+import type net from 'node:net';
 import type stream from 'node:stream';
 import tls from 'node:tls';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -53,6 +54,13 @@ export interface KubeRequest {
    * for credentials): a caller that times the server's answer starts its clock here.
    */
   onSend?: () => void;
+  /**
+   * Asked at the last moment, right before the request's bytes are written to its connection:
+   * after the wait for credentials, for each attempt (a 401's second one too), and once a new
+   * connection is set up (TCP, TLS). A reason rejects the request with KubeFencedError and nothing
+   * of it is sent (the writer's fence: a write it let through may not leave once it closes).
+   */
+  fence?: () => string | undefined;
 }
 
 export interface KubeResponse<T = unknown> {
@@ -135,6 +143,16 @@ export class KubeTransportError extends Error {
     super(message, options);
     this.name = 'KubeTransportError';
     this.code = code;
+  }
+}
+
+/** A request its fence refused at the last moment (KubeRequest.fence): nothing of it was sent. */
+export class KubeFencedError extends KubeTransportError {
+  readonly reason: string;
+  constructor(what: string, reason: string) {
+    super(`${what}: not sent: ${reason}`, 'FENCED');
+    this.name = 'KubeFencedError';
+    this.reason = reason;
   }
 }
 
@@ -674,9 +692,40 @@ export class KubeClient {
         res.once('close', detach);
         resolve(res);
       });
-      r.end(payload);
+      endRequest(r, req, payload);
     });
   }
+}
+
+/**
+ * Sends the request's headers and body: at once; with a fence, once its connection is set up and
+ * only if the fence then allows it (else it is destroyed with KubeFencedError, nothing written).
+ */
+function endRequest(r: http.ClientRequest, req: KubeRequest, payload: string | undefined): void {
+  const fence = req.fence;
+  if (!fence) {
+    r.end(payload);
+    return;
+  }
+  r.once('socket', (socket: net.Socket) =>
+    whenConnected(socket, () => {
+      const why = fence();
+      if (why === undefined) r.end(payload);
+      else r.destroy(new KubeFencedError(`${req.method} ${req.path}`, why));
+    }),
+  );
+}
+
+/** Runs `go` once `socket` can carry bytes: at once for a reused one, else once connected (and the TLS handshake done). */
+function whenConnected(socket: net.Socket, go: () => void): void {
+  if (socket instanceof tls.TLSSocket) {
+    const protocol = socket.getProtocol();
+    if (socket.connecting || protocol === null || protocol === 'unknown') socket.once('secureConnect', go);
+    else go();
+    return;
+  }
+  if (socket.connecting) socket.once('connect', go);
+  else go();
 }
 
 function readBody(res: http.IncomingMessage): Promise<string> {

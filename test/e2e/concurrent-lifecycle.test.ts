@@ -1,7 +1,9 @@
 /**
  * Ours in --mode=upstream (the default install) beside a kube-controller-manager v1.37.2 whose own
  * node-lifecycle-controller was left on: the two would mark the same nodes. Ours must see it, write
- * nothing, and say what to do (src/controller/concurrent-controller.ts): while running, from a node
+ * nothing, and say what to do (src/controller/concurrent-controller.ts): before it marks anything,
+ * from the RegisteredNode Events it recorded for the nodes (src/controller/kcm-registered.ts; it
+ * runs here without leader election, so those of the last hour count); while running, from a node
  * kube-controller-manager marks Unknown; at start, from a node it marked within the hour. Real
  * kube-apiserver + etcd on loopback, simulated kubelets; kube-controller-manager at a 5 s grace so
  * that it marks first (ours at 20 s), as it does whenever its grace is the shorter one.
@@ -21,6 +23,8 @@ const KCM_GRACE_MS = 5_000;
 const KCM_PERIOD_MS = 5_000;
 const OURS_UA = 'node-lifecycle-controller/';
 const REFUSING = "Another node-lifecycle controller sets the nodes' Ready condition: refusing to write";
+const REGISTERED_REFUSING =
+  "kube-controller-manager's node-lifecycle-controller is on (it records RegisteredNode): refusing to write";
 
 let cluster: TestCluster;
 let fleet: SimulatedFleet;
@@ -81,16 +85,28 @@ describe("upstream mode beside kube-controller-manager's node-lifecycle-controll
   const first = 'sim-zone-a-000';
   const second = 'sim-zone-b-001';
 
-  it('while running: kube-controller-manager marks a node; ours sees it, refuses to write, says the fix, fails /readyz; a node lost later is not marked by it', async () => {
+  it('before it marks anything, from its RegisteredNode Events, and while running, from a node it marks: ours refuses from the start, says the fix, fails /readyz; a node lost later is not marked by it', async () => {
     const ctl = await startOurs(20);
-    await ctl.waitForLog('Acting: watches healthy and leading', 20_000);
+    // kube-controller-manager registered the 6 nodes when it started (beforeAll): no node marked yet.
+    const early = await ctl.waitForLog(REGISTERED_REFUSING, 20_000);
+    expect(early).toMatchObject({
+      level: 'error',
+      manager: 'kube-controller-manager',
+      seenIn: 'the RegisteredNode Events',
+    });
+    expect(String(early.fix)).toContain('--controllers=*,-node-lifecycle-controller');
     expect(
-      ctl.logs.find((l) => l.msg === 'Checked the nodes for another node-lifecycle controller'),
+      await ctl.waitForLog('Checked the nodes for another node-lifecycle controller', 20_000),
     ).toMatchObject({
       nodes: 6,
       found: 'none',
     });
-    expect((await probe(ctl, '/readyz')).status).toBe(200);
+    const before = await probe(ctl, '/readyz?verbose');
+    expect(before.status).toBe(500);
+    expect(before.body).toContain(
+      "[-]concurrent-node-lifecycle failed: another node-lifecycle controller is running: kube-controller-manager's node-lifecycle-controller recorded RegisteredNode for node",
+    );
+    expect(ctl.logs.some((l) => String(l.msg).startsWith('Acting'))).toBe(false);
 
     const paused = performance.now();
     fleet.node(first).pauseHeartbeats();

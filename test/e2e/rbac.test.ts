@@ -104,13 +104,14 @@ const CLUSTER_WIDE: Record<string, string[]> = {
   [`${COORD}/leases`]: [
     // Read-only and cluster-wide (not a Role in kube-node-lease, which kustomize's `namespace:`
     // would move away; manifests/base/clusterrole.yaml), used in kube-node-lease only:
-    'get', // NodeLifecycleController.confirmStale: quorum re-read of a node's lease before marking it
+    'get', // NodeLifecycleController.confirmStale: quorum re-read of a node's lease before marking it; RegisteredNodeSign: kube-system/kube-controller-manager
     'list', // watchNodeLeases() Reflector: list kube-node-lease leases
     'watch', // ... and watch them
   ],
   [`${CORE}/events`]: [
     'create', // ApiWriter.event: POST /api/v1/namespaces/<ns>/events ("default" for Nodes, the pod's own for Pods)
     'patch', // ApiWriter.event: a repeat within 10 min merge-patches count + lastTimestamp of the first Event
+    'list', // RegisteredNodeSign (src/controller/kcm-registered.ts): kube-controller-manager's RegisteredNode Events in default
   ],
   [`${AUTHN}/tokenreviews`]: [
     'create', // DelegatedAuth.tokenReview (src/http/delegated-auth.ts): the bearer token of a /metrics request
@@ -574,6 +575,7 @@ describe('RBAC of manifests/base (real API server, controller process with its S
       `${CORE}/events:create@default`,
       `${CORE}/events:create@${POD_NS}`,
       `${CORE}/events:patch@default`,
+      `${CORE}/events:list@default`,
       `${COORD}/leases:list@kube-node-lease`,
       `${COORD}/leases:watch@kube-node-lease`,
       `${COORD}/leases:get@kube-node-lease`,
@@ -677,7 +679,10 @@ describe('RBAC of manifests/base (real API server, controller process with its S
         'create a lease in kube-system',
         { method: 'POST', path: paths.leases('kube-system'), body: newLease('intruder') },
       ],
-      ['list events', { method: 'GET', path: '/api/v1/events' }],
+      [
+        'watch events',
+        { method: 'GET', path: '/api/v1/events', query: { watch: 'true', timeoutSeconds: 1 } },
+      ],
       [
         'create an events.k8s.io/v1 Event (the code writes core/v1 Events only)',
         {

@@ -606,6 +606,10 @@ describe('overlays', () => {
     expect(can('nodes', 'patch')).toBe(true);
     expect(can('pods/status', 'patch')).toBe(true);
     expect(can('events', 'create')).toBe(true);
+    // Upstream mode reads kube-controller-manager's RegisteredNode Events and its lock (kcm-registered.ts).
+    expect(can('events', 'list')).toBe(true);
+    expect(can('events', 'watch')).toBe(false);
+    expect(can('leases', 'get')).toBe(true);
     expect(can('pods', 'delete')).toBe(false);
     expect(can('nodes', 'delete')).toBe(false);
     // Evictions are companion mode's, and only with manifests/components/companion-evictions.

@@ -278,6 +278,39 @@ describe('Election', () => {
     );
   });
 
+  it('coordinated, then the API gone: the LeaseCandidate is deleted before the replica campaigns; it takes the lock 10 s after it stopped answering', async () => {
+    const api: ApiShape = { candidates: true };
+    const s = setup(['--feature-gates=CoordinatedLeaderElection=true'], api);
+    await s.start();
+    await vi.advanceTimersByTimeAsync(20_000);
+    expect([...s.candidates.keys()]).toEqual(['nlc-0']);
+    api.candidates = false; // a downgrade, a runtime-config change: discovery answers 404
+    const deleted = () =>
+      s.requests.indexOf(
+        'DELETE /apis/coordination.k8s.io/v1beta1/namespaces/nlc-system/leasecandidates/nlc-0',
+      );
+    // Nobody has led for 60 s: the re-check (at about 61 s) finds no API and withdraws first.
+    await vi.advanceTimersByTimeAsync(42_000);
+    expect(deleted()).toBeGreaterThan(-1);
+    expect(s.candidates.size).toBe(0);
+    expect(s.server.get(NS, 'node-lifecycle-controller')).toBeUndefined();
+    expect(s.leadership).toEqual([]);
+    // The candidate's watch ends with it; the lock's stays.
+    expect(s.streams.filter((x) => !x.ended).map((x) => x.path)).toEqual([
+      '/apis/coordination.k8s.io/v1/namespaces/nlc-system/leases',
+    ]);
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(s.leadership).toEqual(['elected true']);
+    expect(s.server.get(NS, 'node-lifecycle-controller')?.spec?.holderIdentity).toBe('nlc-0');
+    const msgs = s.msgs();
+    expect(msgs.indexOf('Deleted lease candidate on shutdown')).toBeGreaterThan(-1);
+    expect(msgs.indexOf('Deleted lease candidate on shutdown')).toBeLessThan(
+      msgs.indexOf('Switched to ordinary leader election: campaigning for the lock ourselves'),
+    );
+    expect(await stop(s)).toBe('released');
+    expect(s.candidates.size).toBe(0);
+  });
+
   it('coordinated, undecided while the API server does not answer: /healthz says so after 5 minutes; a stop ends the wait and nothing campaigns', async () => {
     const s = setup(['--feature-gates=CoordinatedLeaderElection=true'], { hang: true });
     const check = s.election.runnable.healthz![0]!;

@@ -72,7 +72,7 @@ export class Election {
   /** Set while the coordinated-election decision waits for a real answer from the API server. */
   private pending: PendingDecision | undefined;
   /** The candidate's deletion, started as the shutdown starts (before the lock is released). */
-  private candidateGone: Promise<void> | undefined;
+  private candidateGone: Promise<unknown> | undefined;
 
   constructor(o: ElectionOptions) {
     this.o = o;
@@ -254,8 +254,9 @@ export class Election {
       },
     );
     const w = this.candidateWatch;
+    const candidate = this.candidate;
     w?.start();
-    this.candidate?.start();
+    candidate?.start();
     // Nobody leads for long: is the coordinator still there? If not, ordinary election.
     this.watchdog = new CoordinationWatchdog({
       elector,
@@ -264,11 +265,19 @@ export class Election {
       recheckAfterMs: coordinatedRecheckMs(this.le.leaseDurationMs),
       check: (s): Promise<CoordinationSupport> =>
         checkCoordinatedElection({ client, clock, logger, signal: AbortSignal.any([s, signal]) }),
-      withdraw: async () => {
-        const c = this.candidate;
+      // Before ordinary election (the watchdog waits for it, bounded): no ping is answered from
+      // here on, and the candidate is deleted (its GET and DELETE share the bound).
+      withdraw: async (ms) => {
         this.candidate = this.candidateWatch = undefined;
-        await c?.shutdown();
         w?.stop();
+        return (await candidate?.shutdown(Math.floor(ms / 2))) ?? true;
+      },
+      // Named by the coordinator meanwhile: a candidate again, so that it can be named again.
+      reinstate: () => {
+        this.candidate = candidate;
+        this.candidateWatch = w;
+        w?.start();
+        candidate?.start();
       },
     });
     this.watchdog.start();

@@ -63,6 +63,35 @@ const kcmMarked = (at: number) => [
   },
 ];
 
+/** A RegisteredNode Event for `node` as kube-controller-manager's recorder writes it (or ours, `by`). */
+const registered = (node: string, at: number, by = 'kube-controller-manager') => ({
+  metadata: {
+    name: `${node}.${at}`,
+    namespace: 'default',
+    creationTimestamp: new Date(at).toISOString(),
+    managedFields: [{ manager: by, operation: 'Update', time: new Date(at).toISOString() }],
+  },
+  involvedObject: { kind: 'Node', name: node, apiVersion: 'v1' },
+  reason: 'RegisteredNode',
+  message: `Node ${node} event: Registered Node ${node} in Controller`,
+  source: { component: 'node-controller' },
+  firstTimestamp: new Date(at).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+  lastTimestamp: new Date(at).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+  count: 1,
+  type: 'Normal',
+});
+
+/** kube-controller-manager's leader-election lock: its leader took it at `acquired`, renewed at `renewed`. */
+const kcmLock = (holder: string, acquired: number, renewed: number) => ({
+  metadata: { name: 'kube-controller-manager', namespace: 'kube-system' },
+  spec: {
+    holderIdentity: holder,
+    leaseDurationSeconds: 15,
+    acquireTime: new Date(acquired).toISOString().replace('Z', '000Z'),
+    renewTime: new Date(renewed).toISOString().replace('Z', '000Z'),
+  },
+});
+
 interface Setup {
   sim: SimApiServer;
   watches: Watches;
@@ -73,6 +102,8 @@ interface Setup {
   managedFields: Map<string, unknown[]>;
   /** The rival check's reads of one node. */
   nodeReads: string[];
+  /** The path of every read of the rival checks (client.raw). */
+  rawPaths: string[];
   stopping: { value: boolean };
   requests: KubeRequest[];
   ticker: ReturnType<typeof everySecond>;
@@ -88,6 +119,10 @@ async function setup(
     rivalGate?: Promise<void>;
     /** Each node's managedFields as the rival check reads them. */
     managedFields?: Record<string, unknown[]>;
+    /** The RegisteredNode Events in `default` (default: none), or the status that answers their list. */
+    events?: () => unknown[] | number;
+    /** kube-system/kube-controller-manager (default: 404), or the status that answers it. */
+    kcmLease?: () => unknown;
   } = {},
 ): Promise<Setup> {
   const sim = new SimApiServer();
@@ -98,6 +133,7 @@ async function setup(
   const log = memoryLogger(2);
   const managedFields = new Map<string, unknown[]>(Object.entries(o.managedFields ?? {}));
   const nodeReads: string[] = [];
+  const rawPaths: string[] = [];
   const requests: KubeRequest[] = [];
   sim.onRequest = (req) => {
     requests.push(req);
@@ -107,11 +143,23 @@ async function setup(
     request: sim.client.request,
     // The rival check's reads: the metadata-only node list, a node that turned Unknown.
     raw: async <T>(req: KubeRequest): Promise<KubeResponse<T>> => {
+      rawPaths.push(req.path);
       const withFields = (n: Node) => ({
         ...n,
         metadata: { ...n.metadata, managedFields: managedFields.get(n.metadata.name) ?? [] },
       });
       const headers = { date: new Date().toUTCString() };
+      const answer = (v: unknown): KubeResponse<T> =>
+        typeof v === 'number' || v === undefined
+          ? { status: (v as number | undefined) ?? 404, headers, body: { kind: 'Status' } as T }
+          : { status: 200, headers, body: v as T };
+      if (req.path === '/api/v1/namespaces/default/events') {
+        const items = o.events?.() ?? [];
+        return answer(typeof items === 'number' ? items : { metadata: {}, items });
+      }
+      if (req.path === '/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager') {
+        return answer(o.kcmLease?.());
+      }
       const one = /^\/api\/v1\/nodes\/([^/]+)$/.exec(req.path)?.[1];
       if (one) {
         nodeReads.push(one);
@@ -162,7 +210,18 @@ async function setup(
   await watches.leasesRunnable.start?.(signal);
   await vi.advanceTimersByTimeAsync(100);
   return {
-    ...{ sim, watches, lifecycle, logs: log.lines, limiter, managedFields, nodeReads, stopping, requests },
+    ...{
+      sim,
+      watches,
+      lifecycle,
+      logs: log.lines,
+      limiter,
+      managedFields,
+      nodeReads,
+      rawPaths,
+      stopping,
+      requests,
+    },
     ticker,
   };
 }
@@ -278,6 +337,178 @@ describe('assembleNodeLifecycle: the reconciler runnable', () => {
     expect(s.lifecycle.rivalCheck!.readyz![0]!.check()).toContain(
       "set node node-1's Ready condition 10m0s ago",
     );
+  });
+
+  it("upstream mode: kube-controller-manager's current leader recorded RegisteredNode (no node marked yet): it does not act from the start, the fence and /readyz say why; its lock handed to a leader that records none ends it", async () => {
+    const t0 = Date.now();
+    let lock = kcmLock('kcm-a_1', t0 - 600_000, t0);
+    s = await setup({
+      events: () => [registered('node-0', t0 - 590_000), registered('node-1', t0 - 590_000)],
+      kcmLease: () => lock,
+    });
+    const { lifecycle } = s;
+    lifecycle.reconciler.setLeading?.(true);
+    expect(lifecycle.controller.sight.leading).toBe(false);
+    const refused = await probeWrite(lifecycle);
+    expect(refused).toMatchObject({ kind: 'fenced' });
+    const reason = (refused as { reason: string }).reason;
+    expect(reason).toContain(
+      "another node-lifecycle controller is running: kube-controller-manager's node-lifecycle-controller recorded RegisteredNode for node node",
+    );
+    expect(reason).toContain(
+      'since its leader kcm-a_1 took its lock; refusing to write while that leader leads',
+    );
+    expect(reason).toContain('--controllers=*,-node-lifecycle-controller');
+    expect(lifecycle.rivalCheck!.readyz![0]!.check()).toBe(reason);
+    expect(s.logs.filter((l) => l.level === 'error')).toMatchObject([
+      {
+        msg: "kube-controller-manager's node-lifecycle-controller is on (it records RegisteredNode): refusing to write",
+        manager: 'kube-controller-manager',
+        leader: 'kcm-a_1',
+        recordedAgo: '9m50s',
+      },
+    ]);
+    // It keeps renewing: still refused a minute later.
+    lock = kcmLock('kcm-a_1', t0 - 600_000, Date.now());
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(lifecycle.controller.sight.leading).toBe(false);
+    // The hand-over: kube-controller-manager restarted with the controller off, a new leader.
+    lock = kcmLock('kcm-b_2', Date.now(), Date.now());
+    await vi.advanceTimersByTimeAsync(15_000);
+    expect(lifecycle.controller.sight.leading).toBe(true);
+    expect(await probeWrite(lifecycle)).toMatchObject({ kind: 'applied' });
+    expect(
+      s.logs.find((l) => String(l.msg).endsWith('RegisteredNode evidence no longer holds')),
+    ).toMatchObject({
+      why: 'its lock changed hands (kcm-a_1 -> kcm-b_2)',
+    });
+  });
+
+  it("upstream mode: the current leader's RegisteredNode holds while that leader renews its lock (past the Events' hour), and ends an hour after its last renewal seen", async () => {
+    const t0 = Date.now();
+    let renewing = true;
+    let renewed = t0;
+    s = await setup({
+      events: () => (Date.now() - t0 < 3_000_000 ? [registered('node-0', t0 - 590_000)] : []),
+      kcmLease: () => {
+        if (renewing) renewed = Date.now();
+        return kcmLock('kcm-a_1', t0 - 600_000, renewed);
+      },
+    });
+    s.lifecycle.reconciler.setLeading?.(true);
+    await vi.advanceTimersByTimeAsync(2 * 3_600_000);
+    expect(s.lifecycle.controller.sight.leading).toBe(false);
+    renewing = false; // kube-controller-manager is down (its lock is not renewed)
+    await vi.advanceTimersByTimeAsync(3_600_000 - 30_000);
+    expect(s.lifecycle.controller.sight.leading).toBe(false);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(s.lifecycle.controller.sight.leading).toBe(true);
+    expect(
+      s.logs.find((l) => String(l.msg).endsWith('RegisteredNode evidence no longer holds')),
+    ).toMatchObject({
+      why: 'its leader kcm-a_1 has not renewed its lock for an hour',
+    });
+  });
+
+  it('upstream mode: RegisteredNode from before the current leader took its lock, or recorded by us, is no evidence; without a lock, one of the last hour is', async () => {
+    const t0 = Date.now();
+    s = await setup({
+      events: () => [
+        registered('node-0', t0 - 700_000), // the leader before (its lock was taken at -600 s)
+        registered('node-1', t0 - 60_000, 'node-lifecycle-controller'), // ours
+      ],
+      kcmLease: () => kcmLock('kcm-b_2', t0 - 600_000, t0),
+    });
+    s.lifecycle.reconciler.setLeading?.(true);
+    expect(s.lifecycle.controller.sight.leading).toBe(true);
+    await teardown(s);
+    s = await setup({ events: () => [registered('node-0', t0 - 3_000_000)], kcmLease: () => 404 });
+    s.lifecycle.reconciler.setLeading?.(true);
+    expect(s.lifecycle.controller.sight.leading).toBe(false);
+    expect(s.lifecycle.rivalCheck!.readyz![0]!.check()).toMatch(
+      /recorded RegisteredNode for node node-0 50m[01]s ago; refusing to write until an hour after that/,
+    );
+    // An hour after it was recorded (the Event itself is gone by then): acting.
+    await vi.advanceTimersByTimeAsync(600_000 + 15_000);
+    expect(s.lifecycle.controller.sight.leading).toBe(true);
+  });
+
+  it('upstream mode: nodes that join while it runs, registered by kube-controller-manager and lost: refused within a read, before any write to them', async () => {
+    const t0 = Date.now();
+    const events: unknown[] = [];
+    s = await setup({ events: () => events, kcmLease: () => kcmLock('kcm-a_1', t0 - 7_200_000, Date.now()) });
+    s.lifecycle.reconciler.setLeading?.(true);
+    expect(s.lifecycle.controller.sight.leading).toBe(true);
+    // Ten quiet minutes: its lock read every 15 s, the Events listed only in the first 30 s.
+    await vi.advanceTimersByTimeAsync(600_000);
+    const listed = () => s!.rawPaths.filter((p) => p.endsWith('/events')).length;
+    expect(listed()).toBe(3);
+    expect(s.rawPaths.filter((p) => p.endsWith('/leases/kube-controller-manager')).length).toBe(41);
+    const joined = Array.from({ length: 8 }, (_, i) => `new-${i}`);
+    for (const n of joined) s.sim.addNode(n);
+    await vi.advanceTimersByTimeAsync(5_000);
+    // kube-controller-manager's node-lifecycle-controller registers them within its 5 s period.
+    for (const n of joined) events.push(registered(n, Date.now()));
+    for (const n of joined) s.sim.stopKubelet(n);
+    await vi.advanceTimersByTimeAsync(15_000);
+    expect(s.lifecycle.controller.sight.leading).toBe(false);
+    expect(listed()).toBeGreaterThan(3);
+    await vi.advanceTimersByTimeAsync(120_000);
+    expect(s.sim.patches.filter((p) => joined.some((n) => p.path.includes(`/nodes/${n}`)))).toEqual([]);
+    expect(s.logs.filter((l) => l.level === 'error')).toMatchObject([
+      { node: expect.stringMatching(/^new-/), leader: 'kcm-a_1', seenIn: 'the RegisteredNode Events' },
+    ]);
+  });
+
+  it('upstream mode: kube-controller-manager restarted with its node-lifecycle-controller on while it runs (a new leader that registers every node): refused within a read or two', async () => {
+    const t0 = Date.now();
+    const events: unknown[] = [];
+    let lock = kcmLock('kcm-a_1', t0 - 7_200_000, t0);
+    s = await setup({ events: () => events, kcmLease: () => lock });
+    s.lifecycle.reconciler.setLeading?.(true);
+    await vi.advanceTimersByTimeAsync(600_000);
+    expect(s.lifecycle.controller.sight.leading).toBe(true);
+    // A kubeadm upgrade put the old flags back: the new process takes the lock, registers the nodes.
+    const restarted = Date.now();
+    lock = kcmLock('kcm-b_2', restarted, restarted);
+    await vi.advanceTimersByTimeAsync(5_000);
+    events.push(registered('node-0', Date.now()), registered('node-1', Date.now()));
+    await vi.advanceTimersByTimeAsync(30_000);
+    expect(s.lifecycle.controller.sight.leading).toBe(false);
+    expect(s.logs.filter((l) => l.level === 'error')).toMatchObject([{ leader: 'kcm-b_2' }]);
+  });
+
+  it('upstream mode: Events that may not be listed (403) keep nothing from acting (said once); a failing read keeps it from acting until one is answered', async () => {
+    s = await setup({ events: () => 403 });
+    s.lifecycle.reconciler.setLeading?.(true);
+    expect(s.lifecycle.controller.sight.leading).toBe(true);
+    expect(s.logs.filter((l) => String(l.msg).startsWith('Cannot list Events (403)'))).toHaveLength(1);
+    await teardown(s);
+    let status = 503;
+    s = await setup({ events: () => (status === 200 ? [] : status) });
+    s.lifecycle.reconciler.setLeading?.(true);
+    expect(s.lifecycle.controller.sight.leading).toBe(false);
+    expect(s.lifecycle.rivalCheck!.readyz![0]!.check()).toContain(
+      'could not yet check for another node-lifecycle controller (not acting until it can)',
+    );
+    status = 200;
+    await vi.advanceTimersByTimeAsync(5_000);
+    expect(s.lifecycle.controller.sight.leading).toBe(true);
+  });
+
+  it('--allow-concurrent-node-lifecycle-controller: RegisteredNode of the current leader is a warning, and it acts', async () => {
+    const t0 = Date.now();
+    s = await setup({
+      flags: ['--allow-concurrent-node-lifecycle-controller'],
+      events: () => [registered('node-0', t0 - 5_000)],
+      kcmLease: () => kcmLock('kcm-a_1', t0 - 10_000, t0),
+    });
+    s.lifecycle.reconciler.setLeading?.(true);
+    expect(s.lifecycle.controller.sight.leading).toBe(true);
+    expect(s.logs.filter((l) => l.level === 'error')).toEqual([]);
+    expect(s.logs.filter((l) => String(l.msg).includes('acting anyway'))).toMatchObject([
+      { level: 'warn', node: 'node-0', leader: 'kcm-a_1' },
+    ]);
   });
 
   it('the writer is fenced by the shutdown (stopping) and by leader election', async () => {

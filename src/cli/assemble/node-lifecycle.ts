@@ -6,7 +6,11 @@ import { type Config, FlagError, PoolConfigLoader } from '../../config/index.js'
 import {
   ConcurrentControllerCheck,
   createConcurrentControllerMetrics,
+  EVIDENCE_WINDOW_MS,
+  fixFor,
+  KCM_MANAGER,
 } from '../../controller/concurrent-controller.js';
+import { RegisteredNodeSign } from '../../controller/kcm-registered.js';
 import type { ControllerMetrics } from '../../controller/metrics.js';
 import { type LeadershipControl, NodeLifecycleController } from '../../controller/node-lifecycle.js';
 import { livenessChecks, readinessChecks } from '../../controller/probes.js';
@@ -214,6 +218,7 @@ export function assembleNodeLifecycle(o: NodeLifecycleOptions): NodeLifecycle {
  */
 function concurrentControllerCheck(o: NodeLifecycleOptions): ConcurrentControllerCheck | undefined {
   if (!o.config.concurrentController.check) return undefined;
+  const { allow } = o.config.concurrentController;
   return new ConcurrentControllerCheck({
     client: o.client,
     clock: o.clock,
@@ -221,7 +226,16 @@ function concurrentControllerCheck(o: NodeLifecycleOptions): ConcurrentControlle
     metrics: createConcurrentControllerMetrics(o.registry),
     // The API server names a manager after the user agent up to its first '/'.
     ours: COMPONENT,
-    allow: o.config.concurrentController.allow,
+    allow,
+    // Seen before kube-controller-manager marks anything: its RegisteredNode Events, dated by its lock.
+    registered: new RegisteredNodeSign({
+      client: o.client,
+      clock: o.clock,
+      logger: o.logger,
+      windowMs: EVIDENCE_WINDOW_MS,
+      allow,
+      fix: fixFor(KCM_MANAGER),
+    }),
   });
 }
 

@@ -10,7 +10,7 @@
  * a cut between the controller and the server does not stop them; a server outage can.
  */
 
-import { KubeApiError, type KubeRequest, KubeTransportError } from '../../kube/client.js';
+import { KubeApiError, KubeFencedError, type KubeRequest, KubeTransportError } from '../../kube/client.js';
 import type { Lease, Node, NodeCondition, Pod, Taint } from '../../kube/types.js';
 import { Observable, type Subscriber } from '../../rx/index.js';
 import { listPage } from '../../watch/testing.js';
@@ -451,6 +451,9 @@ export class SimApiServer {
   readonly client = {
     request: async <T>(req: KubeRequest): Promise<T> => {
       const what = `${req.method} ${req.path}`;
+      // As the real client: the caller's fence is asked right before the request leaves.
+      const refused = req.fence?.();
+      if (refused !== undefined) throw new KubeFencedError(what, refused);
       req.onSend?.();
       await this.pass(what, req.signal, req.timeoutMs ?? 30_000);
       await this.storageUp(what, req.signal, req.timeoutMs ?? 30_000);
