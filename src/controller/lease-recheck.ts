@@ -216,11 +216,12 @@ export class LeaseRecheck {
 
   /**
    * An outage of the API server's storage ended (`endedBy`): no node is judged on its time, nor on
-   * the kubelets' reconnect back-off after it (at most a fresh grace from now: the tracker caps it).
+   * the kubelets' reconnect back-off after it (at most a fresh grace from now, and in all at most a
+   * node's grace past its last observation: the tracker caps both).
    */
   private outageEnded(outageMs: number, endedBy: string): void {
     if (outageMs <= 0) return;
-    this.o.tracker.extendAll(outageMs + reconnectAllowance(outageMs), this.now());
+    this.o.tracker.forgiveOutage(outageMs + reconnectAllowance(outageMs), this.now());
     this.o.metrics.storageOutageSeconds.inc(outageMs / 1000);
     this.o.log.warn('The API server could not reach its storage: every deadline moved by the outage', {
       outage: formatDuration(Math.round(outageMs)),
