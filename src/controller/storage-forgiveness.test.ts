@@ -4,7 +4,8 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { KubeApiError } from '../kube/client.js';
-import { advance, GRACE_MS, type Harness, harness } from './testing/harness.js';
+import { KUBELET_RECONNECT_MS } from './lease-recheck.js';
+import { advance, GRACE_MS, type Harness, harness, metric } from './testing/harness.js';
 
 const T0 = Date.parse('2026-05-01T08:00:00.000Z');
 const MINUTE = 60_000;
@@ -31,6 +32,58 @@ function stopAll(h: Harness): Map<string, number> {
 }
 
 describe('storage forgiveness: an API server in front of a dead fleet (virtual time)', () => {
+  it('every node dead, etcd fine, lease GETs answered in 1.5 s: each node is marked by its last renewal + grace + the reconnect hold + a few re-reads, not never (issue 47, defect 2)', async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      await advance(20_000); // every kubelet renewed at 10 s and 20 s
+      const last = stopAll(h);
+      h.sim.onRequest = async (req) => {
+        if (isLeaseGet(req)) await new Promise((r) => setTimeout(r, 1_500));
+        return undefined;
+      };
+      await advance(10 * MINUTE);
+      for (const [name, lastRenewal] of last) {
+        const markedAt = h.sim.markedUnknownAt(name);
+        expect(markedAt, `${name} marked`).toBeDefined();
+        expect(markedAt! - lastRenewal, name).toBeGreaterThan(GRACE_MS);
+        // The silence holds judgement 8 s after the first answer; then one more re-read (two for the
+        // nodes that wait for one of the 8 workers) and the mark.
+        expect(markedAt! - lastRenewal, name).toBeLessThanOrEqual(
+          GRACE_MS + KUBELET_RECONNECT_MS + 3 * 1_500 + 500,
+        );
+      }
+      expect(unknownPatches(h)).toHaveLength(10);
+      // The fleet's silence held judgement once; two slow re-reads counted their own wait (the others
+      // overlapped an answer).
+      expect(await metric(h.registry, 'nlc_fleet_silences_total')).toBe(1);
+      expect(await metric(h.registry, 'nlc_storage_outage_seconds_total')).toBe(2 * 1.5);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it("etcd away from 21 s until the deadlines' re-reads are answered (slowly, at 71.5 s): the fleet's silence holds judgement for the reconnect back-off; kubelets back 6.5 s later are not marked, a dead node is, 8 s after the answer", async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      await advance(20_000); // every kubelet renewed at 10 s and 20 s
+      const lastRenewal = stopAll(h).get('node-9')!;
+      await advance(1_000);
+      h.sim.setStorageDown(true); // 21 s: the deadlines (70 s) come while it is down
+      await advance(50_500);
+      h.sim.setStorageDown(false); // 71.5 s: the re-reads sent at 70 s are answered
+      await advance(6_500);
+      for (let i = 0; i < 9; i++) h.sim.startKubelet(`node-${i}`); // 78 s; node-9 is dead
+      await advance(MINUTE);
+      expect(unknownPatches(h).map((p) => p.path)).toEqual(['/api/v1/nodes/node-9/status']);
+      expect(await metric(h.registry, 'nlc_fleet_silences_total')).toBe(1);
+      const markedAt = h.sim.markedUnknownAt('node-9')!;
+      expect(markedAt - T0).toBeGreaterThanOrEqual(71_500 + KUBELET_RECONNECT_MS);
+      expect(markedAt - lastRenewal).toBeLessThanOrEqual(GRACE_MS + 1_500 + KUBELET_RECONNECT_MS + 1_000);
+    } finally {
+      await h.stop();
+    }
+  });
+
   it('every node dead behind an API server whose first re-read of each lease fails (500) and the retry answers at once: each node is marked by its last renewal + 2 x grace at the latest (every chain of forgiveness is capped)', async () => {
     const h = harness({ nodes: 10 });
     try {

@@ -8,59 +8,66 @@ describe('StorageSight', () => {
   it('a prompt answer is trusted; so is a slow one while writes kept arriving', () => {
     const s = new StorageSight(SLOW);
     s.writeSeen(100);
-    expect(s.readAnswered(1_000, 1_999)).toBeUndefined();
+    expect(s.readAnswered(1_000, 1_999)).toEqual({});
     s.writeSeen(2_500);
-    expect(s.readAnswered(2_000, 4_000)).toBeUndefined();
+    expect(s.readAnswered(2_000, 4_000)).toEqual({});
   });
 
-  it('a slow answer with no write meanwhile: an outage from the last write until the answer', () => {
+  it('a slow answer with no write meanwhile: its own wait counts, not the time since the last write (issue 47, defect 2)', () => {
     const s = new StorageSight(SLOW);
     s.writeSeen(10_000);
-    expect(s.readAnswered(14_000, 15_000)).toBe(5_000);
-    // Another read that waited through the same outage counts nothing twice.
-    expect(s.readAnswered(13_000, 15_000)).toBeUndefined();
+    expect(s.readAnswered(14_000, 15_000)).toEqual({ slowMs: 1_000 });
+    // Another read that waited through the same time counts nothing twice.
+    expect(s.readAnswered(13_000, 15_000)).toEqual({});
     // One sent during it but answered promptly is trusted (the caller checks the moved deadline).
-    expect(s.readAnswered(14_500, 15_000)).toBeUndefined();
-    expect(s.readAnswered(15_100, 15_200)).toBeUndefined();
+    expect(s.readAnswered(14_500, 15_000)).toEqual({});
+    expect(s.readAnswered(15_100, 15_200)).toEqual({});
+    // A fleet that died a whole grace ago, behind a server that answers in 1.5 s: each re-read
+    // counts its 1.5 s, never the 50 s since the last write.
+    expect(s.readAnswered(60_000, 61_500)).toEqual({ slowMs: 1_500 });
+    expect(s.readAnswered(70_000, 71_500)).toEqual({ slowMs: 1_500 });
   });
 
   it('a prompt answer is proof too: an outage after it counts from it, not from the last write', () => {
     const s = new StorageSight(SLOW);
     s.writeSeen(0);
-    expect(s.readAnswered(50_000, 50_010)).toBeUndefined();
+    expect(s.readAnswered(50_000, 50_010)).toEqual({});
     expect(s.readFailed(60_000)).toBe(true);
-    expect(s.readAnswered(70_000, 70_010)).toBe(20_000);
-    expect(s.readAnswered(80_000, 82_000)).toBe(11_990); // slow: from the last prompt answer (70.01 s)
+    expect(s.readAnswered(70_000, 70_010)).toEqual({ outageMs: 20_000 });
+    expect(s.readAnswered(80_000, 82_000)).toEqual({ slowMs: 2_000 });
   });
 
   it('without any write seen, a slow read counts from when it was sent', () => {
     const s = new StorageSight(SLOW);
-    expect(s.readAnswered(3_000, 7_000)).toBe(4_000);
+    expect(s.readAnswered(3_000, 7_000)).toEqual({ slowMs: 4_000 });
   });
 
-  it('a failed read opens an outage from the last write; the next write or prompt answer ends it', () => {
+  it('a failed read opens an outage from the last write; the next write or answer ends it', () => {
     const s = new StorageSight(SLOW);
     s.writeSeen(20_000);
     expect(s.readFailed(70_000)).toBe(true);
     expect(s.readFailed(75_050)).toBe(false); // already open
     expect(s.writeSeen(80_000)).toBe(60_000); // a write ends it
     expect(s.readFailed(80_500)).toBe(true);
-    expect(s.readAnswered(81_000, 81_010)).toBe(1_010); // from the end of the last one
-    expect(s.readAnswered(81_020, 81_030)).toBeUndefined();
+    expect(s.readAnswered(81_000, 81_010)).toEqual({ outageMs: 1_010 }); // from the end of the last one
+    expect(s.readAnswered(81_020, 81_030)).toEqual({});
 
     expect(s.readFailed(90_000)).toBe(true);
     expect(s.writeSeen(96_000)).toBe(14_970); // from the last proof (the prompt answer at 81.03 s)
     expect(s.writeSeen(97_000)).toBeUndefined();
+    // A slow answer ends an open outage too: from its start, not the read's own wait.
+    expect(s.readFailed(100_000)).toBe(true);
+    expect(s.readAnswered(105_000, 107_000)).toEqual({ outageMs: 10_000 });
   });
 
   it('a slow read that overlapped proof of the storage working shows no outage', () => {
     const s = new StorageSight(SLOW);
     s.writeSeen(0);
-    expect(s.readAnswered(5_000, 8_000)).toBe(8_000);
-    expect(s.readAnswered(7_500, 9_000)).toBeUndefined(); // the answer at 8 s proved it
+    expect(s.readAnswered(5_000, 8_000)).toEqual({ slowMs: 3_000 });
+    expect(s.readAnswered(7_500, 9_000)).toEqual({}); // the answer at 8 s proved it
     s.writeSeen(9_500);
-    expect(s.readAnswered(9_400, 11_000)).toBeUndefined(); // so did the write at 9.5 s
-    expect(s.readAnswered(11_500, 13_000)).toBe(3_500); // nothing since the write at 9.5 s
+    expect(s.readAnswered(9_400, 11_000)).toEqual({}); // so did the write at 9.5 s
+    expect(s.readAnswered(11_500, 13_000)).toEqual({ slowMs: 1_500 }); // nothing since the write at 9.5 s
   });
 
   it('an open outage ends where the lease watch goes blind (the spell counts from there)', () => {
@@ -69,8 +76,9 @@ describe('StorageSight', () => {
     expect(s.watchBlind(12_000)).toBeUndefined(); // none open
     expect(s.readFailed(14_000)).toBe(true);
     expect(s.watchBlind(16_000)).toBe(6_000);
-    // After the spell: a slow read counts from the spell's start at the earliest.
-    expect(s.readAnswered(30_000, 32_000)).toBe(16_000);
+    // A slow read sent before the end of what was counted counts only the time after it.
+    expect(s.readAnswered(15_000, 17_000)).toEqual({ slowMs: 1_000 });
+    expect(s.readAnswered(30_000, 32_000)).toEqual({ slowMs: 2_000 });
   });
 
   describe('a fleet-wide silence of lease writes (no re-read fell into it)', () => {
@@ -104,6 +112,27 @@ describe('StorageSight', () => {
       s.writeSeen(100, short('b'));
       expect(s.writeSeen(1_600, short('a'))).toBeUndefined(); // 1.5 s
       expect(s.writeSeen(3_101, short('b'))).toBe(1_501);
+    });
+
+    it('a silence still going when a re-read is answered, promptly or slowly, is reported once', () => {
+      const s = new StorageSight(SLOW);
+      s.writeSeen(0, w('a'));
+      s.writeSeen(1_000, w('b'));
+      expect(s.readAnswered(10_000, 10_010)).toEqual({}); // 9 s: not longer than 1.5 intervals
+      expect(s.readAnswered(30_000, 30_010)).toEqual({ silentMs: 29_010 });
+      expect(s.readAnswered(31_000, 31_010)).toEqual({});
+      const slow = new StorageSight(SLOW);
+      slow.writeSeen(0, w('a'));
+      slow.writeSeen(1_000, w('b'));
+      expect(slow.readAnswered(30_000, 31_500)).toEqual({ slowMs: 1_500, silentMs: 30_500 });
+      expect(slow.readAnswered(40_000, 41_500)).toEqual({ slowMs: 1_500 });
+      // An outage a failed re-read opened covers the silence: the answer ends that alone.
+      const failed = new StorageSight(SLOW);
+      failed.writeSeen(0, w('a'));
+      failed.writeSeen(1_000, w('b'));
+      expect(failed.readFailed(20_000)).toBe(true);
+      expect(failed.readAnswered(30_000, 30_010)).toEqual({ outageMs: 29_010 });
+      expect(failed.readAnswered(31_000, 31_010)).toEqual({});
     });
 
     it("an open outage a re-read showed ends at the write, from the earlier of its start and the silence's", () => {

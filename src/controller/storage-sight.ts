@@ -5,18 +5,29 @@
  * kube-apiserver serves watches from its watch cache: while etcd is down (a restart, a restore, a
  * disk stall) the lease watch stays open and looks healthy, but no kubelet can renew, so every node
  * looks silent at once. Two things show the storage working: a lease write arriving on the watch
- * (storage accepted it) and a prompt answer to our quorum re-read of a lease. A re-read that fails,
- * or answers slowly with no other proof meanwhile, shows it was not. So does a fleet-wide silence:
- * no lease written for longer than 1.5 renew intervals while at least two leases had been renewing
- * (an outage too short for any deadline, and so any re-read, to fall into: the next write ends it).
- * The outage runs from the last proof it worked to the first proof it works again; like a blind
- * spell of the lease watch, that time does not count against any node (the caller moves every
- * deadline by it). A silence still going when a re-read is answered promptly may be an outage just
- * over or a fleet that died: silenceAnswered reports it, once, and the caller holds judgement for
- * the kubelets' reconnect back-off.
+ * (storage accepted it) and a prompt answer to our quorum re-read of a lease. A re-read that fails
+ * shows it does not: an outage from the last proof it worked to the first proof it works again. So
+ * does a fleet-wide silence: no lease written for longer than 1.5 renew intervals while at least two
+ * leases had been renewing (an outage too short for any deadline, and so any re-read, to fall into:
+ * the next write ends it). Like a blind spell of the lease watch, that time does not count against
+ * any node (the caller moves every deadline by it). A re-read answered slowly, with no other proof
+ * meanwhile, shows only that the storage was slow while it waited (a dead fleet writes nothing, so
+ * the last proof may be a whole grace back): its own time counts. A silence still going when a
+ * re-read is answered, promptly or slowly, may be an outage just over or a fleet that died:
+ * readAnswered reports it, once, and the caller holds judgement for the kubelets' reconnect back-off.
  */
 /** A fleet silent for longer than this many renew intervals has stopped renewing at once. */
 export const FLEET_SILENCE_FACTOR = 1.5;
+
+/** What the answer to a re-read shows about the storage (each field: a length in ms, when shown). */
+export interface ReadVerdict {
+  /** An outage that the answer ends (one opened by a failed re-read): kubelets may be backing off. */
+  outageMs?: number;
+  /** The read's own wait, with no other proof meanwhile: the storage was slow (or away) that long. */
+  slowMs?: number;
+  /** A fleet-wide silence still going at the answer (reported once): an outage just over, or a fleet that died. */
+  silentMs?: number;
+}
 
 interface LeaseWrite {
   lease: string;
@@ -80,12 +91,8 @@ export class StorageSight {
     this.leaseWatchBlind = true;
   }
 
-  /**
-   * A re-read was answered promptly at `now` (the storage works): a fleet-wide silence still going
-   * ends here, once. Returns its length (ms), if there is one. Nobody can tell from it whether the
-   * storage was away or the fleet died: the caller gives kubelets the time to reconnect.
-   */
-  silenceAnswered(now: number): number | undefined {
+  /** A fleet-wide silence still going at `now` ends here, once: its length (ms), if there is one. */
+  private silenceEnds(now: number): number | undefined {
     const since = this.silentSince(now);
     if (since === undefined) return undefined;
     this.coveredUntil = Math.max(this.coveredUntil, now);
@@ -115,23 +122,29 @@ export class StorageSight {
   }
 
   /**
-   * A re-read sent at `sentAt` was answered at `now`. Returns the length of the outage (ms) the
-   * answer ends: one open, or one this read's slowness shows (0 when already counted). Undefined: a
-   * prompt answer, or a slow one while other proof kept arriving, shows no outage.
+   * A re-read sent at `sentAt` was answered at `now`: the storage works now. It ends an outage a
+   * failed re-read opened (outageMs); answered slowly with no other proof meanwhile, the storage was
+   * slow for the read's own time (slowMs: not since the last proof, which for a dead fleet is a whole
+   * grace back); a fleet-wide silence still going is reported once (silentMs). A slow answer while
+   * other proof arrived shows nothing.
    */
-  readAnswered(sentAt: number, now: number): number | undefined {
-    if (this.since === undefined) {
-      const provenMeanwhile = this.lastProofAt !== undefined && this.lastProofAt >= sentAt;
-      if (now - sentAt < this.slowMs) {
-        this.lastProofAt = now;
-        return undefined;
-      }
-      if (provenMeanwhile) return undefined;
-      this.since = Math.max(this.lastProofAt ?? sentAt, this.coveredUntil);
+  readAnswered(sentAt: number, now: number): ReadVerdict {
+    if (this.since !== undefined) {
+      const outageMs = this.end(now);
+      this.lastProofAt = now;
+      return { outageMs };
     }
-    const outageMs = this.end(now);
+    const slow = now - sentAt >= this.slowMs;
+    if (slow && this.lastProofAt !== undefined && this.lastProofAt >= sentAt) return {};
+    const verdict: ReadVerdict = {};
+    if (slow) {
+      const slowMs = now - Math.max(sentAt, this.coveredUntil);
+      if (slowMs > 0) verdict.slowMs = slowMs;
+    }
+    const silentMs = this.silenceEnds(now);
+    if (silentMs !== undefined) verdict.silentMs = silentMs;
     this.lastProofAt = now;
-    return outageMs;
+    return verdict;
   }
 
   private end(now: number): number | undefined {
