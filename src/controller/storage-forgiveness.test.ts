@@ -112,3 +112,56 @@ describe('storage forgiveness: an API server in front of a dead fleet (virtual t
     }
   });
 });
+
+describe('storage forgiveness: one outage after another (virtual time)', () => {
+  it('etcd down 21-64 s, one kubelet renews at 64.5 s, etcd down again 64.7-108 s: the kubelets back at 115 s are not marked; a dead node is, by its last renewal + 2 x grace (issue 47, defect 3)', async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      await advance(20_000); // every kubelet renewed at 10 s and 20 s
+      const lastRenewal = stopAll(h).get('node-9')!;
+      await advance(1_000);
+      h.sim.setStorageDown(true); // 21 s
+      await advance(43_000);
+      h.sim.setStorageDown(false); // 64 s
+      await advance(500);
+      h.sim.renew('node-0'); // 64.5 s: ends the first outage
+      await advance(200);
+      h.sim.setStorageDown(true); // 64.7 s
+      await advance(43_300);
+      h.sim.setStorageDown(false); // 108 s
+      await advance(7_000);
+      // 115 s: the kubelets are back from their back-off; node-9 is dead.
+      for (let i = 0; i < 9; i++) h.sim.startKubelet(`node-${i}`);
+      await advance(MINUTE);
+      expect(unknownPatches(h).map((p) => p.path)).toEqual(['/api/v1/nodes/node-9/status']);
+      const markedAt = h.sim.markedUnknownAt('node-9')!;
+      expect(markedAt - lastRenewal).toBeGreaterThanOrEqual(2 * GRACE_MS);
+      expect(markedAt - lastRenewal).toBeLessThanOrEqual(2 * GRACE_MS + 1_000);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a fleet that died but for one kubelet, whose renewals get through only every 20 s (a flapping storage): each gap counts as an outage, and the dead nodes are still marked by their last renewal + 2 x grace', async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      await advance(20_000);
+      const lastRenewal = stopAll(h).get('node-9')!;
+      for (let t = 0; t < 10; t++) {
+        await advance(20_000);
+        h.sim.renew('node-0'); // 40, 60, ... 220 s
+      }
+      expect(h.sim.readyOf('node-0')).toBe('True');
+      const marked = unknownPatches(h).map((p) => p.path);
+      expect(marked).toHaveLength(9);
+      expect(marked).not.toContain('/api/v1/nodes/node-0/status');
+      // Each 20 s gap of node-0's renewals was a fleet-wide silence (the fleet had been renewing),
+      // counted as an outage; what they forgive the dead nodes ends at the cap.
+      expect(await metric(h.registry, 'nlc_storage_outage_seconds_total')).toBeGreaterThanOrEqual(40);
+      const markedAt = h.sim.markedUnknownAt('node-9')!;
+      expect(markedAt - lastRenewal).toBeLessThanOrEqual(2 * GRACE_MS + 1_000);
+    } finally {
+      await h.stop();
+    }
+  });
+});

@@ -143,6 +143,61 @@ describe('StorageSight', () => {
       expect(s.writeSeen(50_000, w('a'))).toBe(49_000);
     });
 
+    it('one write after a counted outage is enough: a second silence right after it counts, from that write (issue 47, defect 3)', () => {
+      const s = new StorageSight(SLOW);
+      for (const at of [10_000, 20_000]) for (const l of ['a', 'b', 'c']) s.writeSeen(at, w(l));
+      expect(s.writeSeen(64_500, w('a'))).toBe(44_500); // etcd away 21-64 s: counted from 20 s
+      // etcd away again from 64.7 s: no write until the deadlines' re-reads (114.5 s).
+      expect(s.readAnswered(114_500, 114_510)).toEqual({ silentMs: 50_010 });
+      // Ended by a write instead, it counts as an outage, from that one write.
+      const byWrite = new StorageSight(SLOW);
+      for (const at of [10_000, 20_000]) for (const l of ['a', 'b', 'c']) byWrite.writeSeen(at, w(l));
+      expect(byWrite.writeSeen(64_500, w('a'))).toBe(44_500);
+      expect(byWrite.writeSeen(108_500, w('b'))).toBe(44_000);
+    });
+
+    it('a silence starts no earlier than the end of the last outage counted', () => {
+      const s = new StorageSight(SLOW);
+      s.writeSeen(0, w('a'));
+      s.writeSeen(1_000, w('b'));
+      expect(s.readFailed(5_000)).toBe(true);
+      expect(s.readAnswered(8_000, 8_010)).toEqual({ outageMs: 7_010 }); // from the write at 1 s
+      // No write since: the silence runs from the end of that outage (8.01 s), once.
+      expect(s.readAnswered(20_000, 20_010)).toEqual({});
+      expect(s.readAnswered(30_000, 30_010)).toEqual({ silentMs: 22_000 });
+      expect(s.readAnswered(60_000, 60_010)).toEqual({});
+    });
+
+    it('a fleet that died is counted once: after a silence counted at a re-read, none without a write', () => {
+      const s = new StorageSight(SLOW);
+      s.writeSeen(0, w('a'));
+      s.writeSeen(1_000, w('b'));
+      expect(s.readAnswered(30_000, 30_010)).toEqual({ silentMs: 29_010 });
+      for (const at of [60_000, 600_000, 6_000_000]) expect(s.readAnswered(at, at + 10)).toEqual({});
+      expect(s.readAnswered(6_100_000, 6_101_500)).toEqual({ slowMs: 1_500 });
+      // A write starts the count again.
+      s.writeSeen(7_000_000, w('a'));
+      expect(s.writeSeen(7_020_000, w('b'))).toBe(20_000);
+    });
+
+    it('the fleet need only have been seen renewing once, not right before the silence: the silences of its last live node count', () => {
+      const s = new StorageSight(SLOW);
+      s.writeSeen(0, w('a'));
+      s.writeSeen(1_000, w('b')); // then b dies
+      s.writeSeen(10_000, w('a'));
+      s.writeSeen(20_000, w('a'));
+      expect(s.writeSeen(50_000, w('a'))).toBe(30_000);
+      // Not while the lease watch is blind: writes it replays together do not show a fleet renewing.
+      const replayed = new StorageSight(SLOW);
+      replayed.leaseWatchLost();
+      replayed.writeSeen(0, w('a'));
+      replayed.writeSeen(0, w('b'));
+      replayed.leaseWatchSees(0);
+      replayed.writeSeen(20_000, w('a'));
+      replayed.writeSeen(30_000, w('a'));
+      expect(replayed.writeSeen(60_000, w('a'))).toBeUndefined();
+    });
+
     it("a silence the lease watch was blind for is the spell's: counted only from when it sees again", () => {
       const s = new StorageSight(SLOW);
       s.writeSeen(0, w('a'));

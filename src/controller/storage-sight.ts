@@ -7,9 +7,9 @@
  * looks silent at once. Two things show the storage working: a lease write arriving on the watch
  * (storage accepted it) and a prompt answer to our quorum re-read of a lease. A re-read that fails
  * shows it does not: an outage from the last proof it worked to the first proof it works again. So
- * does a fleet-wide silence: no lease written for longer than 1.5 renew intervals while at least two
- * leases had been renewing (an outage too short for any deadline, and so any re-read, to fall into:
- * the next write ends it). Like a blind spell of the lease watch, that time does not count against
+ * does a fleet-wide silence: no lease written for longer than 1.5 renew intervals by a fleet seen
+ * renewing (an outage too short for any deadline, and so any re-read, to fall into: the next write
+ * ends it). Like a blind spell of the lease watch, that time does not count against
  * any node (the caller moves every deadline by it). A re-read answered slowly, with no other proof
  * meanwhile, shows only that the storage was slow while it waited (a dead fleet writes nothing, so
  * the last proof may be a whole grace back): its own time counts. A silence still going when a
@@ -41,11 +41,17 @@ export class StorageSight {
   private lastProofAt: number | undefined;
   /** Start of an outage still open (a re-read failed since the last proof of writes). */
   private since: number | undefined;
-  /** End of the last outage counted, or of the lease watch's last blind spell: never counted twice. */
+  /** End of the last outage or silence counted, or of the lease watch's last blind spell: never counted twice. */
   private coveredUntil = Number.NEGATIVE_INFINITY;
-  /** The last lease write seen, and the last one before it by another lease (a fleet was renewing). */
+  /** When the last fleet-wide silence was counted: the next needs a lease write after it. */
+  private silenceCountedAt = Number.NEGATIVE_INFINITY;
+  /** The last lease write seen. */
   private lastWrite: LeaseWrite | undefined;
-  private otherWrite: LeaseWrite | undefined;
+  /**
+   * The renew interval of the fleet once two leases were seen written within 1.5 of their renew
+   * intervals of each other (a fleet renewing: its silence is not one node's); undefined before.
+   */
+  private fleetIntervalMs: number | undefined;
   /** The lease watch cannot see (its silence is not the fleet's) since a spell began. */
   private leaseWatchBlind = false;
 
@@ -60,27 +66,41 @@ export class StorageSight {
   writeSeen(now: number, write?: { lease: string; renewIntervalMs: number }): number | undefined {
     const silentSince = this.silentSince(now);
     if (write) {
-      if (this.lastWrite && this.lastWrite.lease !== write.lease) this.otherWrite = this.lastWrite;
+      this.fleetRenewing(write, now);
       this.lastWrite = { ...write, at: now };
     }
     this.lastProofAt = now;
-    if (silentSince !== undefined) this.since = Math.min(this.since ?? silentSince, silentSince);
+    if (silentSince !== undefined) {
+      this.since = Math.min(this.since ?? silentSince, silentSince);
+      this.silenceCountedAt = now;
+    }
     return this.end(now);
+  }
+
+  /** Two leases written within 1.5 of their renew intervals of each other: the fleet is renewing. */
+  private fleetRenewing(write: { lease: string; renewIntervalMs: number }, now: number): void {
+    const last = this.lastWrite;
+    if (this.leaseWatchBlind || !last || last.lease === write.lease) return;
+    const intervalMs = Math.max(last.renewIntervalMs, write.renewIntervalMs);
+    if (now - last.at <= FLEET_SILENCE_FACTOR * intervalMs) this.fleetIntervalMs = intervalMs;
   }
 
   /**
    * When a fleet-wide silence still going at `now` began: no write for longer than 1.5 renew
-   * intervals after two leases were written within that span, both since the last outage counted
-   * (a silence is counted once, until the fleet is seen renewing again). A fleet of one node shows
-   * nothing this way (its silence is its own).
+   * intervals, in a fleet seen renewing before (two leases written within that span of each other,
+   * at some point), with at least one write since the last silence counted (a fleet that died is
+   * counted once). It runs from the last write, or from the end of the last outage counted (issue
+   * 47: one renewal after an outage, and etcd away again, was no silence until two leases wrote). A
+   * fleet of one node shows nothing this way (its silence is its own).
    */
   private silentSince(now: number): number | undefined {
     const last = this.lastWrite;
-    const other = this.otherWrite;
-    if (this.leaseWatchBlind || !last || !other || other.at < this.coveredUntil) return undefined;
-    const spanMs = FLEET_SILENCE_FACTOR * Math.max(last.renewIntervalMs, other.renewIntervalMs);
-    if (last.at - other.at > spanMs) return undefined;
-    return now - last.at > spanMs ? last.at : undefined;
+    const fleetMs = this.fleetIntervalMs;
+    if (this.leaseWatchBlind || !last || fleetMs === undefined || last.at < this.silenceCountedAt)
+      return undefined;
+    const start = Math.max(last.at, this.coveredUntil);
+    const spanMs = FLEET_SILENCE_FACTOR * Math.max(last.renewIntervalMs, fleetMs);
+    return now - start > spanMs ? start : undefined;
   }
 
   /**
@@ -96,6 +116,7 @@ export class StorageSight {
     const since = this.silentSince(now);
     if (since === undefined) return undefined;
     this.coveredUntil = Math.max(this.coveredUntil, now);
+    this.silenceCountedAt = now;
     return now - since;
   }
 
