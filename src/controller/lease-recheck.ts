@@ -51,10 +51,19 @@ export function renewIntervalOf(lease: Lease, previousRenewTime: string | undefi
   const d = lease.spec?.leaseDurationSeconds;
   const seconds = typeof d === 'number' && Number.isFinite(d) && d > 0 ? d : DEFAULT_LEASE_DURATION_S;
   const most = seconds * 1000 * RENEW_INTERVAL_FRACTION;
+  const gapMs = renewGapOf(lease, previousRenewTime);
+  return gapMs === undefined ? most : Math.min(most, Math.max(MIN_RENEW_INTERVAL_MS, gapMs));
+}
+
+/**
+ * How long after its renewal before (`previousRenewTime`) the kubelet wrote this one (ms), both on
+ * its own clock (skew does not enter); undefined when either does not parse or this one is not later.
+ */
+export function renewGapOf(lease: Lease, previousRenewTime: string | undefined): number | undefined {
   const now = parseMicros(lease.spec?.renewTime);
   const before = parseMicros(previousRenewTime);
-  if (now === undefined || before === undefined || now <= before) return most;
-  return Math.min(most, Math.max(MIN_RENEW_INTERVAL_MS, (now - before) / 1000));
+  if (now === undefined || before === undefined || now <= before) return undefined;
+  return (now - before) / 1000;
 }
 
 /** A re-read that failed because the API server or its storage did not answer (not a refusal). */
@@ -104,6 +113,7 @@ export class LeaseRecheck {
     const outageMs = this.storage.writeSeen(this.now(), {
       lease: name,
       renewIntervalMs: renewIntervalOf(lease, previous),
+      renewGapMs: renewGapOf(lease, previous),
     });
     if (outageMs !== undefined) this.outageEnded(outageMs, `lease ${name} renewed`);
   }

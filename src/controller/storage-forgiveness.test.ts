@@ -165,3 +165,29 @@ describe('storage forgiveness: one outage after another (virtual time)', () => {
     }
   });
 });
+
+describe('storage forgiveness: the lease watch stalls without going blind (virtual time)', () => {
+  it('a lease watch stalled 30 s (under the silence threshold) that then delivers the held renewals at once counts no storage outage: a dead node is marked at its grace (issue 47, suspected point)', async () => {
+    const h = harness({ nodes: 10 });
+    try {
+      await advance(20_000);
+      const lastRenewal = h.sim.stopKubelet('node-9');
+      await advance(1_000);
+      h.sim.stallWatch('leases', true); // 21 s: the renewals at 30, 40 and 50 s are held back (45 s makes it blind)
+      for (let t = 0; t < 30; t++) {
+        await advance(1_000);
+        expect(h.controller.sight.blind, `blind ${t + 1} s into the stall`).toBeUndefined();
+      }
+      h.sim.stallWatch('leases', false); // 51 s: delivered at once
+      await advance(1_000);
+      expect(await metric(h.registry, 'nlc_storage_outage_seconds_total')).toBe(0);
+      await advance(GRACE_MS);
+      const markedAt = h.sim.markedUnknownAt('node-9');
+      expect(markedAt).toBeDefined();
+      expect(markedAt! - lastRenewal).toBeLessThanOrEqual(GRACE_MS + 1_000);
+      expect(unknownPatches(h)).toHaveLength(1);
+    } finally {
+      await h.stop();
+    }
+  });
+});

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { renewIntervalOf } from './lease-recheck.js';
+import { renewGapOf, renewIntervalOf } from './lease-recheck.js';
 import { StorageSight } from './storage-sight.js';
 
 const SLOW = 1_000;
@@ -198,6 +198,30 @@ describe('StorageSight', () => {
       expect(replayed.writeSeen(60_000, w('a'))).toBeUndefined();
     });
 
+    it("a write its kubelet made on time ends no silence: the silence was the watch's, not the storage's (issue 47, suspected point)", () => {
+      const gap = (lease: string, renewGapMs: number | undefined) => ({
+        lease,
+        renewIntervalMs: R,
+        renewGapMs,
+      });
+      const s = new StorageSight(SLOW);
+      s.writeSeen(0, w('a'));
+      s.writeSeen(1_000, w('b'));
+      // A watch stalled 30 s delivers the renewals it held at once: the first was written 10 s after
+      // the one before it, on its kubelet's clock.
+      expect(s.writeSeen(31_000, gap('a', 10_000))).toBeUndefined();
+      expect(s.writeSeen(31_000, gap('b', 10_000))).toBeUndefined();
+      // Up to the silence's span (1.5 intervals) is on time; longer is a renewal that failed meanwhile.
+      expect(s.writeSeen(47_000, gap('a', 15_000))).toBeUndefined();
+      expect(s.writeSeen(62_001, gap('b', 15_001))).toBe(15_001);
+      // A gap not known (no renewal before, or none that parses) shows nothing: the silence counts.
+      s.writeSeen(63_000, w('a'));
+      expect(s.writeSeen(80_000, gap('b', undefined))).toBe(17_000);
+      // An outage a failed re-read showed ends at such a write all the same.
+      expect(s.readFailed(85_000)).toBe(true);
+      expect(s.writeSeen(100_001, gap('a', 10_000))).toBe(20_001);
+    });
+
     it("a silence the lease watch was blind for is the spell's: counted only from when it sees again", () => {
       const s = new StorageSight(SLOW);
       s.writeSeen(0, w('a'));
@@ -230,6 +254,14 @@ describe("renewIntervalOf: the kubelet's renew interval, from two renewals on it
       2_000,
     );
     expect(renewIntervalOf(lease('2026-01-01T00:00:10.200000Z'), '2026-01-01T00:00:10.000000Z')).toBe(1_000);
+  });
+  it("renewGapOf: the time between the two renewTimes, on the kubelet's clock; undefined when either does not parse or it is not later", () => {
+    expect(renewGapOf(lease('2026-01-01T00:01:10.250000Z'), '2026-01-01T00:00:10.000000Z')).toBe(60_250);
+    expect(renewGapOf(lease('2026-01-01T00:00:10.000100Z'), '2026-01-01T00:00:10.000000Z')).toBe(0.1);
+    expect(renewGapOf(lease('2026-01-01T00:00:10.000000Z'), undefined)).toBeUndefined();
+    expect(renewGapOf(lease('2026-01-01T00:00:10.000000Z'), '2026-01-01T00:00:10.000000Z')).toBeUndefined();
+    expect(renewGapOf(lease('2026-01-01T00:00:09.000000Z'), '2026-01-01T00:00:10.000000Z')).toBeUndefined();
+    expect(renewGapOf(lease('garbage'), '2026-01-01T00:00:10.000000Z')).toBeUndefined();
   });
   it('no previous renewal, one not before it, or none parseable: a quarter of the lease duration (40 s by default)', () => {
     expect(renewIntervalOf(lease('2026-01-01T00:00:10.000000Z'), undefined)).toBe(10_000);

@@ -29,9 +29,17 @@ export interface ReadVerdict {
   silentMs?: number;
 }
 
-interface LeaseWrite {
+/** A lease write on the watch: which lease, its kubelet's rhythm. */
+export interface WriteSeen {
   lease: string;
   /** Its kubelet's renew interval (see renewIntervalOf in lease-recheck.ts). */
+  renewIntervalMs: number;
+  /** How long after the renewal before it the kubelet wrote it, on its own clock (renewGapOf), if known. */
+  renewGapMs?: number | undefined;
+}
+
+interface LeaseWrite {
+  lease: string;
   renewIntervalMs: number;
   at: number;
 }
@@ -59,19 +67,23 @@ export class StorageSight {
   constructor(private readonly slowMs: number) {}
 
   /**
-   * A lease write arrived on the watch at `now` (`write`: which lease, and its kubelet's renew
-   * interval). Returns the length of the outage it ends (ms), if any: one a re-read opened, or the
-   * fleet-wide silence it breaks.
+   * A lease write arrived on the watch at `now` (`write`: which lease, its kubelet's rhythm).
+   * Returns the length of the outage it ends (ms), if any: one a re-read opened, or the fleet-wide
+   * silence it breaks. A write its kubelet made on time (no longer after its renewal before than
+   * the silence's span, on its own clock) shows the storage accepted it on time: the silence was the
+   * watch's (a stalled watch delivering held writes at once), not the storage's, and counts nothing.
    */
-  writeSeen(now: number, write?: { lease: string; renewIntervalMs: number }): number | undefined {
-    const silentSince = this.silentSince(now);
+  writeSeen(now: number, write?: WriteSeen): number | undefined {
+    const silence = this.silence(now);
+    const onTime =
+      silence !== undefined && write?.renewGapMs !== undefined && write.renewGapMs <= silence.spanMs;
     if (write) {
       this.fleetRenewing(write, now);
-      this.lastWrite = { ...write, at: now };
+      this.lastWrite = { lease: write.lease, renewIntervalMs: write.renewIntervalMs, at: now };
     }
     this.lastProofAt = now;
-    if (silentSince !== undefined) {
-      this.since = Math.min(this.since ?? silentSince, silentSince);
+    if (silence !== undefined && !onTime) {
+      this.since = Math.min(this.since ?? silence.since, silence.since);
       this.silenceCountedAt = now;
     }
     return this.end(now);
@@ -86,21 +98,21 @@ export class StorageSight {
   }
 
   /**
-   * When a fleet-wide silence still going at `now` began: no write for longer than 1.5 renew
+   * A fleet-wide silence still going at `now`, when it began and its span: no write for longer than 1.5 renew
    * intervals, in a fleet seen renewing before (two leases written within that span of each other,
    * at some point), with at least one write since the last silence counted (a fleet that died is
    * counted once). It runs from the last write, or from the end of the last outage counted (issue
    * 47: one renewal after an outage, and etcd away again, was no silence until two leases wrote). A
    * fleet of one node shows nothing this way (its silence is its own).
    */
-  private silentSince(now: number): number | undefined {
+  private silence(now: number): { since: number; spanMs: number } | undefined {
     const last = this.lastWrite;
     const fleetMs = this.fleetIntervalMs;
     if (this.leaseWatchBlind || !last || fleetMs === undefined || last.at < this.silenceCountedAt)
       return undefined;
-    const start = Math.max(last.at, this.coveredUntil);
+    const since = Math.max(last.at, this.coveredUntil);
     const spanMs = FLEET_SILENCE_FACTOR * Math.max(last.renewIntervalMs, fleetMs);
-    return now - start > spanMs ? start : undefined;
+    return now - since > spanMs ? { since, spanMs } : undefined;
   }
 
   /**
@@ -113,11 +125,11 @@ export class StorageSight {
 
   /** A fleet-wide silence still going at `now` ends here, once: its length (ms), if there is one. */
   private silenceEnds(now: number): number | undefined {
-    const since = this.silentSince(now);
-    if (since === undefined) return undefined;
+    const silence = this.silence(now);
+    if (silence === undefined) return undefined;
     this.coveredUntil = Math.max(this.coveredUntil, now);
     this.silenceCountedAt = now;
-    return now - since;
+    return now - silence.since;
   }
 
   /** The lease watch sees again at `at` after a blind spell: a silence before that is the spell's. */
