@@ -142,6 +142,33 @@ describe('storage forgiveness: one outage after another (virtual time)', () => {
     }
   });
 
+  it.each([
+    ['wait', 'the re-reads time out'],
+    ['error', 'the re-reads are answered 500 at once'],
+  ] as const)(
+    'one storage outage of 2 x grace - renew interval - 8 s (82 s), from just before the renewals (%s: %s), kubelets back 7.9 s after it: no live node marked; a dead node is, at its last renewal + 2 x grace',
+    async (answer, _how) => {
+      const h = harness({ nodes: 10 });
+      try {
+        await advance(20_000); // every kubelet renewed at 10 s and 20 s
+        const lastRenewal = stopAll(h).get('node-9')!;
+        await advance(9_900);
+        h.sim.setStorageDown(true, answer); // 29.9 s: the renewals from 30 s fail
+        await advance(2 * GRACE_MS - 10_000 - KUBELET_RECONNECT_MS);
+        h.sim.setStorageDown(false); // 111.9 s
+        await advance(KUBELET_RECONNECT_MS - 100);
+        for (let i = 0; i < 9; i++) h.sim.startKubelet(`node-${i}`); // 119.8 s; node-9 is dead
+        await advance(MINUTE);
+        expect(unknownPatches(h).map((p) => p.path)).toEqual(['/api/v1/nodes/node-9/status']);
+        const markedAt = h.sim.markedUnknownAt('node-9')!;
+        expect(markedAt - lastRenewal).toBeGreaterThanOrEqual(2 * GRACE_MS);
+        expect(markedAt - lastRenewal).toBeLessThanOrEqual(2 * GRACE_MS + 1_000);
+      } finally {
+        await h.stop();
+      }
+    },
+  );
+
   it('a fleet that died but for one kubelet, whose renewals get through only every 20 s (a flapping storage): each gap counts as an outage, and the dead nodes are still marked by their last renewal + 2 x grace', async () => {
     const h = harness({ nodes: 10 });
     try {
