@@ -3,82 +3,92 @@ import { renewGapOf, renewIntervalOf } from './lease-recheck.js';
 import { StorageSight } from './storage-sight.js';
 
 const SLOW = 1_000;
+/** A write of one lease (a fleet of one: it shows no fleet-wide silence). */
+const one = { lease: 'a', renewIntervalMs: 10_000 };
 
 describe('StorageSight', () => {
   it('a prompt answer is trusted; so is a slow one while writes kept arriving', () => {
     const s = new StorageSight(SLOW);
-    s.writeSeen(100);
-    expect(s.readAnswered(1_000, 1_999)).toEqual({});
-    s.writeSeen(2_500);
-    expect(s.readAnswered(2_000, 4_000)).toEqual({});
+    s.writeSeen(100, one);
+    expect(s.readAnswered(1_000, 1_999)).toStrictEqual({});
+    s.writeSeen(2_500, one);
+    expect(s.readAnswered(2_000, 4_000)).toStrictEqual({});
   });
 
   it('a slow answer with no write meanwhile: its own wait counts, not the time since the last write (issue 47, defect 2)', () => {
     const s = new StorageSight(SLOW);
-    s.writeSeen(10_000);
-    expect(s.readAnswered(14_000, 15_000)).toEqual({ slowMs: 1_000 });
+    s.writeSeen(10_000, one);
+    expect(s.readAnswered(14_000, 15_000)).toStrictEqual({ slowMs: 1_000 });
     // Another read that waited through the same time counts nothing twice.
-    expect(s.readAnswered(13_000, 15_000)).toEqual({});
+    expect(s.readAnswered(13_000, 15_000)).toStrictEqual({});
     // One sent during it but answered promptly is trusted (the caller checks the moved deadline).
-    expect(s.readAnswered(14_500, 15_000)).toEqual({});
-    expect(s.readAnswered(15_100, 15_200)).toEqual({});
+    expect(s.readAnswered(14_500, 15_000)).toStrictEqual({});
+    expect(s.readAnswered(15_100, 15_200)).toStrictEqual({});
     // A fleet that died a whole grace ago, behind a server that answers in 1.5 s: each re-read
     // counts its 1.5 s, never the 50 s since the last write.
-    expect(s.readAnswered(60_000, 61_500)).toEqual({ slowMs: 1_500 });
-    expect(s.readAnswered(70_000, 71_500)).toEqual({ slowMs: 1_500 });
+    expect(s.readAnswered(60_000, 61_500)).toStrictEqual({ slowMs: 1_500 });
+    expect(s.readAnswered(70_000, 71_500)).toStrictEqual({ slowMs: 1_500 });
   });
 
   it('a prompt answer is proof too: an outage after it counts from it, not from the last write', () => {
     const s = new StorageSight(SLOW);
-    s.writeSeen(0);
-    expect(s.readAnswered(50_000, 50_010)).toEqual({});
+    s.writeSeen(0, one);
+    expect(s.readAnswered(50_000, 50_010)).toStrictEqual({});
     expect(s.readFailed(60_000)).toBe(true);
-    expect(s.readAnswered(70_000, 70_010)).toEqual({ outageMs: 20_000 });
-    expect(s.readAnswered(80_000, 82_000)).toEqual({ slowMs: 2_000 });
+    expect(s.readAnswered(70_000, 70_010)).toStrictEqual({ outageMs: 20_000 });
+    expect(s.readAnswered(80_000, 82_000)).toStrictEqual({ slowMs: 2_000 });
   });
 
   it('without any write seen, a slow read counts from when it was sent', () => {
     const s = new StorageSight(SLOW);
-    expect(s.readAnswered(3_000, 7_000)).toEqual({ slowMs: 4_000 });
+    expect(s.readAnswered(3_000, 7_000)).toStrictEqual({ slowMs: 4_000 });
   });
 
   it('a failed read opens an outage from the last write; the next write or answer ends it', () => {
     const s = new StorageSight(SLOW);
-    s.writeSeen(20_000);
+    s.writeSeen(20_000, one);
     expect(s.readFailed(70_000)).toBe(true);
     expect(s.readFailed(75_050)).toBe(false); // already open
-    expect(s.writeSeen(80_000)).toBe(60_000); // a write ends it
+    expect(s.writeSeen(80_000, one)).toBe(60_000); // a write ends it
     expect(s.readFailed(80_500)).toBe(true);
-    expect(s.readAnswered(81_000, 81_010)).toEqual({ outageMs: 1_010 }); // from the end of the last one
-    expect(s.readAnswered(81_020, 81_030)).toEqual({});
+    expect(s.readAnswered(81_000, 81_010)).toStrictEqual({ outageMs: 1_010 }); // from the end of the last one
+    expect(s.readAnswered(81_020, 81_030)).toStrictEqual({});
 
     expect(s.readFailed(90_000)).toBe(true);
-    expect(s.writeSeen(96_000)).toBe(14_970); // from the last proof (the prompt answer at 81.03 s)
-    expect(s.writeSeen(97_000)).toBeUndefined();
+    expect(s.writeSeen(96_000, one)).toBe(14_970); // from the last proof (the prompt answer at 81.03 s)
+    expect(s.writeSeen(97_000, one)).toBeUndefined();
     // A slow answer ends an open outage too: from its start, not the read's own wait.
     expect(s.readFailed(100_000)).toBe(true);
-    expect(s.readAnswered(105_000, 107_000)).toEqual({ outageMs: 10_000 });
+    expect(s.readAnswered(105_000, 107_000)).toStrictEqual({ outageMs: 10_000 });
   });
 
   it('a slow read that overlapped proof of the storage working shows no outage', () => {
     const s = new StorageSight(SLOW);
-    s.writeSeen(0);
-    expect(s.readAnswered(5_000, 8_000)).toEqual({ slowMs: 3_000 });
-    expect(s.readAnswered(7_500, 9_000)).toEqual({}); // the answer at 8 s proved it
-    s.writeSeen(9_500);
-    expect(s.readAnswered(9_400, 11_000)).toEqual({}); // so did the write at 9.5 s
-    expect(s.readAnswered(11_500, 13_000)).toEqual({ slowMs: 1_500 }); // nothing since the write at 9.5 s
+    s.writeSeen(0, one);
+    expect(s.readAnswered(5_000, 8_000)).toStrictEqual({ slowMs: 3_000 });
+    expect(s.readAnswered(7_500, 9_000)).toStrictEqual({}); // the answer at 8 s proved it
+    s.writeSeen(9_500, one);
+    expect(s.readAnswered(9_400, 11_000)).toStrictEqual({}); // so did the write at 9.5 s
+    expect(s.readAnswered(11_500, 13_000)).toStrictEqual({ slowMs: 1_500 }); // nothing since the write at 9.5 s
+  });
+
+  it("a slow read whose wait the lease watch's blind spell already covers counts nothing", () => {
+    const s = new StorageSight(SLOW);
+    s.writeSeen(0, one);
+    expect(s.readFailed(10_000)).toBe(true);
+    expect(s.watchBlind(20_000)).toBe(20_000);
+    expect(s.readAnswered(12_000, 20_000)).toStrictEqual({});
   });
 
   it('an open outage ends where the lease watch goes blind (the spell counts from there)', () => {
     const s = new StorageSight(SLOW);
-    s.writeSeen(10_000);
+    s.writeSeen(10_000, one);
     expect(s.watchBlind(12_000)).toBeUndefined(); // none open
     expect(s.readFailed(14_000)).toBe(true);
     expect(s.watchBlind(16_000)).toBe(6_000);
     // A slow read sent before the end of what was counted counts only the time after it.
-    expect(s.readAnswered(15_000, 17_000)).toEqual({ slowMs: 1_000 });
-    expect(s.readAnswered(30_000, 32_000)).toEqual({ slowMs: 2_000 });
+    expect(s.readAnswered(15_000, 17_000)).toStrictEqual({ slowMs: 1_000 });
+    expect(s.readAnswered(30_000, 32_000)).toStrictEqual({ slowMs: 2_000 });
   });
 
   describe('a fleet-wide silence of lease writes (no re-read fell into it)', () => {
@@ -118,21 +128,21 @@ describe('StorageSight', () => {
       const s = new StorageSight(SLOW);
       s.writeSeen(0, w('a'));
       s.writeSeen(1_000, w('b'));
-      expect(s.readAnswered(10_000, 10_010)).toEqual({}); // 9 s: not longer than 1.5 intervals
-      expect(s.readAnswered(30_000, 30_010)).toEqual({ silentMs: 29_010 });
-      expect(s.readAnswered(31_000, 31_010)).toEqual({});
+      expect(s.readAnswered(10_000, 10_010)).toStrictEqual({}); // 9 s: not longer than 1.5 intervals
+      expect(s.readAnswered(30_000, 30_010)).toStrictEqual({ silentMs: 29_010 });
+      expect(s.readAnswered(31_000, 31_010)).toStrictEqual({});
       const slow = new StorageSight(SLOW);
       slow.writeSeen(0, w('a'));
       slow.writeSeen(1_000, w('b'));
-      expect(slow.readAnswered(30_000, 31_500)).toEqual({ slowMs: 1_500, silentMs: 30_500 });
-      expect(slow.readAnswered(40_000, 41_500)).toEqual({ slowMs: 1_500 });
+      expect(slow.readAnswered(30_000, 31_500)).toStrictEqual({ slowMs: 1_500, silentMs: 30_500 });
+      expect(slow.readAnswered(40_000, 41_500)).toStrictEqual({ slowMs: 1_500 });
       // An outage a failed re-read opened covers the silence: the answer ends that alone.
       const failed = new StorageSight(SLOW);
       failed.writeSeen(0, w('a'));
       failed.writeSeen(1_000, w('b'));
       expect(failed.readFailed(20_000)).toBe(true);
-      expect(failed.readAnswered(30_000, 30_010)).toEqual({ outageMs: 29_010 });
-      expect(failed.readAnswered(31_000, 31_010)).toEqual({});
+      expect(failed.readAnswered(30_000, 30_010)).toStrictEqual({ outageMs: 29_010 });
+      expect(failed.readAnswered(31_000, 31_010)).toStrictEqual({});
     });
 
     it("an open outage a re-read showed ends at the write, from the earlier of its start and the silence's", () => {
@@ -148,7 +158,7 @@ describe('StorageSight', () => {
       for (const at of [10_000, 20_000]) for (const l of ['a', 'b', 'c']) s.writeSeen(at, w(l));
       expect(s.writeSeen(64_500, w('a'))).toBe(44_500); // etcd away 21-64 s: counted from 20 s
       // etcd away again from 64.7 s: no write until the deadlines' re-reads (114.5 s).
-      expect(s.readAnswered(114_500, 114_510)).toEqual({ silentMs: 50_010 });
+      expect(s.readAnswered(114_500, 114_510)).toStrictEqual({ silentMs: 50_010 });
       // Ended by a write instead, it counts as an outage, from that one write.
       const byWrite = new StorageSight(SLOW);
       for (const at of [10_000, 20_000]) for (const l of ['a', 'b', 'c']) byWrite.writeSeen(at, w(l));
@@ -161,20 +171,20 @@ describe('StorageSight', () => {
       s.writeSeen(0, w('a'));
       s.writeSeen(1_000, w('b'));
       expect(s.readFailed(5_000)).toBe(true);
-      expect(s.readAnswered(8_000, 8_010)).toEqual({ outageMs: 7_010 }); // from the write at 1 s
+      expect(s.readAnswered(8_000, 8_010)).toStrictEqual({ outageMs: 7_010 }); // from the write at 1 s
       // No write since: the silence runs from the end of that outage (8.01 s), once.
-      expect(s.readAnswered(20_000, 20_010)).toEqual({});
-      expect(s.readAnswered(30_000, 30_010)).toEqual({ silentMs: 22_000 });
-      expect(s.readAnswered(60_000, 60_010)).toEqual({});
+      expect(s.readAnswered(20_000, 20_010)).toStrictEqual({});
+      expect(s.readAnswered(30_000, 30_010)).toStrictEqual({ silentMs: 22_000 });
+      expect(s.readAnswered(60_000, 60_010)).toStrictEqual({});
     });
 
     it('a fleet that died is counted once: after a silence counted at a re-read, none without a write', () => {
       const s = new StorageSight(SLOW);
       s.writeSeen(0, w('a'));
       s.writeSeen(1_000, w('b'));
-      expect(s.readAnswered(30_000, 30_010)).toEqual({ silentMs: 29_010 });
-      for (const at of [60_000, 600_000, 6_000_000]) expect(s.readAnswered(at, at + 10)).toEqual({});
-      expect(s.readAnswered(6_100_000, 6_101_500)).toEqual({ slowMs: 1_500 });
+      expect(s.readAnswered(30_000, 30_010)).toStrictEqual({ silentMs: 29_010 });
+      for (const at of [60_000, 600_000, 6_000_000]) expect(s.readAnswered(at, at + 10)).toStrictEqual({});
+      expect(s.readAnswered(6_100_000, 6_101_500)).toStrictEqual({ slowMs: 1_500 });
       // A write starts the count again.
       s.writeSeen(7_000_000, w('a'));
       expect(s.writeSeen(7_020_000, w('b'))).toBe(20_000);
@@ -220,6 +230,43 @@ describe('StorageSight', () => {
       // An outage a failed re-read showed ends at such a write all the same.
       expect(s.readFailed(85_000)).toBe(true);
       expect(s.writeSeen(100_001, gap('a', 10_000))).toBe(20_001);
+    });
+
+    it('two leases renewing together: within 1.5 of the longer of their intervals, the bound included', () => {
+      const s = new StorageSight(SLOW);
+      s.writeSeen(0, w('a'));
+      s.writeSeen(15_000, w('b')); // exactly 1.5 intervals apart: renewing together
+      expect(s.writeSeen(40_000, w('a'))).toBe(25_000);
+      const mixed = new StorageSight(SLOW);
+      mixed.writeSeen(0, { lease: 'a', renewIntervalMs: 10_000 });
+      mixed.writeSeen(12_000, { lease: 'b', renewIntervalMs: 1_000 }); // within 1.5 x 10 s
+      expect(mixed.writeSeen(30_000, w('a'))).toBe(18_000); // silent for longer than 1.5 x 10 s
+    });
+
+    it("the silence's span is 1.5 of the longer of the fleet's and the last writer's intervals", () => {
+      const s = new StorageSight(SLOW);
+      s.writeSeen(0, w('a'));
+      s.writeSeen(1_000, w('b'));
+      s.writeSeen(2_000, { lease: 'a', renewIntervalMs: 1_000 });
+      expect(s.writeSeen(10_000, w('b'))).toBeUndefined(); // 8 s: not longer than 1.5 x 10 s
+    });
+
+    it("a silence that breaks an outage a re-read opened later starts the outage from the silence's start", () => {
+      const s = new StorageSight(SLOW);
+      s.writeSeen(0, w('a'));
+      s.writeSeen(1_000, w('b'));
+      expect(s.readAnswered(10_000, 10_010)).toStrictEqual({}); // a prompt answer, 9 s into the quiet
+      expect(s.readFailed(20_000)).toBe(true); // from that answer
+      expect(s.writeSeen(40_000, w('a'))).toBe(39_000); // from the last write (the silence's start)
+    });
+
+    it('after a blind spell in which nothing was replayed, the silence runs from when the watch sees again', () => {
+      const s = new StorageSight(SLOW);
+      s.writeSeen(0, w('a'));
+      s.writeSeen(1_000, w('b'));
+      s.leaseWatchLost();
+      s.leaseWatchSees(40_000);
+      expect(s.writeSeen(50_000, w('a'))).toBeUndefined(); // 10 s after the spell
     });
 
     it("a silence the lease watch was blind for is the spell's: counted only from when it sees again", () => {

@@ -57,9 +57,10 @@ export class StorageSight {
   private lastWrite: LeaseWrite | undefined;
   /**
    * The renew interval of the fleet once two leases were seen written within 1.5 of their renew
-   * intervals of each other (a fleet renewing: its silence is not one node's); undefined before.
+   * intervals of each other (a fleet renewing: its silence is not one node's); infinite before (a
+   * fleet not seen renewing is never silent).
    */
-  private fleetIntervalMs: number | undefined;
+  private fleetIntervalMs = Number.POSITIVE_INFINITY;
   /** The lease watch cannot see (its silence is not the fleet's) since a spell began. */
   private leaseWatchBlind = false;
 
@@ -73,14 +74,11 @@ export class StorageSight {
    * the silence's span, on its own clock) shows the storage accepted it on time: the silence was the
    * watch's (a stalled watch delivering held writes at once), not the storage's, and counts nothing.
    */
-  writeSeen(now: number, write?: WriteSeen): number | undefined {
+  writeSeen(now: number, write: WriteSeen): number | undefined {
     const silence = this.silence(now);
-    const onTime =
-      silence !== undefined && write?.renewGapMs !== undefined && write.renewGapMs <= silence.spanMs;
-    if (write) {
-      this.fleetRenewing(write, now);
-      this.lastWrite = { lease: write.lease, renewIntervalMs: write.renewIntervalMs, at: now };
-    }
+    const onTime = silence !== undefined && (write.renewGapMs ?? Number.POSITIVE_INFINITY) <= silence.spanMs;
+    this.fleetRenewing(write, now);
+    this.lastWrite = { lease: write.lease, renewIntervalMs: write.renewIntervalMs, at: now };
     this.lastProofAt = now;
     if (silence !== undefined && !onTime) {
       this.since = Math.min(this.since ?? silence.since, silence.since);
@@ -90,7 +88,7 @@ export class StorageSight {
   }
 
   /** Two leases written within 1.5 of their renew intervals of each other: the fleet is renewing. */
-  private fleetRenewing(write: { lease: string; renewIntervalMs: number }, now: number): void {
+  private fleetRenewing(write: WriteSeen, now: number): void {
     const last = this.lastWrite;
     if (this.leaseWatchBlind || !last || last.lease === write.lease) return;
     const intervalMs = Math.max(last.renewIntervalMs, write.renewIntervalMs);
@@ -107,11 +105,9 @@ export class StorageSight {
    */
   private silence(now: number): { since: number; spanMs: number } | undefined {
     const last = this.lastWrite;
-    const fleetMs = this.fleetIntervalMs;
-    if (this.leaseWatchBlind || !last || fleetMs === undefined || last.at < this.silenceCountedAt)
-      return undefined;
+    if (this.leaseWatchBlind || !last || last.at < this.silenceCountedAt) return undefined;
     const since = Math.max(last.at, this.coveredUntil);
-    const spanMs = FLEET_SILENCE_FACTOR * Math.max(last.renewIntervalMs, fleetMs);
+    const spanMs = FLEET_SILENCE_FACTOR * Math.max(last.renewIntervalMs, this.fleetIntervalMs);
     return now - since > spanMs ? { since, spanMs } : undefined;
   }
 
@@ -127,7 +123,6 @@ export class StorageSight {
   private silenceEnds(now: number): number | undefined {
     const silence = this.silence(now);
     if (silence === undefined) return undefined;
-    this.coveredUntil = Math.max(this.coveredUntil, now);
     this.silenceCountedAt = now;
     return now - silence.since;
   }
@@ -167,10 +162,10 @@ export class StorageSight {
       this.lastProofAt = now;
       return { outageMs };
     }
-    const slow = now - sentAt >= this.slowMs;
-    if (slow && this.lastProofAt !== undefined && this.lastProofAt >= sentAt) return {};
     const verdict: ReadVerdict = {};
-    if (slow) {
+    if (now - sentAt >= this.slowMs) {
+      // Slow, unless a write or another answer showed the storage working while it waited.
+      if ((this.lastProofAt ?? Number.NEGATIVE_INFINITY) >= sentAt) return verdict;
       const slowMs = now - Math.max(sentAt, this.coveredUntil);
       if (slowMs > 0) verdict.slowMs = slowMs;
     }
