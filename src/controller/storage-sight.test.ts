@@ -310,6 +310,14 @@ describe("renewIntervalOf: the kubelet's renew interval, from two renewals on it
     expect(renewGapOf(lease('2026-01-01T00:00:09.000000Z'), '2026-01-01T00:00:10.000000Z')).toBeUndefined();
     expect(renewGapOf(lease('garbage'), '2026-01-01T00:00:10.000000Z')).toBeUndefined();
   });
+  it('a lease duration that is not a positive finite number, or no spec at all: the default (40 s)', () => {
+    const gap = '2026-01-01T00:00:10.000000Z';
+    expect(renewIntervalOf(lease('2026-01-01T00:01:10.000000Z', 0), gap)).toBe(10_000);
+    expect(renewIntervalOf(lease('2026-01-01T00:01:10.000000Z', Number.POSITIVE_INFINITY), gap)).toBe(10_000);
+    const bare = { metadata: { name: 'n' } };
+    expect(renewIntervalOf(bare, gap)).toBe(10_000);
+    expect(renewGapOf(bare, gap)).toBeUndefined();
+  });
   it('no previous renewal, one not before it, or none parseable: a quarter of the lease duration (40 s by default)', () => {
     expect(renewIntervalOf(lease('2026-01-01T00:00:10.000000Z'), undefined)).toBe(10_000);
     expect(renewIntervalOf(lease('2026-01-01T00:00:10.000000Z', 20), '2026-01-01T00:00:11.000000Z')).toBe(
