@@ -9,8 +9,9 @@
  * shows it does not: an outage from the last proof it worked to the first proof it works again. So
  * does a fleet-wide silence: no lease written for longer than 1.5 renew intervals by a fleet seen
  * renewing (an outage too short for any deadline, and so any re-read, to fall into: the next write
- * ends it). Like a blind spell of the lease watch, that time does not count against
- * any node (the caller moves every deadline by it). A re-read answered slowly, with no other proof
+ * ends it, unless its kubelet wrote it on time). Like a blind spell of the lease watch, that time
+ * does not count against any node (the caller moves every deadline by it, up to a cap the tracker
+ * keeps). A re-read answered slowly, with no other proof
  * meanwhile, shows only that the storage was slow while it waited (a dead fleet writes nothing, so
  * the last proof may be a whole grace back): its own time counts. A silence still going when a
  * re-read is answered, promptly or slowly, may be an outage just over or a fleet that died:
@@ -45,11 +46,11 @@ interface LeaseWrite {
 }
 
 export class StorageSight {
-  /** When the storage last showed it works: a lease write on the watch, a prompt re-read (monotonic ms). */
+  /** When the storage last showed it works: a lease write on the watch, an answered re-read (monotonic ms). */
   private lastProofAt: number | undefined;
   /** Start of an outage still open (a re-read failed since the last proof of writes). */
   private since: number | undefined;
-  /** End of the last outage or silence counted, or of the lease watch's last blind spell: never counted twice. */
+  /** End of the last outage counted (a silence a write broke included), or of the lease watch's last blind spell: never counted twice. */
   private coveredUntil = Number.NEGATIVE_INFINITY;
   /** When the last fleet-wide silence was counted: the next needs a lease write after it. */
   private silenceCountedAt = Number.NEGATIVE_INFINITY;
@@ -64,7 +65,7 @@ export class StorageSight {
   /** The lease watch cannot see (its silence is not the fleet's) since a spell began. */
   private leaseWatchBlind = false;
 
-  /** @param slowMs A re-read slower than this, with no other proof meanwhile, shows an outage. */
+  /** @param slowMs A re-read slower than this, with no other proof meanwhile, shows the storage slow for its wait. */
   constructor(private readonly slowMs: number) {}
 
   /**

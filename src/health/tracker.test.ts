@@ -558,7 +558,13 @@ describe('grace and timeout', () => {
     // So is a fresh grace.
     t.resetAll(200_000);
     expect(t.health('a')).toMatchObject({ probeTimestamp: 200_000, forgivenMs: 0 });
-    // Nothing for a zero, negative or non-finite outage.
+    // Nothing for a zero, negative or non-finite outage, nor a hold that is over: a node already
+    // reported stays reported (not reported again at the next popDue).
+    expect(t.popDue(250_001)).toEqual(['a']);
+    t.forgiveOutage(0, 250_001);
+    t.extendBlind(0, 250_001);
+    t.holdAll(250_001, 250_001);
+    expect(t.popDue(250_002)).toEqual([]);
     t.forgiveOutage(0, 300_000);
     t.forgiveOutage(-5, 300_000);
     t.forgiveOutage(Number.NaN, 300_000);
