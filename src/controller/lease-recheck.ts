@@ -11,11 +11,11 @@ import { KubeApiError, type KubeClient, KubeTransportError, paths } from '../kub
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import type { ControllerMetrics } from './metrics.js';
-import { StorageSight } from './storage-sight.js';
+import { type ReadVerdict, StorageSight } from './storage-sight.js';
 
 /**
  * A lease re-read slower than this, with no lease write seen while it waited, shows that the API
- * server could not reach its storage (a GET of one Lease takes milliseconds otherwise).
+ * server's storage was slow or away while it waited (a GET of one Lease takes milliseconds otherwise).
  */
 const SLOW_QUORUM_READ_MS = 1_000;
 
@@ -51,10 +51,19 @@ export function renewIntervalOf(lease: Lease, previousRenewTime: string | undefi
   const d = lease.spec?.leaseDurationSeconds;
   const seconds = typeof d === 'number' && Number.isFinite(d) && d > 0 ? d : DEFAULT_LEASE_DURATION_S;
   const most = seconds * 1000 * RENEW_INTERVAL_FRACTION;
+  const gapMs = renewGapOf(lease, previousRenewTime);
+  return gapMs === undefined ? most : Math.min(most, Math.max(MIN_RENEW_INTERVAL_MS, gapMs));
+}
+
+/**
+ * How long after its renewal before (`previousRenewTime`) the kubelet wrote this one (ms), both on
+ * its own clock (skew does not enter); undefined when either does not parse or this one is not later.
+ */
+export function renewGapOf(lease: Lease, previousRenewTime: string | undefined): number | undefined {
   const now = parseMicros(lease.spec?.renewTime);
   const before = parseMicros(previousRenewTime);
-  if (now === undefined || before === undefined || now <= before) return most;
-  return Math.min(most, Math.max(MIN_RENEW_INTERVAL_MS, (now - before) / 1000));
+  if (now === undefined || before === undefined || now <= before) return undefined;
+  return (now - before) / 1000;
 }
 
 /** A re-read that failed because the API server or its storage did not answer (not a refusal). */
@@ -104,6 +113,7 @@ export class LeaseRecheck {
     const outageMs = this.storage.writeSeen(this.now(), {
       lease: name,
       renewIntervalMs: renewIntervalOf(lease, previous),
+      renewGapMs: renewGapOf(lease, previous),
     });
     if (outageMs !== undefined) this.outageEnded(outageMs, `lease ${name} renewed`);
   }
@@ -158,13 +168,11 @@ export class LeaseRecheck {
       }
       throw err;
     }
-    // An answer that ends an outage of the API server's storage (this read was slow, or earlier
-    // ones failed): kubelets could not renew through it, so every deadline moves by it first, and
-    // this node is judged against its new one (below).
-    const outageMs =
-      acting() && sentAt !== undefined ? this.storage.readAnswered(sentAt, this.now()) : undefined;
-    if (outageMs !== undefined) this.outageEnded(outageMs, `re-read of lease ${name}`);
-    else if (acting()) this.silenceAnswered(name);
+    // What the answer shows about the API server's storage (an outage it ends, its own slowness, a
+    // fleet-wide silence): every deadline moves by it first, and this node is judged against its
+    // new one (below).
+    if (acting() && sentAt !== undefined)
+      this.storageShown(this.storage.readAnswered(sentAt, this.now()), name);
     const r = tracker.observeLeaseRead(name, lease, this.now());
     this.o.noteAnomalies(r.anomalies);
     if (!r.valid) return false;
@@ -192,15 +200,23 @@ export class LeaseRecheck {
     return true;
   }
 
+  /** What the answer to node `name`'s re-read showed about the storage, carried out. */
+  private storageShown(v: ReadVerdict, name: string): void {
+    const endedBy = `re-read of lease ${name}`;
+    if (v.outageMs !== undefined) this.outageEnded(v.outageMs, endedBy);
+    // Its own wait only, and no reconnect allowance: repeated slow answers to the re-reads of a dead
+    // fleet must not move deadlines faster than time passes.
+    if (v.slowMs !== undefined) this.outageEnded(v.slowMs, `slow ${endedBy}`, 0);
+    if (v.silentMs !== undefined) this.silenceAnswered(v.silentMs, name);
+  }
+
   /**
-   * A prompt re-read found the whole fleet silent (no lease written for 1.5 renew intervals): the
-   * storage works now, and either it was away until now (kubelets are in their back-off) or the
-   * fleet died. No node is judged before the kubelets could reconnect; then each on its own.
+   * A re-read found the whole fleet silent (no lease written for 1.5 renew intervals): the storage
+   * works now (it answered), and either it was away until now (kubelets are in their back-off) or
+   * the fleet died. No node is judged before the kubelets could reconnect; then each on its own.
    */
-  private silenceAnswered(name: string): void {
+  private silenceAnswered(silentMs: number, name: string): void {
     const now = this.now();
-    const silentMs = this.storage.silenceAnswered(now);
-    if (silentMs === undefined) return;
     this.o.tracker.holdAll(now + KUBELET_RECONNECT_MS, now);
     this.o.metrics.fleetSilences.inc();
     this.o.log.warn(
@@ -216,15 +232,16 @@ export class LeaseRecheck {
 
   /**
    * An outage of the API server's storage ended (`endedBy`): no node is judged on its time, nor on
-   * the kubelets' reconnect back-off after it (at most a fresh grace from now: the tracker caps it).
+   * the kubelets' reconnect back-off after it (at most a fresh grace from now, and in all at most a
+   * node's grace past its last observation: the tracker caps both).
    */
-  private outageEnded(outageMs: number, endedBy: string): void {
+  private outageEnded(outageMs: number, endedBy: string, allowanceMs = reconnectAllowance(outageMs)): void {
     if (outageMs <= 0) return;
-    this.o.tracker.extendAll(outageMs + reconnectAllowance(outageMs), this.now());
+    this.o.tracker.forgiveOutage(outageMs + allowanceMs, this.now());
     this.o.metrics.storageOutageSeconds.inc(outageMs / 1000);
     this.o.log.warn('The API server could not reach its storage: every deadline moved by the outage', {
       outage: formatDuration(Math.round(outageMs)),
-      reconnectAllowance: formatDuration(reconnectAllowance(outageMs)),
+      reconnectAllowance: formatDuration(allowanceMs),
       endedBy,
     });
     this.o.deadlinesMoved();

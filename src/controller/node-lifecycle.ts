@@ -291,7 +291,7 @@ export class NodeLifecycleController {
       // its blind time, never for ever. Time in which only the node watch was down does not move
       // deadlines: every renewal of it was seen, and a node past its grace is marked as soon as
       // both watches see again.
-      this.o.tracker.extendAll(c.leaseBlindMs, now);
+      this.o.tracker.extendBlind(c.leaseBlindMs, now);
     }
     this.reconcileAll();
     this.armDeadlineTimer();

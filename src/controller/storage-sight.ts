@@ -5,71 +5,111 @@
  * kube-apiserver serves watches from its watch cache: while etcd is down (a restart, a restore, a
  * disk stall) the lease watch stays open and looks healthy, but no kubelet can renew, so every node
  * looks silent at once. Two things show the storage working: a lease write arriving on the watch
- * (storage accepted it) and a prompt answer to our quorum re-read of a lease. A re-read that fails,
- * or answers slowly with no other proof meanwhile, shows it was not. So does a fleet-wide silence:
- * no lease written for longer than 1.5 renew intervals while at least two leases had been renewing
- * (an outage too short for any deadline, and so any re-read, to fall into: the next write ends it).
- * The outage runs from the last proof it worked to the first proof it works again; like a blind
- * spell of the lease watch, that time does not count against any node (the caller moves every
- * deadline by it). A silence still going when a re-read is answered promptly may be an outage just
- * over or a fleet that died: silenceAnswered reports it, once, and the caller holds judgement for
- * the kubelets' reconnect back-off.
+ * (storage accepted it) and a prompt answer to our quorum re-read of a lease. A re-read that fails
+ * shows it does not: an outage from the last proof it worked to the first proof it works again. So
+ * does a fleet-wide silence: no lease written for longer than 1.5 renew intervals by a fleet seen
+ * renewing (an outage too short for any deadline, and so any re-read, to fall into: the next write
+ * ends it, unless its kubelet wrote it on time). Like a blind spell of the lease watch, that time
+ * does not count against any node (the caller moves every deadline by it, up to a cap the tracker
+ * keeps). A re-read answered slowly, with no other proof
+ * meanwhile, shows only that the storage was slow while it waited (a dead fleet writes nothing, so
+ * the last proof may be a whole grace back): its own time counts. A silence still going when a
+ * re-read is answered, promptly or slowly, may be an outage just over or a fleet that died:
+ * readAnswered reports it, once, and the caller holds judgement for the kubelets' reconnect back-off.
  */
 /** A fleet silent for longer than this many renew intervals has stopped renewing at once. */
 export const FLEET_SILENCE_FACTOR = 1.5;
 
-interface LeaseWrite {
+/** What the answer to a re-read shows about the storage (each field: a length in ms, when shown). */
+export interface ReadVerdict {
+  /** An outage that the answer ends (one opened by a failed re-read): kubelets may be backing off. */
+  outageMs?: number;
+  /** The read's own wait, with no other proof meanwhile: the storage was slow (or away) that long. */
+  slowMs?: number;
+  /** A fleet-wide silence still going at the answer (reported once): an outage just over, or a fleet that died. */
+  silentMs?: number;
+}
+
+/** A lease write on the watch: which lease, its kubelet's rhythm. */
+export interface WriteSeen {
   lease: string;
   /** Its kubelet's renew interval (see renewIntervalOf in lease-recheck.ts). */
+  renewIntervalMs: number;
+  /** How long after the renewal before it the kubelet wrote it, on its own clock (renewGapOf), if known. */
+  renewGapMs?: number | undefined;
+}
+
+interface LeaseWrite {
+  lease: string;
   renewIntervalMs: number;
   at: number;
 }
 
 export class StorageSight {
-  /** When the storage last showed it works: a lease write on the watch, a prompt re-read (monotonic ms). */
+  /** When the storage last showed it works: a lease write on the watch, an answered re-read (monotonic ms). */
   private lastProofAt: number | undefined;
   /** Start of an outage still open (a re-read failed since the last proof of writes). */
   private since: number | undefined;
-  /** End of the last outage counted, or of the lease watch's last blind spell: never counted twice. */
+  /** End of the last outage counted (a silence a write broke included), or of the lease watch's last blind spell: never counted twice. */
   private coveredUntil = Number.NEGATIVE_INFINITY;
-  /** The last lease write seen, and the last one before it by another lease (a fleet was renewing). */
+  /** When the last fleet-wide silence was counted: the next needs a lease write after it. */
+  private silenceCountedAt = Number.NEGATIVE_INFINITY;
+  /** The last lease write seen. */
   private lastWrite: LeaseWrite | undefined;
-  private otherWrite: LeaseWrite | undefined;
+  /**
+   * The renew interval of the fleet once two leases were seen written within 1.5 of their renew
+   * intervals of each other (a fleet renewing: its silence is not one node's); infinite before (a
+   * fleet not seen renewing is never silent).
+   */
+  private fleetIntervalMs = Number.POSITIVE_INFINITY;
   /** The lease watch cannot see (its silence is not the fleet's) since a spell began. */
   private leaseWatchBlind = false;
 
-  /** @param slowMs A re-read slower than this, with no other proof meanwhile, shows an outage. */
+  /** @param slowMs A re-read slower than this, with no other proof meanwhile, shows the storage slow for its wait. */
   constructor(private readonly slowMs: number) {}
 
   /**
-   * A lease write arrived on the watch at `now` (`write`: which lease, and its kubelet's renew
-   * interval). Returns the length of the outage it ends (ms), if any: one a re-read opened, or the
-   * fleet-wide silence it breaks.
+   * A lease write arrived on the watch at `now` (`write`: which lease, its kubelet's rhythm).
+   * Returns the length of the outage it ends (ms), if any: one a re-read opened, or the fleet-wide
+   * silence it breaks. A write its kubelet made on time (no longer after its renewal before than
+   * the silence's span, on its own clock) shows the storage accepted it on time: the silence was the
+   * watch's (a stalled watch delivering held writes at once), not the storage's, and counts nothing.
    */
-  writeSeen(now: number, write?: { lease: string; renewIntervalMs: number }): number | undefined {
-    const silentSince = this.silentSince(now);
-    if (write) {
-      if (this.lastWrite && this.lastWrite.lease !== write.lease) this.otherWrite = this.lastWrite;
-      this.lastWrite = { ...write, at: now };
-    }
+  writeSeen(now: number, write: WriteSeen): number | undefined {
+    const silence = this.silence(now);
+    const onTime = silence !== undefined && (write.renewGapMs ?? Number.POSITIVE_INFINITY) <= silence.spanMs;
+    this.fleetRenewing(write, now);
+    this.lastWrite = { lease: write.lease, renewIntervalMs: write.renewIntervalMs, at: now };
     this.lastProofAt = now;
-    if (silentSince !== undefined) this.since = Math.min(this.since ?? silentSince, silentSince);
+    if (silence !== undefined && !onTime) {
+      this.since = Math.min(this.since ?? silence.since, silence.since);
+      this.silenceCountedAt = now;
+    }
     return this.end(now);
   }
 
-  /**
-   * When a fleet-wide silence still going at `now` began: no write for longer than 1.5 renew
-   * intervals after two leases were written within that span, both since the last outage counted
-   * (a silence is counted once, until the fleet is seen renewing again). A fleet of one node shows
-   * nothing this way (its silence is its own).
-   */
-  private silentSince(now: number): number | undefined {
+  /** Two leases written within 1.5 of their renew intervals of each other: the fleet is renewing. */
+  private fleetRenewing(write: WriteSeen, now: number): void {
     const last = this.lastWrite;
-    const other = this.otherWrite;
-    if (this.leaseWatchBlind || !last || !other || other.at < this.coveredUntil) return undefined;
-    const spanMs = FLEET_SILENCE_FACTOR * Math.max(last.renewIntervalMs, other.renewIntervalMs);
-    if (last.at - other.at > spanMs) return undefined;
-    return now - last.at > spanMs ? last.at : undefined;
+    if (this.leaseWatchBlind || !last || last.lease === write.lease) return;
+    const intervalMs = Math.max(last.renewIntervalMs, write.renewIntervalMs);
+    if (now - last.at <= FLEET_SILENCE_FACTOR * intervalMs) this.fleetIntervalMs = intervalMs;
+  }
+
+  /**
+   * A fleet-wide silence still going at `now`, when it began and its span: no write for longer than 1.5 renew
+   * intervals, in a fleet seen renewing before (two leases written within that span of each other,
+   * at some point), with at least one write since the last silence counted (a fleet that died is
+   * counted once). It runs from the last write, or from the end of the last outage counted (issue
+   * 47: one renewal after an outage, and etcd away again, was no silence until two leases wrote). A
+   * fleet of one node shows nothing this way (its silence is its own).
+   */
+  private silence(now: number): { since: number; spanMs: number } | undefined {
+    const last = this.lastWrite;
+    if (this.leaseWatchBlind || !last || last.at < this.silenceCountedAt) return undefined;
+    const since = Math.max(last.at, this.coveredUntil);
+    const spanMs = FLEET_SILENCE_FACTOR * Math.max(last.renewIntervalMs, this.fleetIntervalMs);
+    return now - since > spanMs ? { since, spanMs } : undefined;
   }
 
   /**
@@ -80,16 +120,12 @@ export class StorageSight {
     this.leaseWatchBlind = true;
   }
 
-  /**
-   * A re-read was answered promptly at `now` (the storage works): a fleet-wide silence still going
-   * ends here, once. Returns its length (ms), if there is one. Nobody can tell from it whether the
-   * storage was away or the fleet died: the caller gives kubelets the time to reconnect.
-   */
-  silenceAnswered(now: number): number | undefined {
-    const since = this.silentSince(now);
-    if (since === undefined) return undefined;
-    this.coveredUntil = Math.max(this.coveredUntil, now);
-    return now - since;
+  /** A fleet-wide silence still going at `now` ends here, once: its length (ms), if there is one. */
+  private silenceEnds(now: number): number | undefined {
+    const silence = this.silence(now);
+    if (silence === undefined) return undefined;
+    this.silenceCountedAt = now;
+    return now - silence.since;
   }
 
   /** The lease watch sees again at `at` after a blind spell: a silence before that is the spell's. */
@@ -115,23 +151,29 @@ export class StorageSight {
   }
 
   /**
-   * A re-read sent at `sentAt` was answered at `now`. Returns the length of the outage (ms) the
-   * answer ends: one open, or one this read's slowness shows (0 when already counted). Undefined: a
-   * prompt answer, or a slow one while other proof kept arriving, shows no outage.
+   * A re-read sent at `sentAt` was answered at `now`: the storage works now. It ends an outage a
+   * failed re-read opened (outageMs); answered slowly with no other proof meanwhile, the storage was
+   * slow for the read's own time (slowMs: not since the last proof, which for a dead fleet is a whole
+   * grace back); a fleet-wide silence still going is reported once (silentMs). A slow answer while
+   * other proof arrived shows nothing.
    */
-  readAnswered(sentAt: number, now: number): number | undefined {
-    if (this.since === undefined) {
-      const provenMeanwhile = this.lastProofAt !== undefined && this.lastProofAt >= sentAt;
-      if (now - sentAt < this.slowMs) {
-        this.lastProofAt = now;
-        return undefined;
-      }
-      if (provenMeanwhile) return undefined;
-      this.since = Math.max(this.lastProofAt ?? sentAt, this.coveredUntil);
+  readAnswered(sentAt: number, now: number): ReadVerdict {
+    if (this.since !== undefined) {
+      const outageMs = this.end(now);
+      this.lastProofAt = now;
+      return { outageMs };
     }
-    const outageMs = this.end(now);
+    const verdict: ReadVerdict = {};
+    if (now - sentAt >= this.slowMs) {
+      // Slow, unless a write or another answer showed the storage working while it waited.
+      if ((this.lastProofAt ?? Number.NEGATIVE_INFINITY) >= sentAt) return verdict;
+      const slowMs = now - Math.max(sentAt, this.coveredUntil);
+      if (slowMs > 0) verdict.slowMs = slowMs;
+    }
+    const silentMs = this.silenceEnds(now);
+    if (silentMs !== undefined) verdict.silentMs = silentMs;
     this.lastProofAt = now;
-    return outageMs;
+    return verdict;
   }
 
   private end(now: number): number | undefined {

@@ -387,3 +387,84 @@ describe('NodeHealthTracker properties', () => {
     );
   });
 });
+
+describe('NodeHealthTracker: inferred forgiveness is capped', () => {
+  type Op =
+    | { t: 'advance'; ms: number }
+    | { t: 'renew' }
+    | { t: 'reset' }
+    | { t: 'outage'; ms: number }
+    | { t: 'hold'; ms: number }
+    | { t: 'blind'; ms: number };
+  const opArb: fc.Arbitrary<Op> = fc.oneof(
+    fc.record({ t: fc.constant('advance' as const), ms: fc.integer({ min: 1, max: 30_000 }) }),
+    fc.record({ t: fc.constant('renew' as const) }),
+    fc.record({ t: fc.constant('reset' as const) }),
+    fc.record({ t: fc.constant('outage' as const), ms: fc.integer({ min: -10, max: 40_000 }) }),
+    fc.record({ t: fc.constant('hold' as const), ms: fc.integer({ min: -10, max: 40_000 }) }),
+    fc.record({ t: fc.constant('blind' as const), ms: fc.integer({ min: -10, max: 40_000 }) }),
+  );
+
+  it("storage outages and holds never move a probe more than the node's grace past its last observation plus what blind spells moved it; short of the cap they move it as far as asked; the probe never goes back nor past now", () => {
+    fc.assert(
+      fc.property(fc.array(opArb, { minLength: 1, maxLength: 80 }), (ops) => {
+        const grace = DEFAULTS.monitorGraceMs;
+        const t = new NodeHealthTracker({ grace: DEFAULTS });
+        let now = 1_000;
+        let renewal = 0;
+        const ready: NodeCondition = { type: 'Ready', status: 'True', lastHeartbeatTime: CREATED };
+        t.observeNode({ metadata: { name: 'a', uid: 'u' }, status: { conditions: [ready] } }, now);
+        let base = now; // the probe the last observation set
+        let blind = 0; // how far blind spells moved it since
+        const probe = () => t.health('a')!.probeTimestamp;
+        for (const op of ops) {
+          const before = probe();
+          let target: number | undefined;
+          switch (op.t) {
+            case 'advance':
+              now += op.ms;
+              break;
+            case 'renew':
+              renewal += 1_000;
+              t.observeLease(
+                {
+                  metadata: { name: 'a', namespace: 'kube-node-lease' },
+                  spec: { renewTime: stampAt(renewal, 0).raw },
+                },
+                now,
+              );
+              base = now;
+              blind = 0;
+              break;
+            case 'reset':
+              t.resetAll(now);
+              base = now;
+              blind = 0;
+              break;
+            case 'outage':
+              t.forgiveOutage(op.ms, now);
+              if (op.ms > 0) target = Math.max(before, Math.min(before + op.ms, now));
+              break;
+            case 'hold':
+              t.holdAll(now + op.ms, now);
+              if (op.ms > 0) target = Math.max(before, Math.min(now + op.ms - grace, now));
+              break;
+            case 'blind':
+              t.extendBlind(op.ms, now);
+              blind += probe() - before;
+              break;
+          }
+          const after = probe();
+          const forgiven = after - base - blind;
+          expect(forgiven).toBeLessThanOrEqual(grace);
+          expect(t.health('a')!.forgivenMs).toBe(forgiven);
+          if (op.t !== 'renew' && op.t !== 'reset') expect(after).toBeGreaterThanOrEqual(before);
+          expect(after).toBeLessThanOrEqual(now);
+          if (target !== undefined) expect(after === target || forgiven === grace).toBe(true);
+          if (target === undefined && (op.t === 'outage' || op.t === 'hold')) expect(after).toBe(before);
+        }
+      }),
+      { numRuns: 500 },
+    );
+  });
+});

@@ -487,13 +487,13 @@ describe('grace and timeout', () => {
     expect(t.stats().scheduled).toBe(0);
   });
 
-  it('extendAll moves every deadline by the blind time, but never a probe past now', () => {
+  it('extendBlind moves every deadline by the blind time, but never a probe past now', () => {
     const t = new NodeHealthTracker();
     t.observeNode(node('a', [ready('True', 1)]), 0); // silent since before the spell
     t.observeNode(node('b', [ready('True', 1)]), 0);
     t.observeLease(lease('b', micro(1)), 35_000); // seen during the spell [30 s, 40 s]
     expect(t.popDue(50_001)).toEqual(['a']);
-    t.extendAll(10_000, 40_000);
+    t.extendBlind(10_000, 40_000);
     // a: 10 s of the grace had not run out when the spell began; it keeps them.
     expect(t.health('a')).toMatchObject({
       probeTimestamp: 10_000,
@@ -507,9 +507,9 @@ describe('grace and timeout', () => {
     expect(t.popDue(60_001)).toEqual(['a']);
     expect(t.popDue(90_001)).toEqual(['b']);
     // Nothing for a zero, negative or non-finite spell.
-    t.extendAll(0, 100_000);
-    t.extendAll(-5, 100_000);
-    t.extendAll(Number.NaN, 100_000);
+    t.extendBlind(0, 100_000);
+    t.extendBlind(-5, 100_000);
+    t.extendBlind(Number.NaN, 100_000);
     expect(t.health('a')?.probeTimestamp).toBe(10_000);
   });
 
@@ -523,13 +523,89 @@ describe('grace and timeout', () => {
     expect(t.health('b')?.probeTimestamp).toBe(58_000);
     expect(t.popDue(68_000)).toEqual([]);
     expect(t.popDue(68_001)).toEqual(['a']);
-    // Never past now: a hold beyond a grace gives a fresh grace from now.
+    // Never past now: a hold beyond a grace gives a fresh grace from now (renewed at 60 s, so the
+    // cap on what holds forgive, 50 s past that, is not what stops it).
+    t.observeLease(lease('a', micro(60_000)), 60_000);
     t.holdAll(500_000, 100_000);
     expect(t.health('a')?.probeTimestamp).toBe(100_000);
     // Nothing for a hold that is over or not finite.
     t.holdAll(90_000, 120_000);
     t.holdAll(Number.NaN, 120_000);
     expect(t.health('a')?.probeTimestamp).toBe(100_000);
+  });
+
+  it("forgiveOutage moves probes as a blind spell does, but storage outages and holds together never more than the node's grace past its last observation", () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('a', [ready('True', 1)]), 0); // grace 50 s: due at 50 s
+    t.forgiveOutage(30_000, 40_000);
+    expect(t.health('a')).toMatchObject({ probeTimestamp: 30_000, forgivenMs: 30_000, reported: false });
+    // Never past now, as a blind spell.
+    t.forgiveOutage(30_000, 35_000);
+    expect(t.health('a')?.probeTimestamp).toBe(35_000);
+    // 60 s would be forgiven in all: capped at the grace (50 s).
+    t.forgiveOutage(25_000, 90_000);
+    expect(t.health('a')).toMatchObject({ probeTimestamp: 50_000, forgivenMs: 50_000 });
+    t.forgiveOutage(10_000, 95_000);
+    t.holdAll(150_000, 95_000);
+    expect(t.health('a')?.probeTimestamp).toBe(50_000);
+    expect(t.popDue(100_000)).toEqual([]);
+    expect(t.popDue(100_001)).toEqual(['a']);
+    // A renewal is an observation: the cap starts again from it.
+    t.observeLease(lease('a', micro(110_000)), 110_000);
+    expect(t.health('a')).toMatchObject({ probeTimestamp: 110_000, forgivenMs: 0 });
+    t.forgiveOutage(20_000, 140_000);
+    expect(t.health('a')).toMatchObject({ probeTimestamp: 130_000, forgivenMs: 20_000 });
+    // So is a fresh grace.
+    t.resetAll(200_000);
+    expect(t.health('a')).toMatchObject({ probeTimestamp: 200_000, forgivenMs: 0 });
+    // Nothing for a zero, negative or non-finite outage, nor a hold that is over: a node already
+    // reported stays reported (not reported again at the next popDue).
+    expect(t.popDue(250_001)).toEqual(['a']);
+    t.forgiveOutage(0, 250_001);
+    t.extendBlind(0, 250_001);
+    t.holdAll(250_001, 250_001);
+    expect(t.popDue(250_002)).toEqual([]);
+    t.forgiveOutage(0, 300_000);
+    t.forgiveOutage(-5, 300_000);
+    t.forgiveOutage(Number.NaN, 300_000);
+    t.forgiveOutage(10_000, Number.NaN);
+    expect(t.health('a')).toMatchObject({ probeTimestamp: 200_000, forgivenMs: 0 });
+  });
+
+  it('holds at every deadline (a fleet that died behind a silence) end at the cap: the node is timed out by its last observation + 2 x grace', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('a', [ready('True', 1)]), 0);
+    let now = 0;
+    for (let i = 0; i < 20; i++) {
+      now = (t.nextDeadline() ?? Number.NaN) + 1_000; // each re-read answered 1 s after the deadline
+      t.holdAll(now + 8_000, now);
+    }
+    expect(t.health('a')).toMatchObject({ probeTimestamp: 50_000, forgivenMs: 50_000 });
+    expect(t.isTimedOut('a', 100_000)).toBe(false);
+    expect(t.isTimedOut('a', 100_001)).toBe(true);
+  });
+
+  it("the cap is the node's own grace: 60 s for a node still in its startup grace", () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('starting'), 0); // no Ready yet: startup grace 60 s
+    t.observeNode(node('ready', [ready('True', 1)]), 0);
+    t.forgiveOutage(100_000, 200_000);
+    expect(t.health('starting')).toMatchObject({ probeTimestamp: 60_000, forgivenMs: 60_000 });
+    expect(t.health('ready')).toMatchObject({ probeTimestamp: 50_000, forgivenMs: 50_000 });
+  });
+
+  it('blind spells are not capped and do not use up the cap; a lease without a node is capped too', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('a', [ready('True', 1)]), 0);
+    t.observeLease(lease('ghost', micro(1)), 0); // startup grace (60 s) until its Node shows
+    t.forgiveOutage(70_000, 70_000);
+    expect(t.health('a')).toMatchObject({ probeTimestamp: 50_000, forgivenMs: 50_000 });
+    expect(t.health('ghost')).toMatchObject({ probeTimestamp: 60_000, forgivenMs: 60_000 });
+    t.extendBlind(30_000, 100_000);
+    expect(t.health('a')).toMatchObject({ probeTimestamp: 80_000, forgivenMs: 50_000 });
+    t.forgiveOutage(10_000, 120_000);
+    t.holdAll(200_000, 120_000);
+    expect(t.health('a')?.probeTimestamp).toBe(80_000);
   });
 
   it('recheckAll reports every timed-out node and repairs the schedule', () => {

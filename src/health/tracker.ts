@@ -75,6 +75,8 @@ export interface NodeHealthSnapshot {
   hasLease: boolean;
   /** Our monotonic ms when a heartbeat was last observed (or the grace period last restarted). */
   probeTimestamp: number;
+  /** How far storage outages and fleet silences moved the probe since the last observation (ms). */
+  forgivenMs: number;
   /** Our monotonic ms when the Ready condition last changed as far as we saw. */
   readyTransitionTimestamp: number;
   /** Raw renewTime of the last lease observation that counted as a renewal. */
@@ -118,6 +120,11 @@ interface Entry extends Scheduled {
   graceMs: number;
   graceKind: 'startup' | 'monitor';
   probe: number;
+  /**
+   * How far storage outages and fleet silences moved `probe` since it was last set by an
+   * observation (ms): inferred forgiveness, capped at forgivenessCapOf(entry).
+   */
+  forgiven: number;
   transition: number;
   reported: boolean;
   hasLease: boolean;
@@ -136,6 +143,17 @@ interface Entry extends Scheduled {
 /** The moment a tracked node times out: it is timed out when `now > deadlineOf(entry)`. */
 function deadlineOf(entry: Entry): number {
   return entry.probe + entry.graceMs;
+}
+
+/**
+ * The most that storage outages and fleet-wide silences (inferred, not seen: forgiveOutage, holdAll)
+ * may move a node's probe past where its last observation set it: its own grace. A dead node is
+ * then timed out by its last observed heartbeat + 2 x grace (+ blind time, not capped: extendBlind),
+ * and a live kubelet survives a single storage outage L with L <= 2 x grace - renew interval - its
+ * reconnect back-off.
+ */
+export function forgivenessCapOf(entry: { graceMs: number }): number {
+  return entry.graceMs;
 }
 
 /** Why `body` is not the Lease of node `name` in kube-node-lease (undefined: it is). */
@@ -450,6 +468,7 @@ export class NodeHealthTracker {
     this.rescheduleAll((entry) => {
       entry.probe = now;
       entry.transition = now;
+      entry.forgiven = 0;
     });
   }
 
@@ -460,9 +479,11 @@ export class NodeHealthTracker {
    * had left when the spell began; a node last seen during the spell gets a full grace from `now`.
    * Summed over spells, a dead node is timed out after grace + the blind time since its last
    * heartbeat, however the spells are spaced (resetAll after each spell would never time it out
-   * if they come more often than the grace period). O(N).
+   * if they come more often than the grace period). Not capped: blind time is bounded by the
+   * step-down rule, and a cap would mark a live fleet right after a long API-server outage, before
+   * its kubelets reconnect. O(N).
    */
-  extendAll(blindMs: number, now: number): void {
+  extendBlind(blindMs: number, now: number): void {
     if (!Number.isFinite(now) || !Number.isFinite(blindMs) || blindMs <= 0) return;
     this.rescheduleAll((entry) => {
       entry.probe = Math.max(entry.probe, Math.min(entry.probe + blindMs, now));
@@ -470,15 +491,41 @@ export class NodeHealthTracker {
   }
 
   /**
+   * An outage of the API server's storage that ended at `now` (`outageMs`, with what the kubelets
+   * need to reconnect after it): kubelets could not renew through it, so every probe moves forward
+   * as for a blind spell, `probe := min(probe + outageMs, now)`, but inferred, not seen: capped
+   * (see {@link forgivenessCapOf}).
+   */
+  forgiveOutage(outageMs: number, now: number): void {
+    if (!Number.isFinite(now) || !Number.isFinite(outageMs) || outageMs <= 0) return;
+    this.rescheduleAll((entry) => {
+      this.forgive(entry, Math.min(entry.probe + outageMs, now));
+    });
+  }
+
+  /**
    * No node is timed out before `until` (at most a fresh grace from `now`): every probe moves to at
    * least `until - grace`, never past `now`. For a silence whose cause is not known (a whole fleet
-   * quiet at once): a kubelet that could not renew through it gets the time to reconnect. O(N).
+   * quiet at once): a kubelet that could not renew through it gets the time to reconnect. Inferred,
+   * not seen: capped (see {@link forgivenessCapOf}). O(N).
    */
   holdAll(until: number, now: number): void {
     if (!Number.isFinite(now) || !Number.isFinite(until) || until <= now) return;
     this.rescheduleAll((entry) => {
-      entry.probe = Math.max(entry.probe, Math.min(until - entry.graceMs, now));
+      this.forgive(entry, Math.min(until - entry.graceMs, now));
     });
+  }
+
+  /**
+   * Moves `entry`'s probe forward to `to`, no further than its cap on inferred forgiveness allows:
+   * what storage outages and fleet silences forgave since its last observation (a heartbeat, first
+   * sight, a fresh grace) never exceeds {@link forgivenessCapOf} (blind spells aside).
+   */
+  private forgive(entry: Entry, to: number): void {
+    const room = Math.max(0, forgivenessCapOf(entry) - entry.forgiven);
+    const probe = Math.min(Math.max(entry.probe, to), entry.probe + room);
+    entry.forgiven += probe - entry.probe;
+    entry.probe = probe;
   }
 
   /** Moves every entry's probe (`move`), clears `reported` and rebuilds the heap at the new deadlines. O(N). */
@@ -598,6 +645,7 @@ export class NodeHealthTracker {
       hasNode: e.hasNode,
       hasLease: e.hasLease,
       probeTimestamp: e.probe,
+      forgivenMs: e.forgiven,
       readyTransitionTimestamp: e.transition,
       lastSeenRenewTime: e.renewRaw,
       lastSeenReadyHeartbeat: e.ready?.heartbeat,
@@ -638,6 +686,7 @@ export class NodeHealthTracker {
         graceMs: this.defaults.startupGraceMs,
         graceKind: 'startup',
         probe: now,
+        forgiven: 0,
         transition: now,
         reported: false,
         hasLease: false,
@@ -673,6 +722,7 @@ export class NodeHealthTracker {
     result.refreshed = true;
     if (entry.reported) result.recovered = true;
     entry.probe = now;
+    entry.forgiven = 0;
     entry.reported = false;
     this.reschedule(entry, now);
   }
