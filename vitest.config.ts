@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { guardPlugin } from './test/sim/guard-plugin.js';
 
 /** e2e files whose bounds are latencies of a few hundred ms: run alone (project e2e-timing). */
 const E2E_TIMING = [
@@ -17,6 +18,42 @@ export default defineConfig({
           include: ['src/**/*.test.ts', 'test/unit/**/*.test.ts'],
           environment: 'node',
           testTimeout: 20_000,
+        },
+      },
+      {
+        test: {
+          // test/sim: the deterministic fault simulator (the whole wiring, two replicas, seeded
+          // fault schedules, invariants checked as it runs), in virtual time. Each file is a family
+          // of schedules with its own budget of seeds; two files at once on two cores.
+          name: 'sim',
+          include: ['test/sim/budget/*.test.ts'],
+          environment: 'node',
+          fileParallelism: true,
+          maxWorkers: 2,
+          testTimeout: 600_000,
+          pool: 'forks',
+        },
+      },
+      {
+        // The simulator with each safety guard removable (test/sim/guards.ts): it must bite.
+        plugins: [guardPlugin(import.meta.dirname)],
+        test: {
+          name: 'sim-guards',
+          include: ['test/sim/guards.test.ts'],
+          environment: 'node',
+          fileParallelism: false,
+          testTimeout: 3_600_000,
+          pool: 'forks',
+        },
+      },
+      {
+        test: {
+          // One seed replayed with the replicas' logs (scripts/sim.mjs sets which): never in CI.
+          name: 'sim-replay',
+          include: ['test/sim/replay.test.ts'],
+          environment: 'node',
+          testTimeout: 3_600_000,
+          pool: 'forks',
         },
       },
       {

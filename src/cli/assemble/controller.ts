@@ -60,9 +60,15 @@ export async function assembleController(o: {
   api: ControllerApi;
   /** Process exit (the manager's, on a lost lease). */
   exit: (code: number) => void;
+  /**
+   * The process's tick when --watch-read-interval is not set (default 100 ms). The fault simulator
+   * ticks at 1 s: in virtual time every wake-up costs real time, and nothing it checks runs more
+   * often than once a second.
+   */
+  tickIntervalMs?: number;
 }): Promise<AssembledController> {
   const { config, logger, clock, registry, api } = o;
-  const tick = processTicker(registry, config);
+  const tick = processTicker(registry, config, o.tickIntervalMs);
   const metrics = createControllerMetrics(registry);
   const disruptionMetrics = createDisruptionMetrics(registry);
   const watchMetrics = createWatchMetrics(registry);

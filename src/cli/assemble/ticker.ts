@@ -11,8 +11,10 @@ import { EVENT_LOOP_SAMPLE_MS, EventLoopSampler } from '../../metrics/event-loop
 export function processTicker(
   registry: Registry,
   config: Pick<Config, 'health'>,
+  /** The tick when --watch-read-interval is not set (default EVENT_LOOP_SAMPLE_MS). */
+  defaultIntervalMs = EVENT_LOOP_SAMPLE_MS,
 ): { ticker: EventLoopSampler; runnable: Runnable } {
-  const ticker = new EventLoopSampler(registry, config.health.watchReadIntervalMs || EVENT_LOOP_SAMPLE_MS);
+  const ticker = new EventLoopSampler(registry, config.health.watchReadIntervalMs || defaultIntervalMs);
   const runnable: Runnable = {
     name: 'process-ticker',
     group: 'process',

@@ -1,0 +1,340 @@
+/**
+ * The fault model, as a schedule generator: from one seed, a timed list of what happens to the
+ * fleet (kubelets die, come back, flap, lose their path, report NotReady, announce a shutdown, are
+ * fenced, skew their clocks, nodes are deleted and re-created), to the API server (down, hung, its
+ * storage down or slow, 429 storms, restarts that cut or expire every watch) and to the replicas
+ * (network path refusing or hanging, watches cut, stalled or late, crashes, rolling restarts).
+ *
+ * The schedule stays inside the model docs/guarantees.md states (MODEL below): the global outages
+ * that keep kubelets from renewing are bounded one by one and in total over any window, and every
+ * fault ends before the run's quiet tail, in which the controller must bring everything in line.
+ */
+import type { Prng } from './prng.js';
+
+/** The fault model's bounds (docs/guarantees.md, "The fault model"), as multiples of the grace. */
+export const MODEL = {
+  /**
+   * The longest single outage of the API server or its storage (kubelets cannot renew): what the
+   * controller forgives is capped at a grace (src/health/tracker.ts, forgivenessCapOf), so a live
+   * kubelet rides out L <= 2 x grace - R - 8 s; 1 s under that, and at most 1.2 x grace.
+   */
+  maxOutage: (graceMs: number) => Math.round(Math.min(graceMs * 1.2, 2 * graceMs - 10_000 - 9_000)),
+  /** At most this much outage in any window of 2 x grace (several outages, any spacing). */
+  maxOutageIn2Grace: (graceMs: number) => Math.round(Math.min(graceMs * 1.2, 2 * graceMs - 10_000 - 9_000)),
+  /** The slowest a write or quorum read gets (kubelets still renew through it). */
+  maxSlowMs: 2_500,
+  /** The latest a watch event arrives while the watch is connected. */
+  maxWatchLagMs: 5_000,
+  /**
+   * Outage lengths the controller can neither ride out nor see: a live kubelet's silence through an
+   * outage of L is at most R + L + 7 s (its renew interval, the outage, its back-off after it), so
+   * an outage under grace - R - 8 s needs no forgiveness; one of 1.5 R or more shows as a fleet-wide
+   * silence (and one a deadline falls into, as a failed re-read). With a grace under 2.5 R + 8 s
+   * (33 s at the kubelet's 10 s) the lengths between are out of the model: they may mark live
+   * nodes, as kube-controller-manager would. Undefined when the grace leaves room.
+   */
+  blindBand: (graceMs: number, renewMs: number): [number, number] | undefined => {
+    const rideOut = graceMs - renewMs - 8_000;
+    const seen = 1.5 * renewMs + 1_000;
+    return rideOut < seen ? [Math.max(0, rideOut - 500), seen] : undefined;
+  },
+  /** The quiet tail: no fault starts or lasts into it; then everything must be in line. */
+  quietTailMs: 4 * 60_000,
+} as const;
+
+export type Fault =
+  | {
+      kind: 'kubelet-stop';
+      node: string;
+      forMs: number | 'forever';
+      announce: boolean;
+      cloudTaint: number | undefined;
+      fence: number | undefined;
+      fenceStaysMs: number | undefined;
+    }
+  | { kind: 'kubelet-partition'; node: string; forMs: number }
+  | { kind: 'kubelet-not-ready'; node: string; forMs: number }
+  | { kind: 'kubelet-clock'; node: string; skewMs: number }
+  | { kind: 'node-recreate'; node: string; afterMs: number }
+  | { kind: 'storage-down'; forMs: number; answer: 'wait' | 'error' }
+  | { kind: 'server-down'; forMs: number }
+  | { kind: 'server-hung'; forMs: number }
+  | { kind: 'storage-slow'; forMs: number; slowMs: number }
+  | { kind: 'throttle'; forMs: number; share: number; retryAfterS: number }
+  | { kind: 'server-restart'; compact: boolean }
+  | { kind: 'path'; replica: string; state: 'refuse' | 'hang'; forMs: number }
+  | { kind: 'watch-cut'; replica: string }
+  | { kind: 'watch-stall'; replica: string; coll: string; forMs: number }
+  | { kind: 'watch-lag'; replica: string; coll: string; lagMs: number; forMs: number }
+  | { kind: 'replica-crash'; replica: string }
+  | { kind: 'replica-restart'; replica: string };
+
+export interface Timed {
+  at: number;
+  fault: Fault;
+}
+
+/** How often each kind of fault happens, per simulated hour (the fleet's: per node for kubelets). */
+export interface Rates {
+  kubeletStop: number;
+  kubeletFlap: number;
+  partition: number;
+  notReady: number;
+  clock: number;
+  recreate: number;
+  outage: number;
+  slow: number;
+  throttle: number;
+  serverRestart: number;
+  path: number;
+  watchCut: number;
+  watchStall: number;
+  watchLag: number;
+  crash: number;
+  rollingRestart: number;
+}
+
+export const BASE_RATES: Rates = {
+  kubeletStop: 0.25,
+  kubeletFlap: 0.3,
+  partition: 0.15,
+  notReady: 0.15,
+  clock: 0.05,
+  recreate: 0.03,
+  outage: 5,
+  slow: 2,
+  throttle: 2,
+  serverRestart: 2,
+  path: 3,
+  watchCut: 4,
+  watchStall: 4,
+  watchLag: 3,
+  crash: 1,
+  rollingRestart: 1,
+};
+
+/** The families: each stresses one part of the model more (every invariant is checked in all). */
+export const FAMILIES: Record<string, Partial<Rates>> = {
+  mixed: {},
+  storage: { outage: 15, slow: 6, kubeletStop: 0.4 },
+  network: { path: 8, watchCut: 10, watchStall: 10, watchLag: 8, throttle: 6 },
+  lifecycle: { kubeletStop: 0.8, kubeletFlap: 0.8, partition: 0.4, notReady: 0.4, recreate: 0.1 },
+  election: { crash: 5, rollingRestart: 4, path: 6 },
+};
+
+interface Span {
+  from: number;
+  to: number;
+}
+
+/**
+ * The schedule of one run: `durationMs` of simulated time, faults starting after `warmupMs`, all
+ * over before the quiet tail.
+ */
+export function generateSchedule(
+  rng: Prng,
+  o: {
+    durationMs: number;
+    warmupMs: number;
+    graceMs: number;
+    nodes: string[];
+    replicas: string[];
+    rates: Rates;
+  },
+): Timed[] {
+  const out: Timed[] = [];
+  const end = o.durationMs - MODEL.quietTailMs;
+  const hours = o.durationMs / 3_600_000;
+  const g = o.graceMs;
+  /** Start times of a Poisson process of `perHour` events. */
+  const times = (perHour: number): number[] => {
+    const ts: number[] = [];
+    if (perHour <= 0) return ts;
+    const mean = 3_600_000 / perHour;
+    for (let t = o.warmupMs + rng.exp(mean); t < end; t += rng.exp(mean)) ts.push(Math.round(t));
+    return ts;
+  };
+  /** A duration that ends before the quiet tail. */
+  const fit = (at: number, ms: number) => Math.max(1, Math.min(Math.round(ms), end - at));
+  const n = o.nodes.length;
+  const r = o.rates;
+  void hours;
+
+  for (const at of times(r.kubeletStop * n)) {
+    const forever = rng.chance(0.3);
+    const forMs = forever
+      ? 'forever'
+      : fit(at, rng.chance(0.5) ? rng.between(5_000, 2 * g) : rng.between(2 * g, 10 * 60_000));
+    out.push({
+      at,
+      fault: {
+        kind: 'kubelet-stop',
+        node: rng.pick(o.nodes),
+        forMs,
+        announce: rng.chance(0.3),
+        cloudTaint: rng.chance(0.4) ? Math.round(rng.between(5_000, 60_000)) : undefined,
+        fence: rng.chance(0.3) ? Math.round(rng.between(10_000, 120_000)) : undefined,
+        fenceStaysMs: rng.chance(0.2) ? undefined : Math.round(rng.between(0, 180_000)),
+      },
+    });
+  }
+  for (const at of times(r.kubeletFlap * n)) {
+    out.push({
+      at,
+      fault: {
+        kind: 'kubelet-stop',
+        node: rng.pick(o.nodes),
+        forMs: fit(at, rng.between(500, 25_000)),
+        announce: false,
+        cloudTaint: undefined,
+        fence: undefined,
+        fenceStaysMs: undefined,
+      },
+    });
+  }
+  for (const at of times(r.partition * n))
+    out.push({
+      at,
+      fault: {
+        kind: 'kubelet-partition',
+        node: rng.pick(o.nodes),
+        forMs: fit(at, rng.between(2_000, 240_000)),
+      },
+    });
+  for (const at of times(r.notReady * n))
+    out.push({
+      at,
+      fault: {
+        kind: 'kubelet-not-ready',
+        node: rng.pick(o.nodes),
+        forMs: fit(at, rng.between(5_000, 180_000)),
+      },
+    });
+  for (const at of times(r.clock * n))
+    out.push({
+      at,
+      fault: {
+        kind: 'kubelet-clock',
+        node: rng.pick(o.nodes),
+        skewMs: Math.round(rng.between(-600_000, 600_000)),
+      },
+    });
+  for (const at of times(r.recreate * n))
+    out.push({
+      at,
+      fault: {
+        kind: 'node-recreate',
+        node: rng.pick(o.nodes),
+        afterMs: Math.round(rng.between(5_000, 120_000)),
+      },
+    });
+
+  // Global outages, inside the model's bounds one by one and over any 2 x grace window.
+  const outages: Span[] = [];
+  for (const at of times(r.outage)) {
+    let forMs = fit(at, rng.chance(0.6) ? rng.between(500, 15_000) : rng.between(15_000, MODEL.maxOutage(g)));
+    const band = MODEL.blindBand(g, 10_000);
+    if (band && forMs > band[0] && forMs < band[1]) forMs = Math.round(rng.chance(0.5) ? band[0] : band[1]);
+    if (forMs < 1 || at + forMs > end) continue;
+    const span = { from: at, to: at + forMs };
+    if (!withinOutageBudget(outages, span, g)) continue;
+    outages.push(span);
+    const k = rng.next();
+    out.push({
+      at,
+      fault:
+        k < 0.5
+          ? { kind: 'storage-down', forMs, answer: rng.chance(0.7) ? 'wait' : 'error' }
+          : k < 0.8
+            ? { kind: 'server-down', forMs }
+            : { kind: 'server-hung', forMs },
+    });
+  }
+  for (const at of times(r.slow))
+    out.push({
+      at,
+      fault: {
+        kind: 'storage-slow',
+        forMs: fit(at, rng.between(10_000, 300_000)),
+        slowMs: Math.round(rng.between(100, MODEL.maxSlowMs)),
+      },
+    });
+  for (const at of times(r.throttle))
+    out.push({
+      at,
+      fault: {
+        kind: 'throttle',
+        forMs: fit(at, rng.between(5_000, 120_000)),
+        share: rng.between(0.1, 0.8),
+        retryAfterS: rng.int(1, 5),
+      },
+    });
+  for (const at of times(r.serverRestart))
+    out.push({ at, fault: { kind: 'server-restart', compact: rng.chance(0.5) } });
+
+  for (const replica of o.replicas) {
+    for (const at of times(r.path))
+      out.push({
+        at,
+        fault: {
+          kind: 'path',
+          replica,
+          state: rng.chance(0.5) ? 'refuse' : 'hang',
+          forMs: fit(at, rng.between(1_000, 120_000)),
+        },
+      });
+    for (const at of times(r.watchCut)) out.push({ at, fault: { kind: 'watch-cut', replica } });
+    for (const at of times(r.watchStall))
+      out.push({
+        at,
+        fault: {
+          kind: 'watch-stall',
+          replica,
+          coll: rng.pick(['nodes', 'leases/kube-node-lease', 'leases/kube-system']),
+          forMs: fit(at, rng.between(1_000, 80_000)),
+        },
+      });
+    for (const at of times(r.watchLag))
+      out.push({
+        at,
+        fault: {
+          kind: 'watch-lag',
+          replica,
+          coll: rng.pick(['nodes', 'leases/kube-node-lease']),
+          lagMs: Math.round(rng.between(100, MODEL.maxWatchLagMs)),
+          forMs: fit(at, rng.between(10_000, 180_000)),
+        },
+      });
+    for (const at of times(r.crash)) out.push({ at, fault: { kind: 'replica-crash', replica } });
+    for (const at of times(r.rollingRestart)) out.push({ at, fault: { kind: 'replica-restart', replica } });
+  }
+  return out.sort((a, b) => a.at - b.at);
+}
+
+/** Whether `span` keeps the outages within the model: the total in any 2 x grace window bounded. */
+function withinOutageBudget(outages: readonly Span[], span: Span, graceMs: number): boolean {
+  const all = [...outages, span].sort((a, b) => a.from - b.from);
+  const w = 2 * graceMs;
+  // The total in a window is largest for a window starting at some outage's start.
+  for (const s of all) {
+    const wEnd = s.from + w;
+    let total = 0;
+    for (const x of all) total += Math.max(0, Math.min(x.to, wEnd) - Math.max(x.from, s.from));
+    if (total > MODEL.maxOutageIn2Grace(graceMs)) return false;
+  }
+  // Nor may two outages overlap (one fault of each kind at a time). Where the grace leaves no room
+  // (MODEL.blindBand), two short outages close together are one the controller cannot see either:
+  // they keep a renew interval and a back-off (18 s) apart.
+  const apart = MODEL.blindBand(graceMs, 10_000) ? 18_000 : 0;
+  for (const x of outages) if (x.from < span.to + apart && span.from < x.to + apart) return false;
+  return true;
+}
+
+export function describe(t: Timed): string {
+  const f = t.fault as Record<string, unknown>;
+  const rest = Object.entries(f)
+    .filter(([k, v]) => k !== 'kind' && v !== undefined)
+    .map(([k, v]) => `${k}=${String(v)}`)
+    .join(' ');
+  return `${(t.at / 1000).toFixed(3)}s ${String(f.kind)} ${rest}`;
+}
