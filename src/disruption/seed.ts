@@ -2,7 +2,7 @@
  * What a replica that starts acting (it became leader, or acts again after a blind spell or a
  * refusal) counts of the NoExecute taints the leaders before it added: the blast-radius cap's
  * grants and the zones' last tokens live in a leader's memory only, the taints on the nodes. Pure:
- * the caller says which taints are ours and when it looks.
+ * the caller says which taints are ours (src/controller/taints-in-place.ts) and when it looks.
  */
 
 /** A NoExecute step of ours found on a node, dated by its taint's timeAdded. */
