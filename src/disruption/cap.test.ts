@@ -259,6 +259,15 @@ describe('BlastRadiusCap', () => {
       expect(off.holds(0, 'n1')).toBe(false);
     });
 
+    it('a grant of ours that left the window holds no slot a second taint could ride on', () => {
+      const c = new BlastRadiusCap({ maxNodes: 10, windowMs: 60_000 });
+      c.record('n1', 0);
+      c.record('n2', 30_000);
+      c.seed([g('out-of-service:n1', 50_000, 'n1')], 70_000);
+      expect(c.used(70_000)).toBe(2);
+      expect(c.holds(70_000, 'n1')).toBe(true);
+    });
+
     it("our grants that left the window are not a taint's stand-in: the taint is counted", () => {
       const c = new BlastRadiusCap({ maxNodes: 1, windowMs: 60_000 });
       c.record('n1', 0);

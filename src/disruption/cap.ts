@@ -46,11 +46,6 @@ interface Grant {
   rides: boolean;
 }
 
-/** Time order; at the same time a node's own taint before its second. */
-function byTime(a: Pick<Grant, 'at' | 'second'>, b: Pick<Grant, 'at' | 'second'>): number {
-  return a.at - b.at || Number(a.second) - Number(b.second);
-}
-
 export class BlastRadiusCap {
   /** Grants in time order (oldest first). */
   private grants: Grant[] = [];
@@ -170,7 +165,7 @@ export class BlastRadiusCap {
       added.add(g);
       all.push(g);
     }
-    all.sort(byTime);
+    all.sort((a, b) => a.at - b.at);
     for (const g of all) {
       if (!added.has(g) || !g.second) continue;
       g.rides = all.some((h) => h !== g && h.node === g.node && !h.rides && h.at <= g.at);

@@ -680,8 +680,7 @@ export class DisruptionController {
     now: number,
     wallNow: number,
   ): { capUsed: number; zonesWaiting: number } {
-    const located: TaintInPlace[] = [];
-    for (const t of taints) located.push({ ...t, zone: this.nodes.get(t.node)?.zone ?? t.zone });
+    const located = Array.from(taints, (t) => ({ ...t, zone: this.nodes.get(t.node)?.zone ?? t.zone }));
     const plan = planSeed(located, now, wallNow, this.cap.enabled ? this.cap.windowMs : 0);
     this.cap.seed(plan.grants, now);
     let zonesWaiting = 0;

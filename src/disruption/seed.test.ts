@@ -63,23 +63,16 @@ describe('planSeed: the NoExecute taints in place, dated on our clock', () => {
     }
   });
 
-  it('grants come oldest first, a node before its second taint at the same time', () => {
+  it("a second taint keeps its flag and its node's name; the list keeps the order given", () => {
     const s = planSeed(
-      [
-        taint('out-of-service:n1', 10_000, { node: 'n1', second: true }),
-        taint('n2', 5_000),
-        taint('n1', 10_000),
-        taint('n3', 60_000),
-      ],
+      [taint('out-of-service:n1', 10_000, { node: 'n1', second: true }), taint('n1', 10_000)],
       NOW,
       WALL,
       WINDOW,
     );
     expect(s.grants).toEqual([
-      { name: 'n3', node: 'n3', at: NOW - 60_000, second: false },
-      { name: 'n1', node: 'n1', at: NOW - 10_000, second: false },
       { name: 'out-of-service:n1', node: 'n1', at: NOW - 10_000, second: true },
-      { name: 'n2', node: 'n2', at: NOW - 5_000, second: false },
+      { name: 'n1', node: 'n1', at: NOW - 10_000, second: false },
     ]);
   });
 

@@ -32,7 +32,7 @@ export interface SeedGrant {
 }
 
 export interface DisruptionSeed {
-  /** The taints added within the cap's window, oldest first (a node's own taint before its second). */
+  /** The taints added within the cap's window (in the order given). */
   grants: SeedGrant[];
   /** Per zone, when (our clock) its latest taint was added: its bucket gives no token for one interval after. */
   zones: Map<string, number>;
@@ -59,6 +59,5 @@ export function planSeed(
     if (at <= now - windowMs) continue;
     grants.push({ name: t.name, node: t.node, at, second: t.second });
   }
-  grants.sort((a, b) => a.at - b.at || Number(a.second) - Number(b.second));
   return { grants, zones };
 }
