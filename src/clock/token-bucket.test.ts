@@ -70,4 +70,39 @@ describe('TokenBucket', () => {
     expect(n.nextTokenAt(50_000)).toBe(60_000);
     expect(never.swapped(0, 1)).toBe(never);
   });
+
+  it('a token taken in the past: none until one interval after it, however long ago the bucket was full', () => {
+    const b = TokenBucket.full(0.1);
+    b.takenAt(3_000);
+    expect(b.available(12_999)).toBe(false);
+    expect(b.nextTokenAt(5_000)).toBe(13_000);
+    expect(b.tryTake(13_000)).toBe(true);
+    const old = TokenBucket.full(0.1);
+    old.takenAt(-10_000);
+    expect(old.available(0)).toBe(true);
+  });
+
+  it('a token taken in the past counts once with one taken since, whichever is later', () => {
+    const b = TokenBucket.full(0.1);
+    b.tryTake(5_000);
+    b.takenAt(2_000);
+    expect(b.nextTokenAt(5_000)).toBe(15_000);
+    b.takenAt(8_000);
+    expect(b.nextTokenAt(8_000)).toBe(18_000);
+  });
+
+  it('a token taken in the past leaves the rest of a larger burst', () => {
+    const b = TokenBucket.full(0.1, 2);
+    b.takenAt(0);
+    expect(b.tryTake(1_000)).toBe(true);
+    expect(b.available(1_000)).toBe(false);
+    expect(b.nextTokenAt(1_000)).toBe(10_000);
+  });
+
+  it('a token taken in the past changes nothing for a never limiter', () => {
+    const never = TokenBucket.full(0);
+    never.takenAt(0);
+    expect(never.nextTokenAt(0)).toBeUndefined();
+    expect(never.swapped(0.1, 50_000).nextTokenAt(50_000)).toBe(60_000);
+  });
 });

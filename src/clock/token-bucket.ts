@@ -49,6 +49,16 @@ export class TokenBucket {
   }
 
   /**
+   * As if a token had been taken at `at` (a time already past): none is taken now, but the bucket
+   * holds no more than it would hold had that token been taken then from a full bucket. A token
+   * taken since (or at the same time) already says as much: nothing changes. A never limiter stays
+   * one (it admits nothing anyway).
+   */
+  takenAt(at: number): void {
+    this.tat = Math.max(this.tat, at + this.intervalMs);
+  }
+
+  /**
    * Upstream's RateLimitedTimedQueue.SwapLimiter: same rate -> keep this bucket as it is; a rate
    * <= 0 -> a never limiter; otherwise a new full bucket, except that when this bucket has no
    * token available right now the new one starts drained (one token taken at `now`). Swapping

@@ -11,6 +11,7 @@ import { outOfServiceHeld } from './out-of-service.js';
 import { ReconcileRunner } from './reconcile-runner.js';
 import type { BlindReason, SightChange, WatchBlindReason } from './sight.js';
 import { SightDriver } from './sight-driver.js';
+import { taintsInPlace } from './taints-in-place.js';
 import { ZoneTicks } from './zone-ticks.js';
 
 export type { NodeLifecycleOptions } from './node-lifecycle-options.js';
@@ -280,6 +281,7 @@ export class NodeLifecycleController {
   }
 
   private actAgain(c: Extract<SightChange, { kind: 'acting' }>, now: number): void {
+    this.countTaintsInPlace(now);
     if (c.freshGrace) {
       // We start, became leader, or synced for the first time: we know nothing about how long the
       // nodes have been silent, so every node gets a fresh grace period.
@@ -296,6 +298,23 @@ export class NodeLifecycleController {
     this.reconcileAll();
     this.armDeadlineTimer();
     this.recheck();
+  }
+
+  /**
+   * Before anything is admitted in this term: the NoExecute taints of ours on the nodes count
+   * against the blast-radius cap and their zones' rates at their timeAdded. The leaders before us
+   * (another replica, or this one before a blind spell) kept their grants and tokens in memory only.
+   */
+  private countTaintsInPlace(now: number): void {
+    const taints = taintsInPlace(this.o.nodes.store.values(), this.o.policy);
+    const r = this.o.disruption.seed(taints, now, this.o.clock.wall());
+    if (r.capUsed > 0 || r.zonesWaiting > 0) {
+      this.log.info('Counted the NoExecute taints in place against the cap and the zone rates', {
+        taints: taints.length,
+        capUsed: r.capUsed,
+        zonesWaiting: r.zonesWaiting,
+      });
+    }
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -80,6 +80,9 @@ describe('--out-of-service: the taint for a node known to be down', () => {
     await advance(10_000);
     expect(hasOos(h, 'node-1')).toBe(true);
     expect(oosAt(h, 'node-1')! - marked!).toBeGreaterThanOrEqual(AFTER);
+    // Dated by our wall clock when written (to the second), as our NoExecute taints are.
+    const oos = node(h, 'node-1').spec?.taints?.find((t) => t.key === OOS);
+    expect(oos?.timeAdded).toBe(`${new Date(oosAt(h, 'node-1')!).toISOString().slice(0, 19)}Z`);
     expect(node(h, 'node-1').metadata.annotations?.[APPLIED_ANNOTATION]).toBe('fence-annotation');
     expect(logged(h, 'Applied the out-of-service taint', 'node-1')).toEqual([
       expect.objectContaining({ signal: 'fence-annotation', taint: `${OOS}=nodeshutdown:NoExecute` }),

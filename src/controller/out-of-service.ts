@@ -123,7 +123,7 @@ export class OutOfServiceStep {
   async run(name: string, node: Node): Promise<'fenced' | number | undefined> {
     const now = this.now();
     const admitted = this.admitted.has(name);
-    const d = this.core.decide({ ...this.check(name, node), admitted }, now);
+    const d = this.core.decide({ ...this.check(name, node), admitted, wallNow: this.o.clock.wall() }, now);
     // A request stays queued, and an admission held, only while the decision is to ask for or to
     // write the taint: any other (the node back, the signal gone, not acting, a delay started
     // again, the taint already on) gives them back, so no admission outlives what it was for.
@@ -224,7 +224,7 @@ export class OutOfServiceStep {
         const s = this.core.warranted(this.check(name, current));
         if (s === undefined) return undefined;
         used = s;
-        return outOfServicePatch(current, s);
+        return outOfServicePatch(current, s, this.o.clock.wall());
       },
       () => this.o.blind() ?? (this.o.silent(name) ? undefined : 'node renewed'),
     );

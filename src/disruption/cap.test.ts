@@ -158,6 +158,125 @@ describe('BlastRadiusCap', () => {
     expect(new BlastRadiusCap({}).holds(0, 'a')).toBe(false);
   });
 
+  describe('seed: the taints in place when a replica starts acting', () => {
+    const g = (name: string, at: number, node = name) => ({ name, node, at, second: node !== name });
+
+    it('counts each at its time: slots free as they leave the window, in time order', () => {
+      const c = new BlastRadiusCap({ maxNodes: 3, windowMs: 300_000 });
+      c.record('n6', 60_000);
+      c.seed([g('n5', 90_000), g('n1', 20_000)], 100_000);
+      expect(c.used(100_000)).toBe(3);
+      expect(c.allows(100_000, 20)).toBe(false);
+      expect(c.holds(100_000, 'n5')).toBe(true);
+      expect(c.nextFreeAt(100_000, 20)).toBe(320_000);
+      expect(c.used(320_000)).toBe(2);
+      expect(c.nextFreeAt(320_000, 20)).toBe(320_000);
+      expect(c.used(360_000)).toBe(1);
+      expect(c.holds(360_000, 'n5')).toBe(true);
+      expect(c.used(390_000)).toBe(0);
+    });
+
+    it('a grant of ours under the same name stands for its taint, at the later of the two times; ours whose taint is gone stay', () => {
+      const c = new BlastRadiusCap({ maxNodes: 10, windowMs: 300_000 });
+      c.record('n6', 60_000);
+      c.record('n11', 70_000);
+      c.record('gone', 75_000);
+      // n6's timeAdded a second before our grant (truncated to the second), n11's written late.
+      c.seed([g('n6', 59_000), g('n11', 72_000), g('n5', 90_000)], 100_000);
+      expect(c.used(100_000)).toBe(4);
+      expect(c.used(359_999)).toBe(4);
+      expect(c.used(360_000)).toBe(3);
+      expect(c.used(371_999)).toBe(3);
+      expect(c.used(372_000)).toBe(2);
+      expect(c.used(375_000)).toBe(1);
+      expect(c.used(390_000)).toBe(0);
+      // Refunded by name as before: the latest grant of that name.
+      const d = new BlastRadiusCap({ maxNodes: 10, windowMs: 300_000 });
+      d.record('n1', 0);
+      d.seed([g('n1', 10_000)], 20_000);
+      expect(d.refund('n1')).toBe(true);
+      expect(d.used(20_000)).toBe(0);
+    });
+
+    it('the same taint seeded again (another edge) counts once', () => {
+      const c = new BlastRadiusCap({ maxNodes: 10, windowMs: 300_000 });
+      const list = [g('n1', 10_000), g('n2', 20_000)];
+      c.seed(list, 30_000);
+      c.seed(list, 40_000);
+      c.seed([g('n1', 10_000), g('n1', 10_000)], 50_000);
+      expect(c.used(50_000)).toBe(2);
+      const d = new BlastRadiusCap({ maxNodes: 10, windowMs: 300_000 });
+      d.seed([g('n1', 10_000), g('n1', 20_000)], 50_000);
+      expect(d.used(50_000)).toBe(1);
+      expect(d.used(319_999)).toBe(1);
+      expect(d.used(320_000)).toBe(0);
+    });
+
+    it('a second taint does not ride on a rider: only a grant that took a slot holds one', () => {
+      const c = new BlastRadiusCap({ maxNodes: 10, windowMs: 300_000 });
+      c.record('n1', 0);
+      c.record('oos:n1', 10_000, 'n1');
+      expect(c.refund('n1')).toBe(true);
+      expect(c.used(10_000)).toBe(0);
+      c.seed([g('other:n1', 20_000, 'n1')], 30_000);
+      expect(c.used(30_000)).toBe(1);
+    });
+
+    it("a second taint rides on its node's slot when the node's own grant is at or before it, and takes one otherwise", () => {
+      // The limit is the fleet size given.
+      const c = new BlastRadiusCap({ maxPercent: 100, windowMs: 300_000 });
+      c.record('n1', 10_000);
+      c.seed(
+        [
+          g('out-of-service:n1', 40_000, 'n1'), // n1 held a slot (our grant): rides
+          g('n2', 20_000),
+          g('out-of-service:n2', 20_000, 'n2'), // same time as n2's own: rides
+          g('out-of-service:n3', 30_000, 'n3'), // before n3's own: a slot of its own
+          g('n3', 35_000),
+          g('out-of-service:n4', 30_000, 'n4'), // no taint of n4's own: a slot of its own
+        ],
+        50_000,
+      );
+      expect(c.used(50_000)).toBe(5);
+      expect(c.holds(50_000, 'n4')).toBe(true);
+      // The riders free nothing when they leave.
+      expect(c.nextFreeAt(50_000, 100)).toBe(50_000);
+      expect(c.nextFreeAt(50_000, 5)).toBe(310_000);
+      expect(c.nextFreeAt(50_000, 1)).toBe(335_000);
+      // Once n1's own grant is gone, a second taint of n1 takes a slot again.
+      expect(c.allows(310_000, 4, 'n1')).toBe(false);
+      expect(c.allows(309_999, 5, 'n1')).toBe(true);
+    });
+
+    it('a grant seeded outside the window leaves it at the next look; with the cap off nothing is kept', () => {
+      const c = new BlastRadiusCap({ maxNodes: 10, windowMs: 60_000 });
+      c.seed([g('n1', 0), g('n2', 30_000)], 60_000);
+      expect(c.used(60_000)).toBe(1);
+      expect(c.holds(60_000, 'n1')).toBe(false);
+      const off = new BlastRadiusCap({});
+      off.seed([g('n1', 0)], 0);
+      expect(off.used(0)).toBe(0);
+      expect(off.holds(0, 'n1')).toBe(false);
+    });
+
+    it('a grant of ours that left the window holds no slot a second taint could ride on', () => {
+      const c = new BlastRadiusCap({ maxNodes: 10, windowMs: 60_000 });
+      c.record('n1', 0);
+      c.record('n2', 30_000);
+      c.seed([g('out-of-service:n1', 50_000, 'n1')], 70_000);
+      expect(c.used(70_000)).toBe(2);
+      expect(c.holds(70_000, 'n1')).toBe(true);
+    });
+
+    it("our grants that left the window are not a taint's stand-in: the taint is counted", () => {
+      const c = new BlastRadiusCap({ maxNodes: 1, windowMs: 60_000 });
+      c.record('n1', 0);
+      c.seed([g('n1', 50_000)], 70_000);
+      expect(c.used(70_000)).toBe(1);
+      expect(c.nextFreeAt(70_000, 1)).toBe(110_000);
+    });
+  });
+
   it('validates settings naming the field', () => {
     expect(validateCapSettings({ maxNodes: -1 })[0]).toMatch(/^cap\.maxNodes: -1/);
     expect(validateCapSettings({ maxPercent: 150, windowMs: 1 })[0]).toMatch(/^cap\.maxPercent: 150/);

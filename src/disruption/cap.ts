@@ -1,3 +1,5 @@
+import type { SeedGrant } from './seed.js';
+
 /**
  * The blast-radius cap (beyond upstream): at most `limit` NEW NoExecute taints within any sliding
  * window of `windowMs`. A taint recorded as a second one of a node that holds a slot (its
@@ -38,6 +40,8 @@ interface Grant {
   /** The node it taints. */
   node: string;
   at: number;
+  /** A second taint of its node (recorded with `secondOf`). */
+  second: boolean;
   /** A second taint of a node that held a slot when it was recorded: takes no slot of its own. */
   rides: boolean;
 }
@@ -128,11 +132,53 @@ export class BlastRadiusCap {
     if (!this.enabled) return;
     this.prune(now);
     const node = secondOf ?? name;
-    const rides = secondOf !== undefined && this.holders.has(secondOf);
-    this.grants.push({ name, node, at: now, rides });
+    const second = secondOf !== undefined;
+    const rides = second && this.holders.has(node);
+    this.grants.push({ name, node, at: now, second, rides });
     if (rides) return;
     this.taken++;
     this.holders.set(node, (this.holders.get(node) ?? 0) + 1);
+  }
+
+  /**
+   * Counts the NoExecute taints found in place when this replica starts acting (see seed.ts): a
+   * grant of the same name already in the window (this replica made it when it led before) stands
+   * for its taint, at the later of the two times; every other one is added at its time, a second
+   * taint riding on its node's slot when a grant of the node that took one is at or before it (as
+   * when recorded). Grants of ours whose taints are gone stay as they are. (The cap off, every
+   * question answers as if none were there: the caller seeds none.)
+   */
+  seed(grants: readonly SeedGrant[], now: number): void {
+    this.prune(now);
+    const all = this.grants.slice(this.head);
+    const byName = new Map<string, Grant>();
+    for (const g of all) byName.set(g.name, g);
+    const added = new Set<Grant>();
+    for (const s of grants) {
+      const had = byName.get(s.name);
+      if (had) {
+        had.at = Math.max(had.at, s.at);
+        continue;
+      }
+      const g: Grant = { name: s.name, node: s.node, at: s.at, second: s.second, rides: false };
+      byName.set(s.name, g);
+      added.add(g);
+      all.push(g);
+    }
+    all.sort((a, b) => a.at - b.at);
+    for (const g of all) {
+      if (!added.has(g) || !g.second) continue;
+      g.rides = all.some((h) => h !== g && h.node === g.node && !h.rides && h.at <= g.at);
+    }
+    this.grants = all;
+    this.head = 0;
+    this.taken = 0;
+    this.holders.clear();
+    for (const g of all) {
+      if (g.rides) continue;
+      this.taken++;
+      this.holders.set(g.node, (this.holders.get(g.node) ?? 0) + 1);
+    }
   }
 
   /** Gives back the most recent grant for `name` still in the window (a taint that was not added). */

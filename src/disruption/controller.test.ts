@@ -1065,3 +1065,111 @@ describe('metrics edges', () => {
     );
   });
 });
+
+describe('seed: the NoExecute taints in place when a replica starts acting', () => {
+  const WALL = 1_700_000_000_000; // the wall clock at monotonic 100 000
+  const inPlace = (name: string, zone: string, agoMs: number, second = false, node = name) => ({
+    name,
+    node,
+    zone,
+    addedAt: WALL - agoMs,
+    second,
+  });
+
+  it('the cap counts them at their timeAdded: a new request waits until the oldest leaves the window; ours are not counted twice', () => {
+    const fast = { nodeEvictionRate: 1000 };
+    const dc = new DisruptionController({ ...fast, cap: { maxNodes: 3, windowMs: 300_000 } });
+    dc.update([...nodes(A, 20, 'Unknown'), ...nodes(B, 20, 'True')], 0);
+    dc.requestNoExecute('a-6', A, 10_000);
+    expect(drain(dc, 10_000, 10_000).map((x) => x.name)).toEqual(['a-6']);
+    const r = dc.seed(
+      [inPlace('a-6', A, 90_000), inPlace('a-5', A, 10_000), inPlace('a-1', A, 400_000)],
+      100_000,
+      WALL,
+    );
+    expect(r).toEqual({ capUsed: 2, zonesWaiting: 0 });
+    dc.requestNoExecute('a-12', A, 100_000);
+    dc.requestNoExecute('a-13', A, 100_000);
+    expect(drain(dc, 100_000, 10 ** 6)).toEqual([
+      { name: 'a-12', at: 100_000 },
+      // a-6 (ours at 10 s, its taint dated 10 s) leaves the window at 310 s.
+      { name: 'a-13', at: 310_000 },
+    ]);
+  });
+
+  it("a zone's bucket gives no token until one interval after its latest taint; other zones and old taints change nothing", () => {
+    const dc = new DisruptionController();
+    dc.update([...nodes(A, 20, 'True'), ...nodes(B, 20, 'True'), ...nodes(C, 20, 'True')], 0);
+    const r = dc.seed(
+      [inPlace('a-1', A, 7_000), inPlace('a-2', A, 9_000), inPlace('b-1', B, 10_000)],
+      100_000,
+      WALL,
+    );
+    expect(r).toEqual({ capUsed: 0, zonesWaiting: 1 });
+    dc.observe({ name: 'a-3', zone: A, ready: 'Unknown', excluded: false });
+    dc.observe({ name: 'b-3', zone: B, ready: 'Unknown', excluded: false });
+    dc.observe({ name: 'c-3', zone: C, ready: 'Unknown', excluded: false });
+    dc.evaluate(100_000);
+    for (const [n, z] of [
+      ['a-3', A],
+      ['b-3', B],
+      ['c-3', C],
+    ] as const)
+      dc.requestNoExecute(n, z, 100_000);
+    expect(drain(dc, 100_000, 10 ** 6)).toEqual([
+      { name: 'b-3', at: 100_000 },
+      { name: 'c-3', at: 100_000 },
+      { name: 'a-3', at: 103_000 },
+    ]);
+  });
+
+  it('what holds a node after a seed is the zone rate, not the cap, while the cap has room', () => {
+    const dc = new DisruptionController({ cap: { maxNodes: 5, windowMs: 300_000 } });
+    dc.update([...nodes(A, 20, 'Unknown'), ...nodes(B, 20, 'True')], 0);
+    dc.seed([inPlace('a-1', A, 2_000)], 100_000, WALL);
+    dc.requestNoExecute('a-2', A, 100_000);
+    const r = dc.admit(100_000);
+    expect(r).toEqual({ admitted: [], events: [] });
+    expect(dc.queued()).toEqual([{ name: 'a-2', zone: A, requestedAt: 100_000, reason: 'rate-limit' }]);
+    expect(dc.nextWakeup(100_000)).toBe(108_000);
+  });
+
+  it("the node's observed zone wins over the one given; a node not observed is seeded in the one given", () => {
+    const dc = new DisruptionController();
+    dc.update([...nodes(A, 20, 'Unknown'), ...nodes(B, 20, 'True')], 0);
+    dc.seed([inPlace('a-1', B, 1_000), inPlace('ghost', C, 1_000)], 100_000, WALL);
+    dc.requestNoExecute('a-2', A, 100_000);
+    dc.requestNoExecute('b-new', B, 100_000);
+    dc.requestNoExecute('c-2', C, 100_000);
+    expect(drain(dc, 100_000, 10 ** 6)).toEqual([
+      { name: 'b-new', at: 100_000 },
+      { name: 'a-2', at: 109_000 },
+      { name: 'c-2', at: 109_000 },
+    ]);
+  });
+
+  it("an out-of-service taint seeded with its node's own NoExecute taint takes no second slot", () => {
+    const dc = new DisruptionController({ nodeEvictionRate: 1000, cap: { maxNodes: 2, windowMs: 300_000 } });
+    dc.update([...nodes(A, 20, 'Unknown'), ...nodes(B, 20, 'True')], 0);
+    const r = dc.seed(
+      [inPlace('a-1', A, 60_000), inPlace('out-of-service:a-1', A, 30_000, true, 'a-1')],
+      100_000,
+      WALL,
+    );
+    expect(r.capUsed).toBe(1);
+    dc.requestNoExecute('a-2', A, 100_000);
+    expect(drain(dc, 100_000, 100_000).map((x) => x.name)).toEqual(['a-2']);
+  });
+
+  it('keeps the cap-used gauge current', async () => {
+    const registry = new Registry();
+    const dc = new DisruptionController(
+      { cap: { maxNodes: 5, windowMs: 300_000 } },
+      { metrics: createDisruptionMetrics(registry) },
+    );
+    dc.update(nodes(A, 5, 'True'), 0);
+    dc.seed([inPlace('a-1', A, 1_000), inPlace('a-2', A, 2_000)], 100_000, WALL);
+    const v = (await registry.getSingleMetric('nlc_noexecute_cap_used')!.get()).values[0]!.value;
+    expect(v).toBe(2);
+  });
+});

@@ -3,6 +3,7 @@ import { TokenBucket } from '../clock/token-bucket.js';
 import { type Logger, silentLogger } from '../log/logger.js';
 import { BlastRadiusCap, type CapSettings, validateCapSettings } from './cap.js';
 import { type DisruptionMetrics, HELD_BACK_REASONS, type HeldBackReason } from './metrics.js';
+import { planSeed, type TaintInPlace } from './seed.js';
 import {
   computeZoneState,
   type RateSettings,
@@ -664,6 +665,33 @@ export class DisruptionController {
       }
     }
     return Number.isFinite(t) ? Math.max(t, now) : undefined;
+  }
+
+  /**
+   * This replica starts acting (it became leader, or acts again after a blind spell or a refusal):
+   * the NoExecute taints of ours still on the nodes, added by the leaders before it (or by itself),
+   * count as if it had admitted them (planSeed dates them on our clock). In the blast-radius cap,
+   * each at its time within the window (one it remembers under the same name is not counted
+   * twice); in each zone, the bucket gives no token until one interval after its latest taint.
+   * Returns how many the cap counts now and the zones that wait for a token because of them.
+   */
+  seed(
+    taints: Iterable<TaintInPlace>,
+    now: number,
+    wallNow: number,
+  ): { capUsed: number; zonesWaiting: number } {
+    const located = Array.from(taints, (t) => ({ ...t, zone: this.nodes.get(t.node)?.zone ?? t.zone }));
+    const plan = planSeed(located, now, wallNow, this.cap.enabled ? this.cap.windowMs : 0);
+    this.cap.seed(plan.grants, now);
+    let zonesWaiting = 0;
+    for (const [zone, at] of plan.zones) {
+      const z = this.zoneEntry(zone);
+      z.bucket.takenAt(at);
+      z.shadow.takenAt(at);
+      if (!z.bucket.available(now)) zonesWaiting++;
+    }
+    this.updateHeldBackMetric(now);
+    return { capUsed: this.cap.used(now), zonesWaiting };
   }
 
   /** Pending requests by what holds them. */

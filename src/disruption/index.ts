@@ -51,6 +51,7 @@ export {
   matchesSelector,
   type SelectorOperator,
 } from './pools/selector.js';
+export { type DisruptionSeed, planSeed, type SeedGrant, type TaintInPlace } from './seed.js';
 export {
   computeZoneState,
   isExcludedFromDisruption,

@@ -274,3 +274,18 @@ describe('companion policy: pods', () => {
     expect(at(60_000).evictions.map((e) => e.name)).toEqual(['minute', 'other', 'nosched']);
   });
 });
+
+describe('companion policy: the rate-limited step a node shows (counted by a new leader)', () => {
+  it('our taint with its evicting value, whatever --companion-evict-after says now; nothing else', () => {
+    const step = { key: KEY, value: 'evicting', effect: 'NoSchedule', timeAdded: '2026-01-01T11:59:00Z' };
+    const others = [
+      { key: KEY, effect: 'NoSchedule', timeAdded: '2026-01-01T11:58:00Z' },
+      { key: UR, effect: 'NoExecute', timeAdded: '2026-01-01T11:58:00Z' },
+      { key: 'example.com/other', value: 'evicting', effect: 'NoSchedule' },
+    ];
+    for (const p of [policy, evicting]) {
+      expect(p.rateLimitedStepTaints(node({ lost: true, taints: [...others, step] }))).toEqual([step]);
+      expect(p.rateLimitedStepTaints(node({ lost: true, taints: others }))).toEqual([]);
+    }
+  });
+});

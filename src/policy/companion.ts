@@ -151,6 +151,8 @@ export function companionPolicy(o: CompanionPolicyOptions): MarkingPolicy {
 
     inRateLimitedStep: evicting,
 
+    rateLimitedStepTaints: (node) => ourTaints(node, key).filter((t) => t.value === Companion.EvictingValue),
+
     // RegisteredNode and RemovingNode are upstream's Events: the provider records them.
     nodeEvent: () => undefined,
   };

@@ -110,6 +110,13 @@ export interface MarkingPolicy {
   markedLost(node: Node): boolean;
   /** The node shows its rate-limited step was taken (companion: its evictions go on). */
   inRateLimitedStep(node: Node): boolean;
+  /**
+   * The taints on this node that show its rate-limited step, as the node carries them (upstream:
+   * the not-ready and unreachable NoExecute taints, whoever added them; companion: our taint with
+   * its evicting value). A replica that starts acting counts them against the zone rates and the
+   * blast-radius cap at their timeAdded (src/controller/taints-in-place.ts).
+   */
+  rateLimitedStepTaints(node: Node): Taint[];
   /** The Event for a node that appeared or went while we watch (undefined: none). */
   nodeEvent(kind: 'registered' | 'removing', name: string, uid: string | undefined): EventRecord | undefined;
 }

@@ -144,3 +144,19 @@ describe('upstream policy: zones, taints, pods, events', () => {
     expect(policy.inRateLimitedStep(node('Unknown'))).toBe(false);
   });
 });
+
+describe('upstream policy: the rate-limited step a node shows (counted by a new leader)', () => {
+  it('the not-ready and unreachable NoExecute taints, whoever added them; nothing else', () => {
+    const ur = { key: UR, effect: 'NoExecute', timeAdded: '2026-01-01T11:59:00Z' };
+    const nr = { key: NR, effect: 'NoExecute', timeAdded: '2026-01-01T11:58:00Z' };
+    const others = [
+      { key: UR, effect: 'NoSchedule', timeAdded: '2026-01-01T11:59:00Z' },
+      { key: 'node.kubernetes.io/out-of-service', value: 'nodeshutdown', effect: 'NoExecute' },
+      { key: 'example.com/x', effect: 'NoExecute' },
+    ];
+    const junk = [null, 'x', { key: UR }] as unknown as Taint[];
+    expect(policy.rateLimitedStepTaints(node('Unknown', [...others, ur, ...junk, nr]))).toEqual([ur, nr]);
+    expect(policy.rateLimitedStepTaints(node('Unknown', others))).toEqual([]);
+    expect(policy.rateLimitedStepTaints({ metadata: { name: 'n1' } } as Node)).toEqual([]);
+  });
+});

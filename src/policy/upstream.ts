@@ -1,16 +1,21 @@
 import type { ReadyStatus } from '../disruption/index.js';
 import {
+  isTaint,
+  matchTaint,
+  NOT_READY_NO_EXECUTE,
   nodeAfterStatusDecision,
   type PodMarkingMode,
   planTaints,
   podsToMarkNotReady,
+  rawTaints,
   readyStatus,
   registeredNodeEvent,
   removingNodeEvent,
+  UNREACHABLE_NO_EXECUTE,
   unknownConditionsDecision,
   withoutHealthNoExecute,
 } from '../health/index.js';
-import type { Node } from '../kube/types.js';
+import type { Node, Taint } from '../kube/types.js';
 import type { MarkingPolicy, StatusWrite, TaintWork } from './types.js';
 
 export interface UpstreamPolicyOptions {
@@ -78,6 +83,13 @@ export function upstreamPolicy(o: UpstreamPolicyOptions): MarkingPolicy {
     markedLost: (node) => readyStatus(node) === 'Unknown',
 
     inRateLimitedStep: () => false,
+
+    // kube-controller-manager's (before the switch) cannot be told from ours: both count.
+    rateLimitedStepTaints: (node) =>
+      rawTaints(node).filter(
+        (t): t is Taint =>
+          isTaint(t) && (matchTaint(t, NOT_READY_NO_EXECUTE) || matchTaint(t, UNREACHABLE_NO_EXECUTE)),
+      ),
 
     nodeEvent(kind, name, uid) {
       return kind === 'registered' ? registeredNodeEvent(name, uid) : removingNodeEvent(name, uid);

@@ -15,5 +15,6 @@ export {
   type OutOfServiceDecision,
   type OutOfServiceFacts,
   type OutOfServiceSettings,
+  ourTaintAddedAt,
   outOfServicePatch,
 } from './out-of-service.js';

@@ -11,10 +11,14 @@ import {
   OUT_OF_SERVICE_TAINT,
   OutOfServiceCore,
   type OutOfServiceFacts,
+  ourTaintAddedAt,
   outOfServicePatch,
 } from './index.js';
 
 const AFTER = 60_000;
+/** Our wall clock when a decision is asked for, and the taint it writes (dated to the second). */
+const WALL = Date.parse('2026-05-01T08:00:00.750Z');
+const DATED: Taint = { ...OUT_OF_SERVICE_TAINT, timeAdded: '2026-05-01T08:00:00Z' };
 const UNKNOWN: NodeCondition = {
   type: 'Ready',
   status: 'Unknown',
@@ -50,6 +54,7 @@ const facts = (n: Node, o: Partial<OutOfServiceFacts> = {}): OutOfServiceFacts =
   silent: true,
   blind: undefined,
   admitted: false,
+  wallNow: WALL,
   ...o,
 });
 
@@ -71,9 +76,9 @@ describe('OutOfServiceCore: applied only to a marked, silent, fenced node, after
         spec: { taints: Taint[] };
       };
       expect(patch.metadata.annotations[APPLIED_ANNOTATION]).toBe(signal);
-      expect(patch.spec.taints).toContainEqual(OUT_OF_SERVICE_TAINT);
+      expect(patch.spec.taints).toContainEqual(DATED);
       // Every taint it had is kept.
-      expect(patch.spec.taints).toEqual([...(make().spec?.taints ?? []), OUT_OF_SERVICE_TAINT]);
+      expect(patch.spec.taints).toEqual([...(make().spec?.taints ?? []), DATED]);
     });
   }
 
@@ -290,14 +295,14 @@ describe('OutOfServiceCore: what it reads from a node, and the names users write
 
   it('a node with no spec, taints that are not a list, or junk entries: read without a throw, junk kept', () => {
     const bare = { metadata: { name: 'n1' }, status: { conditions: [UNKNOWN] } } as Node;
-    expect(outOfServicePatch(bare, 'fence-annotation')).toEqual({
+    expect(outOfServicePatch(bare, 'fence-annotation', WALL)).toEqual({
       metadata: { annotations: { [APPLIED_ANNOTATION]: 'fence-annotation' } },
-      spec: { taints: [OUT_OF_SERVICE_TAINT] },
+      spec: { taints: [DATED] },
     });
     const notAList = { ...bare, spec: { taints: 'x' } } as unknown as Node;
-    expect(outOfServicePatch(notAList, 'fence-annotation')).toEqual({
+    expect(outOfServicePatch(notAList, 'fence-annotation', WALL)).toEqual({
       metadata: { annotations: { [APPLIED_ANNOTATION]: 'fence-annotation' } },
-      spec: { taints: [OUT_OF_SERVICE_TAINT] },
+      spec: { taints: [DATED] },
     });
     const junk = [null, 'a string', 7, { key: CLOUD_SHUTDOWN_TAINT_KEY }] as unknown as Taint[];
     const n = node({ taints: junk, annotations: { [FENCED_ANNOTATION]: 'true' } });
@@ -305,9 +310,9 @@ describe('OutOfServiceCore: what it reads from a node, and the names users write
     expect(core(['cloud-shutdown-taint']).signal(n)).toBeUndefined();
     const d = core(['fence-annotation']).decide(facts(n, { admitted: true }), AFTER);
     expect(d).toEqual({ kind: 'wait', signal: 'fence-annotation', inMs: AFTER });
-    expect(outOfServicePatch(n, 'fence-annotation')).toEqual({
+    expect(outOfServicePatch(n, 'fence-annotation', WALL)).toEqual({
       metadata: { annotations: { [APPLIED_ANNOTATION]: 'fence-annotation' } },
-      spec: { taints: [...junk, OUT_OF_SERVICE_TAINT] },
+      spec: { taints: [...junk, DATED] },
     });
     // Removal keeps the junk too, and takes off only the taint.
     const back = node({
@@ -333,7 +338,22 @@ describe('OutOfServiceCore: what it reads from a node, and the names users write
   });
 
   it('a node that carries the taint already gets no patch that adds it', () => {
-    expect(outOfServicePatch(node({ taints: [OUT_OF_SERVICE_TAINT] }), 'fence-annotation')).toBeUndefined();
+    expect(
+      outOfServicePatch(node({ taints: [OUT_OF_SERVICE_TAINT] }), 'fence-annotation', WALL),
+    ).toBeUndefined();
+  });
+
+  it("ourTaintAddedAt: our taint's timeAdded as written; none for a taint not ours or written undated", () => {
+    const ours = { [APPLIED_ANNOTATION]: 'fence-annotation' };
+    const other = { key: 'x', effect: 'NoExecute', timeAdded: '2026-05-01T07:00:00Z' };
+    expect(ourTaintAddedAt(node({ taints: [other, DATED], annotations: ours }))).toBe('2026-05-01T08:00:00Z');
+    expect(ourTaintAddedAt(node({ taints: [other, DATED] }))).toBeUndefined();
+    expect(
+      ourTaintAddedAt(node({ taints: [other, OUT_OF_SERVICE_TAINT], annotations: ours })),
+    ).toBeUndefined();
+    const junk = { ...OUT_OF_SERVICE_TAINT, timeAdded: 7 } as unknown as Taint;
+    expect(ourTaintAddedAt(node({ taints: [junk], annotations: ours }))).toBeUndefined();
+    expect(ourTaintAddedAt(node({ taints: [other], annotations: ours }))).toBeUndefined();
   });
 
   it('a node with no annotations at all is not fenced by annotation (and no throw)', () => {

@@ -1,6 +1,7 @@
 import {
   applyTaintChanges,
   findCondition,
+  formatTime,
   hasTaintKey,
   isTaint,
   nodeConditions,
@@ -77,6 +78,8 @@ export interface OutOfServiceCheck {
 export interface OutOfServiceFacts extends OutOfServiceCheck {
   /** The zone pass admitted this node's taint (zone rates, blast-radius cap, master disruption). */
   admitted: boolean;
+  /** Our wall clock (ms): the taint's timeAdded. */
+  wallNow: number;
 }
 
 export type OutOfServiceDecision =
@@ -96,11 +99,18 @@ export type OutOfServiceDecision =
 
 /**
  * The patch that adds the taint to this copy of the node (every other taint kept) with the
- * annotation naming the signal, or undefined: it carries the taint already.
+ * annotation naming the signal, or undefined: it carries the taint already. The taint's timeAdded
+ * is `wallNow` (as our NoExecute taints'): a replica that starts leading counts it against the
+ * blast-radius cap and its zone's rate from then.
  */
-export function outOfServicePatch(node: Node, signal: FenceSignal): Record<string, unknown> | undefined {
+export function outOfServicePatch(
+  node: Node,
+  signal: FenceSignal,
+  wallNow: number,
+): Record<string, unknown> | undefined {
   if (hasTaintKey(node, OUT_OF_SERVICE_TAINT.key)) return undefined;
-  const taints = applyTaintChanges(rawTaints(node), [OUT_OF_SERVICE_TAINT], []);
+  const taint: Taint = { ...OUT_OF_SERVICE_TAINT, timeAdded: formatTime(wallNow) };
+  const taints = applyTaintChanges(rawTaints(node), [taint], []);
   return { metadata: { annotations: { [APPLIED_ANNOTATION]: signal } }, spec: { taints } };
 }
 
@@ -110,6 +120,16 @@ export function carriesOurTaint(node: Node): boolean {
     hasTaintKey(node, OUT_OF_SERVICE_TAINT.key) &&
     node.metadata.annotations?.[APPLIED_ANNOTATION] !== undefined
   );
+}
+
+/**
+ * The timeAdded of our out-of-service taint on this copy of the node, as written; undefined when it
+ * carries none of ours (or one we wrote before we dated it).
+ */
+export function ourTaintAddedAt(node: Node): string | undefined {
+  if (!carriesOurTaint(node)) return undefined;
+  const t = rawTaints(node).find((x) => isTaint(x) && x.key === OUT_OF_SERVICE_TAINT.key) as Taint;
+  return typeof t.timeAdded === 'string' ? t.timeAdded : undefined;
 }
 
 /** The kubelet announced a shutdown in this copy of the node (Ready=False with its message). */
@@ -194,7 +214,7 @@ export class OutOfServiceCore {
     const left = since + this.s.afterMs - now;
     if (left > 0) return { kind: 'wait', signal, inMs: left };
     if (!f.admitted) return { kind: 'request', signal };
-    return { kind: 'apply', signal, patch: outOfServicePatch(f.node, signal) };
+    return { kind: 'apply', signal, patch: outOfServicePatch(f.node, signal, f.wallNow) };
   }
 
   /**
