@@ -57,7 +57,11 @@ async function hunt(id: string, first?: { family: string; seed: number }) {
     // Only a violation the guard's removal causes counts: the same seed with every guard in place
     // must not show it (the budget's own runs would fail then anyway).
     g.__nlcGuardsOff = undefined;
-    const base = await simulate({ seed: s.seed, family: s.family, durationMs: BUDGET.hoursPerSeed * 3_600_000 });
+    const base = await simulate({
+      seed: s.seed,
+      family: s.family,
+      durationMs: BUDGET.hoursPerSeed * 3_600_000,
+    });
     g.__nlcGuardsOff = new Set([id]);
     const v = r.violations[0]!;
     if (base.violations.some((b) => b.invariant === v.invariant && b.at <= v.at)) continue;

@@ -46,7 +46,7 @@ export class Injector implements Timeline {
   /** Per node: stop and cut counters, and since when it has been down. */
   private readonly down = new Map<
     string,
-    { stops: number; cuts: number; since: number | undefined; forever: boolean }
+    { stopped: boolean; life: number; cuts: number; since: number | undefined; forever: boolean }
   >();
   private readonly pathFaults = new Map<string, Array<'refuse' | 'hang'>>();
   private slow: number[] = [];
@@ -62,7 +62,7 @@ export class Injector implements Timeline {
     private readonly checker: () => Checker | undefined,
   ) {
     for (const name of world.kubelets.keys())
-      this.down.set(name, { stops: 0, cuts: 0, since: undefined, forever: false });
+      this.down.set(name, { stopped: false, life: 0, cuts: 0, since: undefined, forever: false });
   }
 
   /** Arms a timer for every fault of the schedule (times relative to `t0`). */
@@ -88,10 +88,10 @@ export class Injector implements Timeline {
         return;
       case 'kubelet-partition': {
         this.span(f.kind, f.node, f.forMs);
-        this.setDown(f.node, 'cuts', +1);
+        this.setDown(f.node, { cuts: +1 });
         s.cutKubelets.add(f.node);
         this.later(f.forMs, () => {
-          if (this.setDown(f.node, 'cuts', -1).cuts === 0) s.cutKubelets.delete(f.node);
+          if (this.setDown(f.node, { cuts: -1 }).cuts === 0) s.cutKubelets.delete(f.node);
         });
         return;
       }
@@ -190,11 +190,13 @@ export class Injector implements Timeline {
     }
   }
 
-  private setDown(node: string, what: 'stops' | 'cuts', delta: number) {
+  /** The kubelet stopped (or runs again), or its path is cut (one more or one less cut). */
+  private setDown(node: string, change: { stopped?: boolean; cuts?: number }) {
     const d = this.down.get(node)!;
-    const wasDown = d.stops + d.cuts > 0;
-    d[what] += delta;
-    const isDown = d.stops + d.cuts > 0;
+    const wasDown = d.stopped || d.cuts > 0;
+    if (change.stopped !== undefined) d.stopped = change.stopped;
+    d.cuts += change.cuts ?? 0;
+    const isDown = d.stopped || d.cuts > 0;
     if (isDown && !wasDown) d.since = this.now();
     if (!isDown && wasDown) d.since = undefined;
     return d;
@@ -206,9 +208,13 @@ export class Injector implements Timeline {
     if (d.forever || !k.running) return; // already dead: this death is not another one
     const forMs = f.forMs === 'forever' ? undefined : f.forMs;
     this.span('kubelet-stop', f.node, forMs ?? Number.POSITIVE_INFINITY);
+    // A revival brings back only the life this death ended: another death or a re-created node
+    // since (a new life) is not undone by it.
+    let life = -1;
     const stop = () => {
       k.stop();
-      this.setDown(f.node, 'stops', +1);
+      life = ++d.life;
+      this.setDown(f.node, { stopped: true });
       if (forMs === undefined) d.forever = true;
     };
     if (f.announce) {
@@ -237,8 +243,8 @@ export class Injector implements Timeline {
     }
     if (forMs === undefined) return;
     this.later(forMs + (f.announce ? 2_000 : 0), () => {
-      if (this.down.get(f.node)!.forever) return;
-      this.setDown(f.node, 'stops', -1);
+      if (d.forever || d.life !== life) return;
+      this.setDown(f.node, { stopped: false });
       k.start();
       // The cloud provider sees the instance running a little later and lifts its taint.
       this.later(Math.round(this.rng.between(0, 20_000)), () =>
@@ -282,13 +288,15 @@ export class Injector implements Timeline {
     this.span('node-recreate', node, afterMs);
     const s = this.world.server;
     d.forever = true; // no revival of the old machine
+    const life = ++d.life;
     s.remove('nodes', node);
     s.remove(`leases/${LEASE_NS}`, node);
     for (const p of s.list(`pods/${POD_NS}`))
       if (p.spec?.nodeName === node) s.remove(`pods/${POD_NS}`, p.metadata.name);
     this.later(afterMs, () => {
+      if (d.life !== life) return;
       d.forever = false;
-      this.setDown(node, 'stops', -d.stops);
+      this.setDown(node, { stopped: false });
       k.register();
       k.start();
     });
@@ -298,7 +306,7 @@ export class Injector implements Timeline {
 
   aliveThroughout(node: string, from: number, to: number): boolean {
     const d = this.down.get(node);
-    if (!d || d.stops + d.cuts > 0) return false;
+    if (!d || d.stopped || d.cuts > 0) return false;
     for (const a of this.spans) {
       if (a.target !== node) continue;
       if (a.kind !== 'kubelet-stop' && a.kind !== 'kubelet-partition' && a.kind !== 'node-recreate') continue;
