@@ -804,8 +804,13 @@ describe('fall-back: the gate asked for, the API server without it', () => {
       });
       const kubeconfig = path.join(tmp, 'via-proxy.kubeconfig');
       proxy.writeKubeconfig(other.cp, kubeconfig);
+      // The coordinator's lease only (kube-controller-manager's lock, in the same namespace, is read
+      // by the concurrent-controller check: answered as the API server answers it).
       const coordinatorLease = (r: { method: string; url: string }) =>
-        r.method === 'GET' && r.url.startsWith('/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/');
+        r.method === 'GET' &&
+        r.url.startsWith(
+          '/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/leader-election-controller',
+        );
       let n = 0;
       const failing = proxy.answer(coordinatorLease, () => {
         const code = n++ % 2 === 0 ? 503 : 429;

@@ -38,8 +38,13 @@ export const POD_MARK_MS = 10_000;
 const OOS_SLACK_MS = 60_000;
 /** Attempts of one write follow each other within this (the writer's backoffs and token waits). */
 const ATTEMPT_GAP_MS = 20_000;
-/** How long a decided write may wait for the client's own rate-limiter before its first attempt. */
-const CLIENT_WAIT_MS = 1_000;
+/**
+ * How long after its admission a NoExecute write may be first sent: the admitted node waits for a
+ * worker and for the client's rate limiter, behind slow requests (storage up to 2.5 s slow, 429s).
+ * The guardrails are judged on first attempts, this much apart at worst; a guard that lets taints
+ * through at once (a zone token or a cap slot skipped) still shows.
+ */
+const CLIENT_WAIT_MS = 8_000;
 const UNREACHABLE = 'node.kubernetes.io/unreachable';
 const NOT_READY = 'node.kubernetes.io/not-ready';
 const OUT_OF_SERVICE = 'node.kubernetes.io/out-of-service';
@@ -154,8 +159,11 @@ export class Checker {
     const m = /^\/api\/v1\/nodes\/([^/]+)$/.exec(path);
     if (!m) return;
     const taints = (body as { spec?: { taints?: Taint[] } } | undefined)?.spec?.taints;
-    if (!Array.isArray(taints) || !taints.some((t) => t.effect === 'NoExecute')) return;
+    if (!Array.isArray(taints)) return;
     const name = decodeURIComponent(m[1]!);
+    // An attempt that would add a NoExecute taint the node does not carry now.
+    const carried = taintsOf(this.server.get('nodes', name));
+    if (!taints.some((t) => t.effect === 'NoExecute' && !has(carried, t.key, 'NoExecute'))) return;
     const c = this.noExecuteChains.get(name);
     if (c && c.by === client && sentAt - c.lastAt < ATTEMPT_GAP_MS) c.lastAt = sentAt;
     else this.noExecuteChains.set(name, { by: client, firstAt: sentAt, lastAt: sentAt });
@@ -391,8 +399,9 @@ export class Checker {
     // When the write was decided (its first attempt): the guardrails govern decisions.
     const chain = this.noExecuteChains.get(node);
     const decided = chain && chain.by === w.by ? chain.firstAt : w.sentAt;
-    if (kind !== 'out-of-service') this.noExecuteChains.delete(node);
-    if (rate > 0 && kind !== 'out-of-service') {
+    this.noExecuteChains.delete(node);
+    // The out-of-service taint takes its zone's token too (after the node's own NoExecute taint).
+    if (rate > 0) {
       const times = this.zoneDecisions.get(zone) ?? [];
       const gap = 1000 / rate - CLIENT_WAIT_MS;
       const near = times.find((t) => Math.abs(t.at - decided) < gap);

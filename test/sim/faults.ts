@@ -78,6 +78,8 @@ export interface Timed {
 export interface Rates {
   kubeletStop: number;
   kubeletFlap: number;
+  /** Many kubelets at once (a zone's power, a rack): per hour, for the fleet. */
+  massDeath: number;
   partition: number;
   notReady: number;
   clock: number;
@@ -97,6 +99,7 @@ export interface Rates {
 export const BASE_RATES: Rates = {
   kubeletStop: 0.25,
   kubeletFlap: 0.3,
+  massDeath: 0.3,
   partition: 0.15,
   notReady: 0.15,
   clock: 0.05,
@@ -118,7 +121,14 @@ export const FAMILIES: Record<string, Partial<Rates>> = {
   mixed: {},
   storage: { outage: 15, slow: 6, kubeletStop: 0.4 },
   network: { path: 8, watchCut: 10, watchStall: 10, watchLag: 8, throttle: 6 },
-  lifecycle: { kubeletStop: 0.8, kubeletFlap: 0.8, partition: 0.4, notReady: 0.4, recreate: 0.1 },
+  lifecycle: {
+    kubeletStop: 0.8,
+    kubeletFlap: 0.8,
+    partition: 0.4,
+    notReady: 0.4,
+    recreate: 0.1,
+    massDeath: 1,
+  },
   election: { crash: 5, rollingRestart: 4, path: 6 },
 };
 
@@ -191,6 +201,27 @@ export function generateSchedule(
         fenceStaysMs: undefined,
       },
     });
+  }
+  // Many at once: a share of the fleet (a zone, or nearly all of it), most for good, the rest back
+  // within minutes; the survivors' flaps then test the forgiveness a silent fleet gets.
+  for (const at of times(r.massDeath)) {
+    const share = rng.chance(0.5) ? rng.between(0.3, 0.6) : rng.between(0.7, 1);
+    const forever = rng.chance(0.35);
+    for (const node of o.nodes) {
+      if (!rng.chance(share)) continue;
+      out.push({
+        at: at + Math.round(rng.between(0, 2_000)),
+        fault: {
+          kind: 'kubelet-stop',
+          node,
+          forMs: forever ? 'forever' : fit(at, rng.between(30_000, 6 * 60_000)),
+          announce: false,
+          cloudTaint: rng.chance(0.3) ? Math.round(rng.between(5_000, 60_000)) : undefined,
+          fence: undefined,
+          fenceStaysMs: undefined,
+        },
+      });
+    }
   }
   for (const at of times(r.partition * n))
     out.push({

@@ -175,6 +175,17 @@ export const GUARDS: Guard[] = [
     ],
   },
   {
+    id: 'cap-handover',
+    what: 'a new leader counts the NoExecute taints in place against the cap and the zone rates (the second finding)',
+    edits: [
+      {
+        file: 'src/controller/node-lifecycle.ts',
+        find: '    this.countTaintsInPlace(now);\n',
+        off: '    if (!OFF) this.countTaintsInPlace(now);\n',
+      },
+    ],
+  },
+  {
     id: 'defect-1',
     what: "out-of-service after a 409: the fresh copy is asked the whole question (issue 47's defect 1)",
     edits: [
