@@ -41,6 +41,8 @@ if (args.seed !== undefined) {
   if (args.soak) {
     env.NLC_SIM_FIRST_SEED = args.from ?? '100000';
     env.NLC_SIM_SEEDS = args.seeds ?? '400';
+    // A soak reports every failing seed, not only the first of each family.
+    env.NLC_SIM_KEEP_GOING = '1';
   }
   if (args.hours) env.NLC_SIM_HOURS = args.hours;
   vitest = [

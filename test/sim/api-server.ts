@@ -333,7 +333,11 @@ export class SimServer {
   private readonly deadClients = new Set<string>();
   onLanded: ((w: Landed) => void) | undefined;
   /** Every object a replica was given (a watch event, a list item, a GET's answer), as it is given. */
-  onDelivered: ((client: string, coll: string, obj: Obj) => void) | undefined;
+  onDelivered: ((client: string, coll: string, obj: Obj, via: 'watch' | 'list' | 'get') => void) | undefined;
+  /** A replica's watch of `coll`: opened, delivered something (events, bookmarks), or ended. */
+  onContact:
+    | ((client: string, coll: string, what: 'open' | 'list' | 'data' | 'end' | 'error') => void)
+    | undefined;
   /** Every request a replica sends (it may fail or never land), as it leaves the client. */
   onAttempt: ((client: string, req: KubeRequest, sentAt: number) => void) | undefined;
   /** Requests answered, for the run's figures. */
@@ -721,7 +725,7 @@ export class SimServer {
       return this.create(sentAt, by, r, req.body as Obj, what);
     if (!current) throw apiError(404, 'NotFound', what);
     if (method === 'GET') {
-      this.onDelivered?.(by, r.coll, current);
+      this.onDelivered?.(by, r.coll, current, 'get');
       return { kind: r.kind, apiVersion: r.apiVersion, ...clone(current) };
     }
     if (method === 'DELETE') {
@@ -813,7 +817,8 @@ export class SimServer {
     const from = query?.continue ? Number(query.continue) : 0;
     const page = all.slice(from, from + limit);
     const more = from + limit < all.length;
-    if (this.onDelivered) for (const o of page) this.onDelivered(by, r.coll, o);
+    if (this.onDelivered) for (const o of page) this.onDelivered(by, r.coll, o, 'list');
+    this.onContact?.(by, r.coll, 'list');
     return {
       kind: `${r.kind}List`,
       apiVersion: r.apiVersion,
@@ -850,6 +855,7 @@ export class SimServer {
       lastRv: from,
     };
     this.streams.add(stream);
+    this.onContact?.(id, route.coll, 'open');
     for (let i = this.historyStart; i < this.history.length; i++) {
       const c = this.history[i]!;
       if (c.rv <= from) continue;
@@ -915,14 +921,18 @@ export class SimServer {
       while (s.queue.length > 0 && s.queue[0]!.due <= t) {
         const q = s.queue.shift()!;
         chunk += q.line;
-        if (q.obj && this.onDelivered) this.onDelivered(s.client, q.coll!, q.obj);
+        if (q.obj && this.onDelivered) this.onDelivered(s.client, q.coll!, q.obj, 'watch');
       }
-      if (chunk) s.res.deliver('data', chunk);
+      if (chunk) {
+        s.res.deliver('data', chunk);
+        this.onContact?.(s.client, s.coll, 'data');
+      }
       if (s.queue.length > 0) this.flush(s);
     });
   }
 
   private breakStream(s: Stream, code: string): void {
+    if (this.streams.has(s)) this.onContact?.(s.client, s.coll, 'error');
     this.streams.delete(s);
     this.clearStream(s);
     if (s.res.destroyed) return;
@@ -936,6 +946,7 @@ export class SimServer {
 
   private endStream(s: Stream): void {
     if (this.stalled(s)) return; // a hung server does not end its responses either
+    if (this.streams.has(s)) this.onContact?.(s.client, s.coll, 'end');
     this.streams.delete(s);
     this.clearStream(s);
     if (s.res.destroyed) return;
@@ -946,7 +957,8 @@ export class SimServer {
     s.queue = [];
     queueMicrotask(() => {
       if (rest.length > 0) {
-        for (const q of rest) if (q.obj && this.onDelivered) this.onDelivered(s.client, q.coll!, q.obj);
+        for (const q of rest)
+          if (q.obj && this.onDelivered) this.onDelivered(s.client, q.coll!, q.obj, 'watch');
         res.deliver('data', rest.map((q) => q.line).join(''));
       }
       res.deliver('end');
@@ -955,6 +967,9 @@ export class SimServer {
   }
 
   private closeStream(s: Stream): void {
+    // The client let go of it (it re-opens a quiet watch, or stops): not a broken connection; its
+    // silence goes on until its next stream delivers.
+    if (this.streams.has(s)) this.onContact?.(s.client, s.coll, 'end');
     this.streams.delete(s);
     this.clearStream(s);
   }

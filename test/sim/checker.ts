@@ -11,10 +11,12 @@
  *   lease renewal, a kubelet status post, or the node for the first time) less than a grace
  *   period before, by whatever path it was shown (watch, list, re-read, a 409's re-read).
  * - S3 never two writers: every write of a replica lands while the lock names it the holder.
- * - S4 guardrails: within one leader's term, a zone gets a new NoExecute taint at most at the
- *   eviction rate (a token bucket of burst 1), and the blast-radius cap is never exceeded in any
- *   window; while every zone has been fully disrupted for longer than the leader can lag, no new
- *   unreachable NoExecute taint.
+ * - S5 nothing is sent while the sender is blind: its lease watch broken (for over a few seconds:
+ *   a reconnect in flight) or silent for longer than the silence threshold.
+ * - S4 guardrails: a zone gets a new NoExecute taint at most at the eviction rate (decisions 1/rate
+ *   apart), and the blast-radius cap is never exceeded in any window, across leader terms for the
+ *   taints still in place; a small zone partially disrupted, or every zone fully, for longer than
+ *   the leader can lag gets no new NoExecute taint.
  * Liveness
  * - L1 a stopped node in a quiet stretch (no fault but other nodes' deaths, one leader throughout,
  *   other nodes renewing) is marked by its last heartbeat + grace + QUIET_MARK_MS.
@@ -36,6 +38,8 @@ import { readyOf, ZONE_LABEL } from './kubelet.js';
 export const QUIET_MARK_MS = 100;
 export const POD_MARK_MS = 10_000;
 const OOS_SLACK_MS = 60_000;
+/** Slack for the controller's 1 s sight check and a reconnect in flight when judging S5. */
+const BLIND_SLACK_MS = 3_000;
 /** Attempts of one write follow each other within this (the writer's backoffs and token waits). */
 const ATTEMPT_GAP_MS = 20_000;
 /**
@@ -92,6 +96,8 @@ interface Seen {
   uid: string | undefined;
   /** When the last NEW heartbeat (of either kind, or first sight) was shown. */
   lastFreshAt: number;
+  /** A renewal a re-read showed ahead of the watch (ms, the kubelet's clock): older ones the watch brings are not new. */
+  readAhead?: number | undefined;
 }
 
 interface NodeTruth {
@@ -124,6 +130,8 @@ export class Checker {
   private readonly zoneAdds: Array<{ zone: string; at: number }> = [];
   /** Ticks at which some zone was partially disrupted or every zone fully (the zone rate may be 0). */
   private readonly disruptionTicks: number[] = [];
+  /** Zones partially disrupted (upstream's rule, per the stored nodes) since when. */
+  private readonly partialSince = new Map<string, number>();
   /** Every zone fully disrupted (all its nodes not Ready) since, per the stored nodes. */
   private fullDisruptionSince: number | undefined;
   marks = 0;
@@ -142,9 +150,12 @@ export class Checker {
     },
   ) {
     server.onLanded = (w) => this.landed(w);
-    server.onDelivered = (client, coll, obj) => this.delivered(client, coll, obj);
+    server.onDelivered = (client, coll, obj, via) => this.delivered(client, coll, obj, via);
     server.onAttempt = (client, req, sentAt) =>
       this.attempted(client, req.method, req.path, req.body, sentAt);
+    server.onContact = (client, coll, what) => {
+      if (coll === 'leases/kube-node-lease') this.leaseContact(client, what);
+    };
   }
 
   /**
@@ -169,8 +180,54 @@ export class Checker {
     else this.noExecuteChains.set(name, { by: client, firstAt: sentAt, lastAt: sentAt });
   }
 
+  /** Each replica's lease watch as the API server sees it: open streams, last contact, last broken. */
+  private readonly leaseWatch = new Map<
+    string,
+    { open: number; lastContact: number; brokenAt: number | undefined }
+  >();
+
+  private leaseContact(client: string, what: 'open' | 'list' | 'data' | 'end' | 'error'): void {
+    const w = this.leaseWatch.get(client);
+    if (!w) return;
+    const now = this.o.now();
+    if (what === 'open') {
+      w.open++;
+      w.lastContact = now;
+      w.brokenAt = undefined;
+    } else if (what === 'list') {
+      // A list is a fresh look at every lease: contact, whatever became of the watch since.
+      w.lastContact = now;
+      w.brokenAt = undefined;
+    } else if (what === 'data') w.lastContact = now;
+    else {
+      w.open = Math.max(0, w.open - 1);
+      // An end (the server's timeout, the client re-opening a quiet watch) is followed by a resume
+      // at once; the silence clock runs on from the last delivery. A broken one is not.
+      if (what === 'error' && w.open === 0) w.brokenAt = now;
+    }
+  }
+
+  /**
+   * S5: why `by` could not see when it sent a write at `sentAt` (undefined: it could). Its lease
+   * watch broken for over BLIND_SLACK_MS, or silent (no event, bookmark or reconnect) for over the
+   * silence threshold and BLIND_SLACK_MS.
+   */
+  private blindAt(by: string, sentAt: number): string | undefined {
+    const w = this.leaseWatch.get(by);
+    if (!w) return undefined;
+    if (w.open === 0 && w.brokenAt !== undefined && sentAt - w.brokenAt > BLIND_SLACK_MS) {
+      return `its lease watch broken ${((sentAt - w.brokenAt) / 1000).toFixed(1)}s before`;
+    }
+    if (sentAt - w.lastContact > this.o.silenceMs + BLIND_SLACK_MS) {
+      return `its lease watch silent for ${((sentAt - w.lastContact) / 1000).toFixed(1)}s (threshold ${this.o.silenceMs / 1000}s)`;
+    }
+    return undefined;
+  }
+
   /** A new process of replica `id` starts: it has been shown nothing. */
   replicaStarted(id: string): void {
+    const now = this.o.now();
+    this.leaseWatch.set(id, { open: 0, lastContact: now, brokenAt: now });
     const n = (this.starts.get(id) ?? 0) + 1;
     this.starts.set(id, n);
     this.instance.set(id, `${id}#${n}`);
@@ -188,7 +245,7 @@ export class Checker {
 
   // ---------------------------------------------------------------- what replicas are shown
 
-  private delivered(client: string, coll: string, obj: Obj): void {
+  private delivered(client: string, coll: string, obj: Obj, via: 'watch' | 'list' | 'get'): void {
     const seen = this.seen.get(client);
     if (!seen) return;
     const name = obj.metadata.name;
@@ -197,10 +254,17 @@ export class Checker {
       const rt = (obj.spec as { renewTime?: string } | undefined)?.renewTime;
       if (typeof rt !== 'string') return;
       const s = this.seenOf(seen, name);
+      // As the tracker: a watch catching up with a renewal a re-read already showed shows nothing new.
+      const t = Date.parse(rt);
+      if (via !== 'get' && s.readAhead !== undefined) {
+        if (t < s.readAhead) return;
+        s.readAhead = undefined;
+      }
       if (!s.renewals.includes(rt)) {
         s.renewals.push(rt);
         if (s.renewals.length > 8) s.renewals.shift();
         s.lastFreshAt = now;
+        if (via === 'get') s.readAhead = t;
       }
     } else if (coll === 'nodes') {
       const s = seen.get(name);
@@ -348,6 +412,10 @@ export class Checker {
       kind !== 'not-ready-noexecute' &&
       kind !== 'not-ready-swap' &&
       !(kind === 'pod-not-ready' && selfNotReady);
+    // S5: nothing is sent while the sender cannot see.
+    const blind = this.blindAt(w.by, w.sentAt);
+    if (blind !== undefined)
+      this.fail('S5 acts on nothing it cannot see', node, `${kind} by ${w.by} sent while ${blind}`);
     if (unreachability) {
       // S1: alive and reaching the server for the whole last grace period.
       if (this.timeline.aliveThroughout(node, w.at - g, w.at)) {
@@ -404,7 +472,10 @@ export class Checker {
     if (rate > 0) {
       const times = this.zoneDecisions.get(zone) ?? [];
       const gap = 1000 / rate - CLIENT_WAIT_MS;
-      const near = times.find((t) => Math.abs(t.at - decided) < gap);
+      // Not against the node's own other NoExecute taint (its out-of-service taint waits for the
+      // next token after it, but both writes may be held as long behind 429s: their first attempts
+      // do not tell their admissions apart).
+      const near = times.find((t) => t.node !== node && Math.abs(t.at - decided) < gap);
       if (near !== undefined) {
         this.fail(
           'S4 zone rate',
@@ -441,6 +512,16 @@ export class Checker {
           `${kind}: ${nodes.size} nodes took slots within ${cap.windowMs / 1000}s (cap ${cap.max}): ${list}`,
         );
       }
+    }
+    // A small zone (up to 50 nodes) partially disrupted gets no new NoExecute taint (its rate is 0):
+    // judged once the leader could have seen it (a blind spell's threshold, its lag, a zone pass).
+    const partialSince = this.partialSince.get(zone);
+    if (partialSince !== undefined && decided - partialSince > this.o.silenceMs + 20_000) {
+      this.fail(
+        'S4 partial disruption',
+        node,
+        `${kind} in ${zone || 'the default zone'}, partially disrupted for ${((decided - partialSince) / 1000).toFixed(1)}s`,
+      );
     }
     if (kind === 'unreachable-noexecute' && this.fullDisruptionSince !== undefined) {
       if (w.at - this.fullDisruptionSince > this.o.silenceMs + 10_000) {
@@ -624,9 +705,13 @@ export class Checker {
     else this.fullDisruptionSince ??= now;
     // Upstream's zone states: partial disruption (>= 55% and more than 2 not Ready, not all) stops a
     // small zone's evictions.
-    const partial = [...zones.values()].some(
-      (c) => c.notReady > 2 && c.notReady / c.all >= 0.55 && c.notReady < c.all,
-    );
+    const partialZone = (c: { all: number; notReady: number }) =>
+      c.notReady > 2 && c.notReady / c.all >= 0.55 && c.notReady < c.all;
+    const partial = [...zones.values()].some(partialZone);
+    for (const [z, c] of zones) {
+      if (!partialZone(c)) this.partialSince.delete(z);
+      else if (!this.partialSince.has(z)) this.partialSince.set(z, now);
+    }
     if (full || partial) {
       this.disruptionTicks.push(now);
       if (this.disruptionTicks.length > 500) this.disruptionTicks.shift();

@@ -130,6 +130,9 @@ export const FAMILIES: Record<string, Partial<Rates>> = {
     massDeath: 1,
   },
   election: { crash: 5, rollingRestart: 4, path: 6 },
+  // Watches silent while requests get through (the blind spells that only the gating covers), with
+  // nodes dying and coming back under them.
+  blind: { watchStall: 14, watchCut: 2, kubeletStop: 0.6, kubeletFlap: 1.2, notReady: 0.3 },
 };
 
 interface Span {
@@ -321,7 +324,9 @@ export function generateSchedule(
         fault: {
           kind: 'watch-stall',
           replica,
-          coll: rng.pick(['nodes', 'leases/kube-node-lease', 'leases/kube-system']),
+          // '*': every watch of the replica at once (a load balancer dropping its long-lived
+          // connections silently: new requests get through, the watches deliver nothing).
+          coll: rng.pick(['nodes', 'leases/kube-node-lease', 'leases/kube-system', '*', '*']),
           forMs: fit(at, rng.between(1_000, 80_000)),
         },
       });

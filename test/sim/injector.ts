@@ -50,6 +50,8 @@ export class Injector implements Timeline {
   >();
   private readonly pathFaults = new Map<string, Array<'refuse' | 'hang'>>();
   private slow: number[] = [];
+  /** Stalls in force, per replica and collection (they may overlap). */
+  private readonly stalls = new Map<string, number>();
   private throttles: Array<{ share: number; retryAfterS: number }> = [];
   /** Per node: a fence annotation or cloud taint the injector put there, to remove on revival. */
   private readonly fences = new Map<string, { staysMs: number | undefined }>();
@@ -169,11 +171,24 @@ export class Injector implements Timeline {
         this.span(f.kind, f.replica, 0);
         s.cutWatches(f.replica);
         return;
-      case 'watch-stall':
+      case 'watch-stall': {
         this.span(f.kind, f.replica, f.forMs);
-        s.stallWatch(f.replica, f.coll, true);
-        this.later(f.forMs, () => s.stallWatch(f.replica, f.coll, false));
+        const colls = f.coll === '*' ? ['nodes', 'leases/kube-node-lease', 'leases/kube-system'] : [f.coll];
+        for (const c of colls) {
+          const key = `${f.replica} ${c}`;
+          this.stalls.set(key, (this.stalls.get(key) ?? 0) + 1);
+          s.stallWatch(f.replica, c, true);
+        }
+        this.later(f.forMs, () => {
+          for (const c of colls) {
+            const key = `${f.replica} ${c}`;
+            const n = (this.stalls.get(key) ?? 1) - 1;
+            this.stalls.set(key, n);
+            if (n === 0) s.stallWatch(f.replica, c, false);
+          }
+        });
         return;
+      }
       case 'watch-lag':
         this.span(f.kind, f.replica, f.forMs);
         s.lagWatch(f.replica, f.coll, f.lagMs);
