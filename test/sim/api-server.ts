@@ -767,7 +767,7 @@ export class SimServer {
   }
 
   private create(sentAt: number, by: string, r: Route, body: Obj, what: string): unknown {
-    const name = body?.metadata?.name ?? `${body?.metadata?.['generateName'] ?? 'x-'}${this.rv + 1}`;
+    const name = body?.metadata?.name ?? `${body?.metadata?.generateName ?? 'x-'}${this.rv + 1}`;
     if (this.get(r.coll, name)) throw apiError(409, 'AlreadyExists', what);
     const obj: Obj = {
       ...clone(body),

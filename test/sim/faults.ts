@@ -168,7 +168,7 @@ export function generateSchedule(
     return ts;
   };
   /** A duration that ends before the quiet tail. */
-  const fit = (at: number, ms: number) => Math.max(1, Math.min(Math.round(ms), end - at));
+  const within = (at: number, ms: number) => Math.max(1, Math.min(Math.round(ms), end - at));
   const n = o.nodes.length;
   const r = o.rates;
   void hours;
@@ -177,7 +177,7 @@ export function generateSchedule(
     const forever = rng.chance(0.3);
     const forMs = forever
       ? 'forever'
-      : fit(at, rng.chance(0.5) ? rng.between(5_000, 2 * g) : rng.between(2 * g, 10 * 60_000));
+      : within(at, rng.chance(0.5) ? rng.between(5_000, 2 * g) : rng.between(2 * g, 10 * 60_000));
     out.push({
       at,
       fault: {
@@ -197,7 +197,7 @@ export function generateSchedule(
       fault: {
         kind: 'kubelet-stop',
         node: rng.pick(o.nodes),
-        forMs: fit(at, rng.between(500, 25_000)),
+        forMs: within(at, rng.between(500, 25_000)),
         announce: false,
         cloudTaint: undefined,
         fence: undefined,
@@ -217,7 +217,7 @@ export function generateSchedule(
         fault: {
           kind: 'kubelet-stop',
           node,
-          forMs: forever ? 'forever' : fit(at, rng.between(30_000, 6 * 60_000)),
+          forMs: forever ? 'forever' : within(at, rng.between(30_000, 6 * 60_000)),
           announce: false,
           cloudTaint: rng.chance(0.3) ? Math.round(rng.between(5_000, 60_000)) : undefined,
           fence: undefined,
@@ -232,7 +232,7 @@ export function generateSchedule(
       fault: {
         kind: 'kubelet-partition',
         node: rng.pick(o.nodes),
-        forMs: fit(at, rng.between(2_000, 240_000)),
+        forMs: within(at, rng.between(2_000, 240_000)),
       },
     });
   for (const at of times(r.notReady * n))
@@ -241,7 +241,7 @@ export function generateSchedule(
       fault: {
         kind: 'kubelet-not-ready',
         node: rng.pick(o.nodes),
-        forMs: fit(at, rng.between(5_000, 180_000)),
+        forMs: within(at, rng.between(5_000, 180_000)),
       },
     });
   for (const at of times(r.clock * n))
@@ -266,7 +266,10 @@ export function generateSchedule(
   // Global outages, inside the model's bounds one by one and over any 2 x grace window.
   const outages: Span[] = [];
   for (const at of times(r.outage)) {
-    let forMs = fit(at, rng.chance(0.6) ? rng.between(500, 15_000) : rng.between(15_000, MODEL.maxOutage(g)));
+    let forMs = within(
+      at,
+      rng.chance(0.6) ? rng.between(500, 15_000) : rng.between(15_000, MODEL.maxOutage(g)),
+    );
     const band = MODEL.blindBand(g, 10_000);
     if (band && forMs > band[0] && forMs < band[1]) forMs = Math.round(rng.chance(0.5) ? band[0] : band[1]);
     if (forMs < 1 || at + forMs > end) continue;
@@ -289,7 +292,7 @@ export function generateSchedule(
       at,
       fault: {
         kind: 'storage-slow',
-        forMs: fit(at, rng.between(10_000, 300_000)),
+        forMs: within(at, rng.between(10_000, 300_000)),
         slowMs: Math.round(rng.between(100, MODEL.maxSlowMs)),
       },
     });
@@ -298,7 +301,7 @@ export function generateSchedule(
       at,
       fault: {
         kind: 'throttle',
-        forMs: fit(at, rng.between(5_000, 120_000)),
+        forMs: within(at, rng.between(5_000, 120_000)),
         share: rng.between(0.1, 0.8),
         retryAfterS: rng.int(1, 5),
       },
@@ -314,7 +317,7 @@ export function generateSchedule(
           kind: 'path',
           replica,
           state: rng.chance(0.5) ? 'refuse' : 'hang',
-          forMs: fit(at, rng.between(1_000, 120_000)),
+          forMs: within(at, rng.between(1_000, 120_000)),
         },
       });
     for (const at of times(r.watchCut)) out.push({ at, fault: { kind: 'watch-cut', replica } });
@@ -327,7 +330,7 @@ export function generateSchedule(
           // '*': every watch of the replica at once (a load balancer dropping its long-lived
           // connections silently: new requests get through, the watches deliver nothing).
           coll: rng.pick(['nodes', 'leases/kube-node-lease', 'leases/kube-system', '*', '*']),
-          forMs: fit(at, rng.between(1_000, 80_000)),
+          forMs: within(at, rng.between(1_000, 80_000)),
         },
       });
     for (const at of times(r.watchLag))
@@ -338,7 +341,7 @@ export function generateSchedule(
           replica,
           coll: rng.pick(['nodes', 'leases/kube-node-lease']),
           lagMs: Math.round(rng.between(100, MODEL.maxWatchLagMs)),
-          forMs: fit(at, rng.between(10_000, 180_000)),
+          forMs: within(at, rng.between(10_000, 180_000)),
         },
       });
     for (const at of times(r.crash)) out.push({ at, fault: { kind: 'replica-crash', replica } });

@@ -2,7 +2,7 @@
  * Carries out a fault schedule on the world at its times, and keeps the timeline the checker asks
  * about: when each kubelet ran and reached the server, which faults were active when.
  */
-import type { Checker, Timeline } from './checker.js';
+import type { Timeline } from './checker.js';
 import type { Fault, Timed } from './faults.js';
 import { LEASE_NS, POD_NS } from './kubelet.js';
 import type { Prng } from './prng.js';
@@ -61,7 +61,6 @@ export class Injector implements Timeline {
     private readonly world: World,
     private readonly rng: Prng,
     private readonly now: () => number,
-    private readonly checker: () => Checker | undefined,
   ) {
     for (const name of world.kubelets.keys())
       this.down.set(name, { stopped: false, life: 0, cuts: 0, since: undefined, forever: false });

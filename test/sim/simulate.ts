@@ -99,9 +99,8 @@ export async function simulate(o: RunOptions): Promise<RunResult> {
     replicas: world.ids,
     rates,
   });
-  let checker: Checker | undefined;
-  const injector = new Injector(world, rng.fork(), clock.now, () => checker);
-  checker = new Checker(world.server, injector, {
+  const injector = new Injector(world, rng.fork(), clock.now);
+  const checker = new Checker(world.server, injector, {
     graceMs: w.graceMs,
     evictionRate: 0.1,
     cap: w.cap,
