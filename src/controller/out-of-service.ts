@@ -64,8 +64,8 @@ export interface OutOfServiceStepOptions {
  */
 export class OutOfServiceStep {
   private readonly core: OutOfServiceCore;
-  /** Nodes the zone pass admitted whose taint write has not run yet. */
-  private readonly admitted = new Set<string>();
+  /** Nodes the zone pass admitted whose taint write has not run yet, and when (our clock). */
+  private readonly admitted = new Map<string, number>();
   /** Fenced nodes, logged once per spell: since when (our clock) and by which signal. */
   private readonly fenced = new Map<string, { since: number; signal: FenceSignal }>();
   /** Nodes we tainted whose VolumeAttachments were not yet seen gone. */
@@ -94,7 +94,7 @@ export class OutOfServiceStep {
   }
 
   admit(name: string): void {
-    this.admitted.add(name);
+    this.admitted.set(name, this.now());
   }
 
   forget(name: string): void {
@@ -153,8 +153,9 @@ export class OutOfServiceStep {
       this.count('requested', d.signal);
       return undefined;
     }
+    const admittedAt = this.admitted.get(name) ?? now;
     this.admitted.delete(name);
-    return this.apply(name, node, d.signal);
+    return this.apply(name, node, d.signal, admittedAt);
   }
 
   /** What we know now about this copy of the node: the facts every decision and re-check asks. */
@@ -197,7 +198,13 @@ export class OutOfServiceStep {
     });
   }
 
-  private async apply(name: string, node: Node, signal: FenceSignal): Promise<'fenced' | number | undefined> {
+  /** `admittedAt`: when its zone admitted it (our clock): the taint's timeAdded says so. */
+  private async apply(
+    name: string,
+    node: Node,
+    signal: FenceSignal,
+    admittedAt: number,
+  ): Promise<'fenced' | number | undefined> {
     // The lease is read again (quorum) as before any mark: a watch behind or a storage outage
     // shows here, and nothing is written. A read that fails (throws, to be retried) gives the
     // admission back first: left in flight, the zone queue would refuse the retry's request.
@@ -224,7 +231,7 @@ export class OutOfServiceStep {
         const s = this.core.warranted(this.check(name, current));
         if (s === undefined) return undefined;
         used = s;
-        return outOfServicePatch(current, s, this.o.clock.wall());
+        return outOfServicePatch(current, s, this.o.clock.wall() - Math.max(0, this.now() - admittedAt));
       },
       () => this.o.blind() ?? (this.o.silent(name) ? undefined : 'node renewed'),
     );

@@ -83,3 +83,37 @@ describe('a node that renews after it was marked Unknown (virtual time)', () => 
     }
   });
 });
+
+describe('a node that renews after it was marked Unknown from NotReady (virtual time)', () => {
+  it('its not-ready NoExecute taint is not swapped for the unreachable one once its lease renewed', async () => {
+    // Found by the fault simulator (family storage, seed 14): the swap, written at once (not rate
+    // limited), went out 1.6 s after the replica was shown the node's renewal.
+    const h = harness({ nodes: 3 });
+    let renewedAt: number | undefined;
+    h.sim.onRequest = async (req) => {
+      if (req.method === 'PATCH' && req.path === '/api/v1/nodes/node-1/status') {
+        setTimeout(() => {
+          renewedAt = Date.now();
+          h.sim.startKubelet('node-1');
+        }, 1_000);
+        await new Promise((r) => setTimeout(r, 2_000));
+      }
+      return undefined;
+    };
+    try {
+      await advance(20_000);
+      // NotReady at 20 s (its not-ready NoExecute taint at the zone's token), silent from 30 s.
+      h.sim.setReady('node-1', 'False');
+      await advance(10_000);
+      h.sim.stopKubelet('node-1');
+      await advance(GRACE_MS + 30_000);
+      expect(h.sim.readyOf('node-1')).toBe('Unknown');
+      expect(renewedAt).toBeDefined();
+      const taints = (h.sim.nodes.get('node-1')?.spec?.taints ?? []).map((t) => `${t.key}:${t.effect}`);
+      expect(taints).toContain('node.kubernetes.io/not-ready:NoExecute');
+      expect(taints).not.toContain('node.kubernetes.io/unreachable:NoExecute');
+    } finally {
+      await h.stop();
+    }
+  });
+});

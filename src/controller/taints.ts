@@ -8,6 +8,15 @@ import type { MarkingPolicy, NodeView } from '../policy/index.js';
 import type { ControllerMetrics } from './metrics.js';
 import type { RecentWrites } from './recent-writes.js';
 
+/** Whether `taints` has a NoExecute taint (by key) that `node` does not carry. */
+function introducesNoExecute(node: Node, taints: readonly Taint[] | undefined): boolean {
+  if (!taints) return false;
+  const carried = new Set(
+    (node.spec?.taints ?? []).filter((t) => t.effect === 'NoExecute').map((t) => t.key),
+  );
+  return taints.some((t) => t.effect === 'NoExecute' && !carried.has(t.key));
+}
+
 export interface TaintStepOptions {
   clock: Clock;
   log: Logger;
@@ -29,8 +38,8 @@ export interface TaintStepOptions {
  * node admitted by the zone pass (`admit`) has that admission settled by its next taint write.
  */
 export class TaintStep {
-  /** Nodes the zone pass admitted whose taint write has not run yet. */
-  private readonly admitted = new Set<string>();
+  /** Nodes the zone pass admitted whose taint write has not run yet, and when (our clock). */
+  private readonly admitted = new Map<string, number>();
   /**
    * Nodes the policy wants in their rate-limited step (upstream: NoExecute), until it asks for it
    * no more (the step is on, or not wanted: 'cancel'): their last renewal as we saw it when the
@@ -48,7 +57,7 @@ export class TaintStep {
 
   /** The zone pass admitted this node's rate-limited step. */
   admit(name: string): void {
-    this.admitted.add(name);
+    this.admitted.set(name, this.now());
   }
 
   forget(name: string): void {
@@ -93,12 +102,16 @@ export class TaintStep {
     const { disruption, writer, policy } = this.o;
     // An admission that arrives while this reconcile is in flight belongs to the next run (the
     // queue re-runs a key added during processing): decide and settle only with what we had now.
+    const admittedAt = this.admitted.get(name);
     const ctx = {
       view: this.o.view(name, this.now()),
-      admitted: this.admitted.has(name),
+      admitted: admittedAt !== undefined,
       master: disruption.masterDisruptionActive,
     };
-    const wall = () => this.o.clock.wall();
+    // An admitted NoExecute taint is dated when its zone admitted it (its token, its cap slot), not
+    // when its write got through: a new leader counts it from then (seed), and so can an observer.
+    const wall = () =>
+      this.o.clock.wall() - (admittedAt === undefined ? 0 : Math.max(0, this.now() - admittedAt));
     const first = policy.taints(node, wall(), ctx);
     if (first.admission === 'request') this.request(name, node, ctx.view);
     else if (first.admission === 'cancel') {
@@ -110,6 +123,9 @@ export class TaintStep {
       return first.recheckInMs;
     }
     let added = false;
+    // A NoExecute taint the node does not carry yet, new or a swap of one for the other (a swap to
+    // unreachable is a judgement that the node is lost, written at once): it needs the node lost.
+    let introduces = false;
     const before = node.spec?.taints ?? [];
     const out = await writer.patchNode(
       name,
@@ -117,10 +133,11 @@ export class TaintStep {
       (current) => {
         const t = current === node ? first : policy.taints(current, wall(), ctx);
         added = t.addsNoExecute;
+        introduces = added || introducesNoExecute(current, t.taints);
         return t.taints ? (taintsPatch(t.taints) as unknown as Record<string, unknown>) : undefined;
       },
       // Asked after this attempt's mutate (the writer's contract): `added` is this attempt's.
-      () => stillWanted?.(added) ?? (added ? this.renewedSinceWanted(name) : undefined),
+      () => stillWanted?.(introduces) ?? (added ? this.renewedSinceWanted(name) : undefined),
     );
     if (ctx.admitted && this.admitted.delete(name)) {
       const ok = (out.kind === 'applied' || out.kind === 'dry-run') && added;
