@@ -21,7 +21,8 @@
  * - L1 a stopped node in a quiet stretch (no fault but other nodes' deaths, one leader throughout,
  *   other nodes renewing) is marked by its last heartbeat + grace + QUIET_MARK_MS.
  * - L2 every stopped node is marked by its last heartbeat + 2 x grace + the time faults kept the
- *   controller from seeing or leading (each fault counted with a recovery allowance).
+ *   controller from seeing or leading (each fault counted with a recovery allowance), or by a new
+ *   leader's taking the lock + a grace + the same, whichever is later.
  * - L4 the pods of a node marked Unknown (still down, one leader) are marked not ready within
  *   POD_MARK_MS of the mark, or of the end of the control-plane faults after it (when those add
  *   up to at most 30 s: a longer run of failures backs the retries off).
@@ -38,17 +39,17 @@ import { readyOf, ZONE_LABEL } from './kubelet.js';
 export const QUIET_MARK_MS = 100;
 export const POD_MARK_MS = 10_000;
 const OOS_SLACK_MS = 60_000;
+/** --leader-elect-renew-deadline's default: a leader not renewed for longer has stopped leading. */
+const RENEW_DEADLINE_MS = 10_000;
 /** Slack for the controller's 1 s sight check and a reconnect in flight when judging S5. */
 const BLIND_SLACK_MS = 3_000;
 /** Attempts of one write follow each other within this (the writer's backoffs and token waits). */
 const ATTEMPT_GAP_MS = 20_000;
 /**
- * How long after its admission a NoExecute write may be first sent: the admitted node waits for a
- * worker and for the client's rate limiter, behind slow requests (storage up to 2.5 s slow, 429s).
- * The guardrails are judged on first attempts, this much apart at worst; a guard that lets taints
- * through at once (a zone token or a cap slot skipped) still shows.
+ * A NoExecute taint's timeAdded is when its zone admitted it (src/controller/taints.ts), to the
+ * second: admissions are judged on it, this far apart at worst.
  */
-const CLIENT_WAIT_MS = 8_000;
+const CLIENT_WAIT_MS = 1_500;
 const UNREACHABLE = 'node.kubernetes.io/unreachable';
 const NOT_READY = 'node.kubernetes.io/not-ready';
 const OUT_OF_SERVICE = 'node.kubernetes.io/out-of-service';
@@ -336,11 +337,23 @@ export class Checker {
     for (const kind of this.destructive(w)) this.judge(w, kind);
   }
 
+  /** The lock changed hands, or its holder took it again (a new acquireTime: a new term, a fresh grace). */
   private lockChanged(w: Landed): void {
-    const holder = (w.after?.spec as { holderIdentity?: string } | undefined)?.holderIdentity ?? '';
+    const spec = w.after?.spec as { holderIdentity?: string; acquireTime?: string } | undefined;
+    const holder = spec?.holderIdentity ?? '';
+    const acquired = spec?.acquireTime ?? '';
     const last = this.holders[this.holders.length - 1];
-    if (!last || last[1] !== holder) this.holders.push([w.at, holder]);
+    // A holder that could not renew for longer than its renew deadline (10 s) stopped leading in
+    // between (its own fence closed): renewing again, it starts a new term too.
+    const lapsed = w.at - this.lastLockWrite > RENEW_DEADLINE_MS;
+    if (!last || last[1] !== holder || this.lastAcquire !== acquired || lapsed)
+      this.holders.push([w.at, holder]);
+    this.lastAcquire = acquired;
+    this.lastLockWrite = w.at;
   }
+
+  private lastAcquire = '';
+  private lastLockWrite = Number.NEGATIVE_INFINITY;
 
   private kubeletWrote(w: Landed): void {
     const node = w.by.slice('kubelet/'.length);
@@ -464,18 +477,21 @@ export class Checker {
     const zone = this.server.get('nodes', node)?.metadata.labels?.[ZONE_LABEL] ?? '';
     const term = this.instance.get(w.by) ?? w.by;
     const rate = this.o.evictionRate;
-    // When the write was decided (its first attempt): the guardrails govern decisions.
+    // When the zone admitted it: its timeAdded (the guardrails govern admissions; the write may
+    // land much later, behind 429s and slow requests). Without one, its first attempt.
+    const key =
+      kind === 'out-of-service' ? OUT_OF_SERVICE : kind === 'not-ready-noexecute' ? NOT_READY : UNREACHABLE;
+    const stamp = Date.parse(
+      String(taintsOf(w.after).find((t) => t.key === key && t.effect === 'NoExecute')?.timeAdded),
+    );
     const chain = this.noExecuteChains.get(node);
-    const decided = chain && chain.by === w.by ? chain.firstAt : w.sentAt;
+    const decided = Number.isFinite(stamp) ? stamp : chain && chain.by === w.by ? chain.firstAt : w.sentAt;
     this.noExecuteChains.delete(node);
     // The out-of-service taint takes its zone's token too (after the node's own NoExecute taint).
     if (rate > 0) {
       const times = this.zoneDecisions.get(zone) ?? [];
       const gap = 1000 / rate - CLIENT_WAIT_MS;
-      // Not against the node's own other NoExecute taint (its out-of-service taint waits for the
-      // next token after it, but both writes may be held as long behind 429s: their first attempts
-      // do not tell their admissions apart).
-      const near = times.find((t) => t.node !== node && Math.abs(t.at - decided) < gap);
+      const near = times.find((t) => Math.abs(t.at - decided) < gap);
       if (near !== undefined) {
         this.fail(
           'S4 zone rate',
@@ -554,13 +570,26 @@ export class Checker {
       const h = t.lastHeartbeatAt;
       // L1: a quiet stretch around the death (judged here while it is not marked, and as it is).
       if (!this.markedAt.has(node) && this.quietMark(node, now)) this.markedAt.set(node, now);
-      // L2: bounded, whatever happened.
-      const allowance = 2 * g + this.timeline.hindered(h, now) + 10_000;
+      // L2: bounded, whatever happened. A new leader knows nothing of how long a node was silent:
+      // it gives every node a fresh grace from when it took the lock.
+      const took = this.holders
+        .filter(([at, holder]) => at > h && holder !== '')
+        .map(([at]) => at)
+        .pop();
+      const allowance = Math.max(
+        2 * g + this.timeline.hindered(h, now) + 10_000,
+        took === undefined ? 0 : took - h + g + this.timeline.hindered(took, now) + 10_000,
+      );
       if (now - h > allowance && !this.markedAt.has(node)) {
         this.fail(
           'L2 bounded mark',
           node,
-          `not marked ${((now - h) / 1000).toFixed(1)}s after its last heartbeat (allowance ${(allowance / 1000).toFixed(1)}s)`,
+          `not marked ${((now - h) / 1000).toFixed(1)}s after its last heartbeat (allowance ${(allowance / 1000).toFixed(1)}s; lock taken since: ${
+            this.holders
+              .filter(([at]) => at > h)
+              .map(([at, who]) => `${who || 'released'}@${((at - h) / 1000).toFixed(1)}s`)
+              .join(', ') || 'no change'
+          })`,
         );
         this.markedAt.set(node, now);
       }
@@ -665,7 +694,11 @@ export class Checker {
     const g = this.o.graceMs;
     const due = h + g + QUIET_MARK_MS;
     if (at <= due) return false;
-    if (!this.timeline.quiet(h - g, due) || !this.stableLeader(h - g, due) || !this.othersRenewing(node, h))
+    if (
+      !this.timeline.quiet(h - g, due) ||
+      !this.stableLeader(h - g, due) ||
+      !this.othersRenewing(node, h, due)
+    )
       return false;
     this.fail(
       'L1 quiet mark',
@@ -685,9 +718,14 @@ export class Checker {
     return at !== '';
   }
 
-  private othersRenewing(node: string, since: number): boolean {
-    for (const [n, t] of this.truth)
-      if (n !== node && this.timeline.downSince(n) === undefined && t.lastHeartbeatAt > since) return true;
+  /**
+   * Whether some other node's kubelet ran and reached the API server throughout [from, to]: the
+   * fleet was not silent at once (a whole fleet silent is held for the kubelets' reconnect time, and
+   * looks like a storage outage when one of them comes back).
+   */
+  private othersRenewing(node: string, from: number, to: number): boolean {
+    for (const n of this.truth.keys())
+      if (n !== node && this.timeline.aliveThroughout(n, from, to)) return true;
     return false;
   }
 

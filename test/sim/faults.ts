@@ -127,9 +127,9 @@ export const FAMILIES: Record<string, Partial<Rates>> = {
     partition: 0.4,
     notReady: 0.4,
     recreate: 0.1,
-    massDeath: 1,
+    massDeath: 2,
   },
-  election: { crash: 5, rollingRestart: 4, path: 6 },
+  election: { crash: 5, rollingRestart: 4, path: 6, kubeletStop: 0.6 },
   // Watches silent while requests get through (the blind spells that only the gating covers), with
   // nodes dying and coming back under them.
   blind: { watchStall: 14, watchCut: 2, kubeletStop: 0.6, kubeletFlap: 1.2, notReady: 0.3 },
@@ -153,6 +153,8 @@ export function generateSchedule(
     nodes: string[];
     replicas: string[];
     rates: Rates;
+    /** --out-of-service-after, when the taint is on: some revivals are timed to meet it. */
+    outOfServiceAfterMs?: number | undefined;
   },
 ): Timed[] {
   const out: Timed[] = [];
@@ -175,18 +177,30 @@ export function generateSchedule(
 
   for (const at of times(r.kubeletStop * n)) {
     const forever = rng.chance(0.3);
-    const forMs = forever
+    const announce = rng.chance(0.3);
+    const cloudTaint = rng.chance(0.4) ? Math.round(rng.between(5_000, 60_000)) : undefined;
+    const fence = rng.chance(0.3) ? Math.round(rng.between(10_000, 120_000)) : undefined;
+    let forMs: number | 'forever' = forever
       ? 'forever'
       : within(at, rng.chance(0.5) ? rng.between(5_000, 2 * g) : rng.between(2 * g, 10 * 60_000));
+    // Near a threshold (as FoundationDB's buggify): some fenced nodes come back right as their
+    // out-of-service taint is due (mark, signal, delay, a zone token), where the re-checks matter.
+    const signalAt = announce
+      ? 0
+      : Math.min(cloudTaint ?? Number.POSITIVE_INFINITY, fence ?? Number.POSITIVE_INFINITY);
+    if (o.outOfServiceAfterMs !== undefined && Number.isFinite(signalAt) && rng.chance(0.5)) {
+      const due = Math.max(g, signalAt) + o.outOfServiceAfterMs;
+      forMs = within(at, due + rng.between(-1_000, 12_000));
+    }
     out.push({
       at,
       fault: {
         kind: 'kubelet-stop',
         node: rng.pick(o.nodes),
         forMs,
-        announce: rng.chance(0.3),
-        cloudTaint: rng.chance(0.4) ? Math.round(rng.between(5_000, 60_000)) : undefined,
-        fence: rng.chance(0.3) ? Math.round(rng.between(10_000, 120_000)) : undefined,
+        announce,
+        cloudTaint,
+        fence,
         fenceStaysMs: rng.chance(0.2) ? undefined : Math.round(rng.between(0, 180_000)),
       },
     });
@@ -265,6 +279,24 @@ export function generateSchedule(
 
   // Global outages, inside the model's bounds one by one and over any 2 x grace window.
   const outages: Span[] = [];
+  // Near a threshold: two outages a moment apart, the first just long enough to be seen, the second
+  // long enough to need forgiving, with one renewal or none between them (issue 47's defect 3).
+  if (!MODEL.blindBand(g, 10_000)) {
+    for (const at of times(r.outage / 4)) {
+      const first = Math.round(g * rng.between(0.3, 0.4));
+      const gap = Math.round(rng.between(200, 1_500));
+      const second = Math.round(g * rng.between(0.76, 0.9));
+      const spans = [
+        { from: at, to: at + first },
+        { from: at + first + gap, to: at + first + gap + second },
+      ];
+      if (spans[1]!.to > end || !spans.every((sp) => withinOutageBudget(outages, sp, g, spans))) continue;
+      for (const sp of spans) {
+        outages.push(sp);
+        out.push({ at: sp.from, fault: { kind: 'storage-down', forMs: sp.to - sp.from, answer: 'error' } });
+      }
+    }
+  }
   for (const at of times(r.outage)) {
     let forMs = within(
       at,
@@ -281,7 +313,7 @@ export function generateSchedule(
       at,
       fault:
         k < 0.5
-          ? { kind: 'storage-down', forMs, answer: rng.chance(0.7) ? 'wait' : 'error' }
+          ? { kind: 'storage-down', forMs, answer: rng.chance(0.5) ? 'wait' : 'error' }
           : k < 0.8
             ? { kind: 'server-down', forMs }
             : { kind: 'server-hung', forMs },
@@ -317,7 +349,9 @@ export function generateSchedule(
           kind: 'path',
           replica,
           state: rng.chance(0.5) ? 'refuse' : 'hang',
-          forMs: within(at, rng.between(1_000, 120_000)),
+          // Near a threshold: a leader cut off around its lease's renew deadline and duration
+          // (10 s, 15 s), when the writes it sent last must not land after another took over.
+          forMs: within(at, rng.chance(0.4) ? rng.between(8_000, 25_000) : rng.between(1_000, 120_000)),
         },
       });
     for (const at of times(r.watchCut)) out.push({ at, fault: { kind: 'watch-cut', replica } });
@@ -351,8 +385,13 @@ export function generateSchedule(
 }
 
 /** Whether `span` keeps the outages within the model: the total in any 2 x grace window bounded. */
-function withinOutageBudget(outages: readonly Span[], span: Span, graceMs: number): boolean {
-  const all = [...outages, span].sort((a, b) => a.from - b.from);
+function withinOutageBudget(
+  outages: readonly Span[],
+  span: Span,
+  graceMs: number,
+  together: readonly Span[] = [],
+): boolean {
+  const all = [...outages, ...together.filter((t) => t !== span), span].sort((a, b) => a.from - b.from);
   const w = 2 * graceMs;
   // The total in a window is largest for a window starting at some outage's start.
   for (const s of all) {

@@ -57,6 +57,12 @@ export const GUARDS: Guard[] = [
         find: 'return this.sightDriver.machine.blind === undefined;',
         off: 'return OFF ? this.sightDriver.machine.isLeading : this.sightDriver.machine.blind === undefined;',
       },
+      {
+        // The same question the steps ask after their waits (stillWanted, the out-of-service step).
+        file: 'src/controller/node-lifecycle.ts',
+        find: 'blind: () => this.sightDriver.machine.blind,',
+        off: 'blind: () => (OFF && this.sightDriver.machine.isLeading ? undefined : this.sightDriver.machine.blind),',
+      },
     ],
   },
   {

@@ -98,6 +98,7 @@ export async function simulate(o: RunOptions): Promise<RunResult> {
     nodes: [...world.kubelets.keys()],
     replicas: world.ids,
     rates,
+    outOfServiceAfterMs: w.outOfService?.afterMs,
   });
   const injector = new Injector(world, rng.fork(), clock.now);
   const checker = new Checker(world.server, injector, {
