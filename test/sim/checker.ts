@@ -346,11 +346,19 @@ export class Checker {
     // A holder that could not renew for longer than its renew deadline (10 s) stopped leading in
     // between (its own fence closed): renewing again, it starts a new term too.
     const lapsed = w.at - this.lastLockWrite > RENEW_DEADLINE_MS;
-    if (!last || last[1] !== holder || this.lastAcquire !== acquired || lapsed)
+    // A restarted process keeps its identity (a pod's name) and renews its own lock: a new term all
+    // the same (it knows nothing of how long the nodes were silent).
+    const writer = this.instance.get(w.by) ?? w.by;
+    const restarted = this.lastLockWriter !== undefined && writer !== this.lastLockWriter && holder === w.by;
+    if (!last || last[1] !== holder || this.lastAcquire !== acquired || lapsed || restarted) {
       this.holders.push([w.at, holder]);
+    }
     this.lastAcquire = acquired;
     this.lastLockWrite = w.at;
+    this.lastLockWriter = writer;
   }
+
+  private lastLockWriter: string | undefined;
 
   private lastAcquire = '';
   private lastLockWrite = Number.NEGATIVE_INFINITY;

@@ -80,6 +80,8 @@ export interface Rates {
   kubeletFlap: number;
   /** Many kubelets at once (a zone's power, a rack): per hour, for the fleet. */
   massDeath: number;
+  /** The share of mass deaths during whose marks a replica's path hangs. */
+  leaderCutAtMarks: number;
   partition: number;
   notReady: number;
   clock: number;
@@ -100,6 +102,7 @@ export const BASE_RATES: Rates = {
   kubeletStop: 0.25,
   kubeletFlap: 0.3,
   massDeath: 0.3,
+  leaderCutAtMarks: 0.2,
   partition: 0.15,
   notReady: 0.15,
   clock: 0.05,
@@ -129,7 +132,7 @@ export const FAMILIES: Record<string, Partial<Rates>> = {
     recreate: 0.1,
     massDeath: 2,
   },
-  election: { crash: 5, rollingRestart: 4, path: 6, kubeletStop: 0.6 },
+  election: { crash: 5, rollingRestart: 4, path: 6, kubeletStop: 0.6, massDeath: 1.5, leaderCutAtMarks: 0.8 },
   // Watches silent while requests get through (the blind spells that only the gating covers), with
   // nodes dying and coming back under them.
   blind: { watchStall: 14, watchCut: 2, kubeletStop: 0.6, kubeletFlap: 1.2, notReady: 0.3 },
@@ -224,6 +227,23 @@ export function generateSchedule(
   for (const at of times(r.massDeath)) {
     const share = rng.chance(0.5) ? rng.between(0.3, 0.6) : rng.between(0.7, 1);
     const forever = rng.chance(0.35);
+    // Near a threshold: a replica (the leader, half the time) cut off while those deaths are being
+    // marked, for a little longer than its lease (what it sent last must not land after another
+    // replica took over).
+    if (rng.chance(r.leaderCutAtMarks)) {
+      const from = Math.round(at + g - rng.between(3_000, 7_000));
+      if (from < end) {
+        out.push({
+          at: from,
+          fault: {
+            kind: 'path',
+            replica: rng.pick(o.replicas),
+            state: 'hang',
+            forMs: within(from, rng.between(14_000, 20_000)),
+          },
+        });
+      }
+    }
     for (const node of o.nodes) {
       if (!rng.chance(share)) continue;
       out.push({

@@ -181,6 +181,17 @@ export const GUARDS: Guard[] = [
     ],
   },
   {
+    id: 'swap-renewed',
+    what: 'a NoExecute taint swapped in (not-ready for unreachable) needs the node lost on our clock (the third finding)',
+    edits: [
+      {
+        file: 'src/controller/taints.ts',
+        find: 'introduces = added || introducesNoExecute(current, t.taints);',
+        off: 'introduces = added || (!OFF && introducesNoExecute(current, t.taints));',
+      },
+    ],
+  },
+  {
     id: 'cap-handover',
     what: 'a new leader counts the NoExecute taints in place against the cap and the zone rates (the second finding)',
     edits: [
