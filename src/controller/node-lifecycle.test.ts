@@ -1048,6 +1048,35 @@ describe('NodeLifecycleController: writes decided before a wait (virtual time)',
     }
   });
 
+  it('pod marks stopped by a blind spell go on as soon as the watches see again (found by the fault simulator: family threshold, seed 5)', async () => {
+    const h = harness({ nodes: 3, qps: 1, burst: 1 });
+    try {
+      for (let i = 0; i < 20; i++) h.sim.addPod('default', `web-${i}`, 'node-1');
+      await advance(20_000);
+      h.sim.stopKubelet('node-1');
+      await advance(GRACE_MS + 5_000); // marked at 70 s; its pods from then on, one a second
+      const before = podPatches(h).length;
+      expect(before).toBeGreaterThan(0);
+      expect(before).toBeLessThan(20);
+      // The connections cut and refused for 3 s: the pod write waiting for its token is withdrawn.
+      const cutAt = now();
+      await cutFor(h, 3_000);
+      h.sim.setPath('up');
+      expect(h.logs.some((l) => l.msg === 'Pod writes stopped: what decided them no longer holds')).toBe(
+        true,
+      );
+      // Seeing again (a reconnect within the watch's backoff), the rest go on at once, one a second,
+      // not a pod recheck interval (30 s) after the list.
+      await advance(30_000);
+      const pods = new Set(podPatches(h).map((p) => p.path));
+      expect(pods.size).toBe(20);
+      const last = Math.max(...podPatches(h).map((p) => p.at));
+      expect(last - cutAt).toBeLessThan(3_000 + 2_000 + (20 - before) * 1_000 + 2_000);
+    } finally {
+      await h.stop();
+    }
+  });
+
   it('a NoExecute taint decided at 80 s that waits for its token until 90 s is withdrawn when the node renews at 84 s (asked on the first attempt too)', async () => {
     // 0.1 QPS, burst 1: the mark takes the burst token at 70 s, the NoSchedule taint the next at
     // 80 s; the zone admitted the NoExecute taint meanwhile, so it is decided at 80 s and waits

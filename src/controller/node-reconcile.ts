@@ -12,7 +12,7 @@ import type { Store } from '../watch/index.js';
 import type { LeaseRecheck } from './lease-recheck.js';
 import type { ControllerMetrics } from './metrics.js';
 import { OUT_OF_SERVICE_QUEUE_PREFIX, OutOfServiceStep } from './out-of-service.js';
-import { PodStep } from './pods.js';
+import { NOT_ACTING, PodStep } from './pods.js';
 import { RecentWrites } from './recent-writes.js';
 import { TaintStep } from './taints.js';
 
@@ -289,7 +289,7 @@ export class NodeReconciler {
   private stillWanted(name: string, lost: boolean): StillWanted {
     return () => {
       const blind = this.o.blind();
-      if (blind !== undefined) return `not acting (${blind})`;
+      if (blind !== undefined) return `${NOT_ACTING} (${blind})`;
       if (lost && !this.o.tracker.isTimedOut(name, this.now())) return 'node renewed';
       return undefined;
     };

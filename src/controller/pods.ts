@@ -7,6 +7,12 @@ import type { Logger } from '../log/logger.js';
 import type { EvictionDecision, MarkingPolicy, PodContext } from '../policy/index.js';
 import type { ControllerMetrics } from './metrics.js';
 
+/** How a write's re-check says this replica stopped acting (blind, not leading): node-reconcile. */
+export const NOT_ACTING = 'not acting';
+
+/** Why a node's pod writes stopped: this replica stopped acting, or what decided them changed. */
+type Stopped = 'not-acting' | 'stopped';
+
 export interface PodStepOptions {
   clock: Clock;
   log: Logger;
@@ -83,9 +89,16 @@ export class PodStep {
     };
     const retry = (current: Pod) =>
       policy.pods(node, [current], wall(), { ...ctx, trigger: 'retry' }).marks[0];
-    if ((await this.mark(name, work.marks, pods.items, retry, tally, stillWanted)) === 'stopped')
+    const stopped =
+      (await this.mark(name, work.marks, pods.items, retry, tally, stillWanted)) ??
+      (await this.evict(name, work.evictions, tally, stillWanted));
+    if (stopped !== undefined) {
+      // Stopped because this replica stopped acting (blind, not leading, fenced), not because the
+      // node changed: the rest is owed, as a retry of this run, to the node's next run (at once
+      // when the replica acts again), not left for the next resync a recheck interval away.
+      if (stopped === 'not-acting') this.owe(name, trigger, { at: now, everyMs: everyMsBefore, rv, stepped });
       return undefined;
-    if ((await this.evict(name, work.evictions, tally, stillWanted)) === 'stopped') return undefined;
+    }
     if (tally.failures > 0) {
       this.owe(name, trigger, { at: now, everyMs: everyMsBefore, rv, stepped });
       throw new Error(`${tally.failures} pod writes failed on node ${name}`);
@@ -169,7 +182,7 @@ export class PodStep {
     retry: (current: Pod) => PodNotReadyDecision | undefined,
     tally: Tally,
     stillWanted: StillWanted | undefined,
-  ): Promise<'stopped' | undefined> {
+  ): Promise<Stopped | undefined> {
     const { writer, metrics, log } = this.o;
     for (const d of marks) {
       const pod = listed.find((p) => p.metadata.namespace === d.namespace && p.metadata.name === d.name);
@@ -185,7 +198,7 @@ export class PodStep {
       );
       if (out.kind === 'withdrawn')
         return this.withdrawn(name, out.reason, tally.total - tally.done - tally.failures);
-      if (out.kind === 'fenced') return 'stopped';
+      if (out.kind === 'fenced') return 'not-acting';
       if (out.kind === 'failed') tally.failures++;
       if (out.kind === 'applied' || out.kind === 'dry-run') {
         tally.done++;
@@ -206,14 +219,14 @@ export class PodStep {
     evictions: readonly EvictionDecision[],
     tally: Tally,
     stillWanted: StillWanted | undefined,
-  ): Promise<'stopped' | undefined> {
+  ): Promise<Stopped | undefined> {
     const { writer, metrics, log } = this.o;
     for (const e of evictions) {
       const out = await writer.evict(e.namespace, e.name, e.uid, stillWanted);
       if (out.kind === 'withdrawn') {
         return this.withdrawn(name, out.reason, tally.total - tally.done - tally.failures - tally.blocked);
       }
-      if (out.kind === 'fenced') return 'stopped';
+      if (out.kind === 'fenced') return 'not-acting';
       if (out.kind === 'failed') tally.failures++;
       if (out.kind === 'blocked') {
         // A PodDisruptionBudget allows no disruption now: looked at again at the next list.
@@ -236,15 +249,18 @@ export class PodStep {
     return undefined;
   }
 
-  /** What decided the pod writes no longer holds: the rest are left alone, and counted. */
-  private withdrawn(name: string, reason: string, left: number): 'stopped' {
+  /**
+   * What decided the pod writes no longer holds: the rest are left alone, and counted. 'not-acting'
+   * when it is this replica that stopped acting (the node itself may still want them).
+   */
+  private withdrawn(name: string, reason: string, left: number): Stopped {
     this.o.metrics.podWritesWithdrawn.inc(left);
     this.o.log.info('Pod writes stopped: what decided them no longer holds', {
       node: name,
       reason,
       podsLeft: left,
     });
-    return 'stopped';
+    return reason.startsWith(NOT_ACTING) ? 'not-acting' : 'stopped';
   }
 }
 
