@@ -50,6 +50,13 @@ const ATTEMPT_GAP_MS = 20_000;
  * second: admissions are judged on it, this far apart at worst.
  */
 const CLIENT_WAIT_MS = 1_500;
+/** Which taint an admission added: its key and its timeAdded (as written), if any. */
+interface TaintId {
+  key: string;
+  added: string | undefined;
+}
+/** The most a zone pass takes to follow what its replica was shown (it runs at once, after the turn). */
+const MASTER_PASS_MS = 2_000;
 const UNREACHABLE = 'node.kubernetes.io/unreachable';
 const NOT_READY = 'node.kubernetes.io/not-ready';
 const OUT_OF_SERVICE = 'node.kubernetes.io/out-of-service';
@@ -99,6 +106,8 @@ interface Seen {
   lastFreshAt: number;
   /** A renewal a re-read showed ahead of the watch (ms, the kubelet's clock): older ones the watch brings are not new. */
   readAhead?: number | undefined;
+  /** Since when the node has been shown not Ready (undefined: shown Ready, or never shown). */
+  notReadySince?: number | undefined;
 }
 
 interface NodeTruth {
@@ -115,11 +124,12 @@ export class Checker {
   /** Per replica instance: what it was shown, per node. */
   private readonly seen = new Map<string, Map<string, Seen>>();
   /** Per leader term (replica instance) and zone: when its last NoExecute adds were decided. */
-  private readonly zoneDecisions = new Map<string, Array<{ at: number; node: string }>>();
+  private readonly zoneDecisions = new Map<string, Array<{ at: number; node: string } & TaintId>>();
   /** The leader term whose writes landed last: a replica instance and the lock's epoch. */
   private writingTerm: string | undefined;
   /** New NoExecute taints, in order (the cap's window). */
-  private readonly noExecuteAdds: Array<{ at: number; node: string; by: string; rides: boolean }> = [];
+  private readonly noExecuteAdds: Array<{ at: number; node: string; by: string; rides: boolean } & TaintId> =
+    [];
   /** Replica instance names: `id#n`, n counting its starts. */
   private readonly instance = new Map<string, string>();
   private readonly starts = new Map<string, number>();
@@ -276,7 +286,10 @@ export class Checker {
         fresh.uid = uid;
         fresh.lastFreshAt = now;
       }
-      this.seenOf(seen, name).ready = readyOf(obj)?.status as string | undefined;
+      const shown = this.seenOf(seen, name);
+      shown.ready = readyOf(obj)?.status as string | undefined;
+      if (shown.ready === 'True') shown.notReadySince = undefined;
+      else shown.notReadySince ??= now;
       const hb = readyOf(obj)?.lastHeartbeatTime;
       const t = this.truth.get(name);
       if (typeof hb === 'string' && t?.kubeletHeartbeats.has(hb)) {
@@ -467,16 +480,20 @@ export class Checker {
    * and back within the window leaves nothing to count).
    */
   private termStarted(): void {
-    const tainted = (node: string) => {
-      const t = taintsOf(this.server.get('nodes', node));
-      return [UNREACHABLE, NOT_READY, OUT_OF_SERVICE].some((k) => has(t, k, 'NoExecute'));
-    };
+    // The very taint that admission added, still on its node (same key, same timeAdded): one
+    // removed since (the node back, master disruption) leaves nothing a new leader can count, even
+    // where the node carries another NoExecute taint of ours.
+    const tainted = (a: { node: string } & TaintId) =>
+      taintsOf(this.server.get('nodes', a.node)).some(
+        (t) =>
+          t.key === a.key && t.effect === 'NoExecute' && (a.added === undefined || t.timeAdded === a.added),
+      );
     for (const [zone, times] of this.zoneDecisions)
       this.zoneDecisions.set(
         zone,
-        times.filter((t) => tainted(t.node)),
+        times.filter((t) => tainted(t)),
       );
-    const kept = this.noExecuteAdds.filter((a) => tainted(a.node));
+    const kept = this.noExecuteAdds.filter((a) => tainted(a));
     this.noExecuteAdds.splice(0, this.noExecuteAdds.length, ...kept);
   }
 
@@ -489,9 +506,9 @@ export class Checker {
     // land much later, behind 429s and slow requests). Without one, its first attempt.
     const key =
       kind === 'out-of-service' ? OUT_OF_SERVICE : kind === 'not-ready-noexecute' ? NOT_READY : UNREACHABLE;
-    const stamp = Date.parse(
-      String(taintsOf(w.after).find((t) => t.key === key && t.effect === 'NoExecute')?.timeAdded),
-    );
+    const added = taintsOf(w.after).find((t) => t.key === key && t.effect === 'NoExecute')?.timeAdded;
+    const stamp = Date.parse(String(added));
+    const id: TaintId = { key, added: typeof added === 'string' ? added : undefined };
     const chain = this.noExecuteChains.get(node);
     const decided = Number.isFinite(stamp) ? stamp : chain && chain.by === w.by ? chain.firstAt : w.sentAt;
     this.noExecuteChains.delete(node);
@@ -507,7 +524,7 @@ export class Checker {
           `${kind} in ${zone || 'the default zone'} by ${term}: decided ${((decided - near.at) / 1000).toFixed(2)}s from ${near.node}'s (rate ${rate}/s: ${1 / rate}s apart)`,
         );
       }
-      times.push({ at: decided, node });
+      times.push({ at: decided, node, ...id });
       if (times.length > 16) times.shift();
       this.zoneDecisions.set(zone, times);
     }
@@ -524,7 +541,7 @@ export class Checker {
         this.noExecuteAdds.some(
           (a) => a.node === node && !a.rides && a.at > decided - cap.windowMs - CLIENT_WAIT_MS,
         );
-      this.noExecuteAdds.push({ at: decided, node, by: this.instance.get(w.by) ?? w.by, rides });
+      this.noExecuteAdds.push({ at: decided, node, by: this.instance.get(w.by) ?? w.by, rides, ...id });
       if (this.noExecuteAdds.length > 200) this.noExecuteAdds.shift();
       const inWindow = this.noExecuteAdds.filter((a) => !a.rides && window(a, decided));
       const nodes = new Set(inWindow.map((a) => a.node));
@@ -547,6 +564,16 @@ export class Checker {
         `${kind} in ${zone || 'the default zone'}, partially disrupted for ${((decided - partialSince) / 1000).toFixed(1)}s`,
       );
     }
+    // Master disruption, as the deciding replica saw it: admitted after it had been shown every
+    // node not Ready (and none Ready), its zone pass had stopped every zone.
+    const allDown = this.shownAllNotReady(w.by);
+    if (allDown !== undefined && decided - allDown > MASTER_PASS_MS) {
+      this.fail(
+        'S4 master disruption',
+        node,
+        `${kind} by ${term} admitted ${((decided - allDown) / 1000).toFixed(1)}s after it had been shown every node not Ready`,
+      );
+    }
     if (kind === 'unreachable-noexecute' && this.fullDisruptionSince !== undefined) {
       if (w.at - this.fullDisruptionSince > this.o.silenceMs + 10_000) {
         this.fail(
@@ -556,6 +583,26 @@ export class Checker {
         );
       }
     }
+  }
+
+  /**
+   * Since when replica `by` has been shown every node not Ready: each node the API server holds
+   * shown to it not Ready, and none it was shown (a node deleted since included) last shown Ready.
+   * Undefined when not.
+   */
+  private shownAllNotReady(by: string): number | undefined {
+    const seen = this.seen.get(by);
+    if (!seen) return undefined;
+    let since = Number.NEGATIVE_INFINITY;
+    for (const s of seen.values()) {
+      if (s.ready === undefined) continue;
+      if (s.notReadySince === undefined) return undefined;
+      since = Math.max(since, s.notReadySince);
+    }
+    const nodes = this.server.list('nodes');
+    if (nodes.length === 0) return undefined;
+    for (const n of nodes) if (seen.get(n.metadata.name)?.notReadySince === undefined) return undefined;
+    return since;
   }
 
   // ---------------------------------------------------------------- periodic checks

@@ -82,6 +82,11 @@ export interface Rates {
   massDeath: number;
   /** The share of mass deaths during whose marks a replica's path hangs. */
   leaderCutAtMarks: number;
+  /**
+   * Fenced nodes back right as their out-of-service taint is sent, under a slow API server and late
+   * watches (a 409's fresh copy is the first to show them back): per node, per hour.
+   */
+  backAtFenceUnderLag: number;
   partition: number;
   notReady: number;
   clock: number;
@@ -103,6 +108,7 @@ export const BASE_RATES: Rates = {
   kubeletFlap: 0.3,
   massDeath: 0.3,
   leaderCutAtMarks: 0.2,
+  backAtFenceUnderLag: 0,
   partition: 0.15,
   notReady: 0.15,
   clock: 0.05,
@@ -136,6 +142,17 @@ export const FAMILIES: Record<string, Partial<Rates>> = {
   // Watches silent while requests get through (the blind spells that only the gating covers), with
   // nodes dying and coming back under them.
   blind: { watchStall: 14, watchCut: 2, kubeletStop: 0.6, kubeletFlap: 1.2, notReady: 0.3 },
+  // Near the thresholds that no other family meets often: fenced nodes back right as their
+  // out-of-service taint is sent while the API server is slow and the watches late (its world
+  // always has --out-of-service on: FAMILY_WORLD), and the whole fleet dying at once in zones of
+  // at most two nodes (each goes from Normal to full disruption at once: only master disruption
+  // stops their taints).
+  threshold: { backAtFenceUnderLag: 0.6, massDeath: 2, kubeletStop: 0.3, path: 2, watchLag: 2 },
+};
+
+/** What a family needs of its world, drawn from the seed otherwise. */
+export const FAMILY_WORLD: Record<string, { outOfService?: boolean; twoPerZone?: boolean }> = {
+  threshold: { outOfService: true, twoPerZone: true },
 };
 
 interface Span {
@@ -207,6 +224,43 @@ export function generateSchedule(
         fenceStaysMs: rng.chance(0.2) ? undefined : Math.round(rng.between(0, 180_000)),
       },
     });
+  }
+  // Near a threshold (issue 47's defect 1): a fenced node back as its out-of-service taint is
+  // sent, the API server slow (the re-read before the taint, then the patch, each a few seconds)
+  // and every replica's watches late, so that the kubelet's status post lands between the
+  // controller's copy and its patch (a 409) while no watch has shown the renewal yet.
+  if (o.outOfServiceAfterMs !== undefined && r.backAtFenceUnderLag > 0) {
+    for (const at of times(r.backAtFenceUnderLag * n)) {
+      const cloudTaint = Math.round(rng.between(2_000, g));
+      const due = g + o.outOfServiceAfterMs;
+      const back = Math.round(due + rng.between(-1_000, 9_000));
+      const slowFrom = at + due - 20_000;
+      if (at + back + 60_000 > end || slowFrom < o.warmupMs) continue;
+      out.push({
+        at,
+        fault: {
+          kind: 'kubelet-stop',
+          node: rng.pick(o.nodes),
+          forMs: back,
+          announce: false,
+          cloudTaint,
+          fence: undefined,
+          fenceStaysMs: Math.round(rng.between(0, 60_000)),
+        },
+      });
+      out.push({
+        at: slowFrom,
+        fault: {
+          kind: 'storage-slow',
+          forMs: 50_000,
+          slowMs: Math.round(rng.between(1_000, MODEL.maxSlowMs)),
+        },
+      });
+      const lagMs = Math.round(rng.between(2_500, MODEL.maxWatchLagMs));
+      for (const replica of o.replicas)
+        for (const coll of ['nodes', 'leases/kube-node-lease'])
+          out.push({ at: slowFrom, fault: { kind: 'watch-lag', replica, coll, lagMs, forMs: 50_000 } });
+    }
   }
   for (const at of times(r.kubeletFlap * n)) {
     out.push({

@@ -5,7 +5,16 @@
  */
 import { vi } from 'vitest';
 import { Checker, type Violation } from './checker.js';
-import { BASE_RATES, describe, FAMILIES, generateSchedule, MODEL, type Rates, type Timed } from './faults.js';
+import {
+  BASE_RATES,
+  describe,
+  FAMILIES,
+  FAMILY_WORLD,
+  generateSchedule,
+  MODEL,
+  type Rates,
+  type Timed,
+} from './faults.js';
 import { Injector } from './injector.js';
 import { Prng } from './prng.js';
 import { World } from './world.js';
@@ -45,11 +54,16 @@ const T0 = Date.UTC(2026, 11, 1, 8, 0, 0);
 const TICK_MS = 5_000;
 
 /** The world's shape and the controller's flags, drawn from the seed. */
-function drawWorld(rng: Prng) {
+function drawWorld(rng: Prng, need: { outOfService?: boolean; twoPerZone?: boolean } = {}) {
   const graceMs = rng.chance(0.6) ? 50_000 : 20_000;
-  const nodes = rng.int(4, 10);
-  const zones = rng.int(1, Math.min(4, nodes));
-  const outOfService = rng.chance(0.5) ? { afterMs: rng.pick([0, 10, 30]) * 1000 } : undefined;
+  const drawnNodes = rng.int(4, 10);
+  const drawnZones = rng.int(1, Math.min(4, drawnNodes));
+  // Zones of at most two nodes never pass through partial disruption (it needs three not Ready):
+  // a zone whose nodes all die goes from Normal to full disruption at once, at the full rate.
+  const nodes = need.twoPerZone ? Math.min(drawnNodes, 8) : drawnNodes;
+  const zones = need.twoPerZone ? Math.ceil(nodes / 2) : drawnZones;
+  const oos = rng.chance(0.5);
+  const outOfService = (need.outOfService ?? oos) ? { afterMs: rng.pick([0, 10, 30]) * 1000 } : undefined;
   const capOn = rng.chance(0.4);
   const cap = capOn ? { max: rng.int(1, 4), windowMs: rng.pick([60_000, 300_000, 600_000]) } : undefined;
   const flags = [
@@ -73,7 +87,7 @@ export async function simulate(o: RunOptions): Promise<RunResult> {
   // Every Math.random in the wiring (backoff jitter, lease names) comes from the seed too.
   const jitter = rng.fork();
   const random = vi.spyOn(Math, 'random').mockImplementation(() => jitter.next());
-  const w = drawWorld(rng);
+  const w = drawWorld(rng, FAMILY_WORLD[o.family]);
   const clock = { now: () => Date.now(), wall: () => Date.now() };
   const world = new World(
     rng.fork(),
