@@ -1048,6 +1048,38 @@ describe('NodeLifecycleController: writes decided before a wait (virtual time)',
     }
   });
 
+  it("a node whose kubelet is back as its taint is sent (409, watches 5 s behind): the fresh copy's heartbeat counts, its pods are not marked (found by the fault simulator: family threshold, seed 9)", async () => {
+    const h = harness({ nodes: 3, qps: 1, burst: 1 });
+    try {
+      for (let i = 0; i < 2; i++) h.sim.addPod('default', `web-${i}`, 'node-1');
+      await advance(20_000);
+      h.sim.stopKubelet('node-1');
+      // As the first taint write after our mark is sent, the kubelet posts Ready=True (its status
+      // before its lease renewal); our watches show it 5 s late. The write gets a 409 and re-reads.
+      let backAt: number | undefined;
+      h.sim.onRequest = (req) => {
+        if (
+          backAt === undefined &&
+          req.method === 'PATCH' &&
+          req.path === '/api/v1/nodes/node-1' &&
+          JSON.stringify(req.body).includes('node.kubernetes.io/unreachable')
+        ) {
+          backAt = Date.now();
+          h.sim.delayWatch('nodes', 5_000);
+          h.sim.delayWatch('leases', 5_000);
+          h.sim.setReady('node-1', 'True');
+        }
+        return undefined;
+      };
+      await advance(GRACE_MS + 30_000);
+      expect(backAt).toBeDefined();
+      expect(unknownPatches(h)).toHaveLength(1);
+      expect(podPatches(h).filter((p) => p.at >= backAt!)).toEqual([]);
+    } finally {
+      await h.stop();
+    }
+  });
+
   it('pod marks stopped by a blind spell go on as soon as the watches see again (found by the fault simulator: family threshold, seed 5)', async () => {
     const h = harness({ nodes: 3, qps: 1, burst: 1 });
     try {

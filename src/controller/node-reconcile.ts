@@ -113,6 +113,7 @@ export class NodeReconciler {
       ...o,
       writtenNodes: this.writtenNodes,
       view: (name, now) => this.view(name, now),
+      observeFresh: (node) => this.observeFresh(node),
     });
   }
 
@@ -234,7 +235,7 @@ export class NodeReconciler {
         if (current === node) return write.patch;
         // Someone changed the node since our copy: judge it again from the fresh object.
         const t = this.now();
-        tracker.observeNode(current, t);
+        this.observeFresh(current);
         const again = policy.status(current, this.view(name, t), this.o.clock.wall());
         return again?.kind === write.kind ? again.patch : undefined;
       },

@@ -30,6 +30,8 @@ export interface TaintStepOptions {
   view: (name: string, now: number) => NodeView;
   /** A NoExecute admission was requested: the zone pass should run soon. */
   admissionRequested: () => void;
+  /** A copy of the node read after a 409 (newer than the watch's): observed as the watch's is. */
+  observeFresh: (node: Node) => void;
 }
 
 /**
@@ -131,7 +133,13 @@ export class TaintStep {
       name,
       node,
       (current) => {
-        const t = current === node ? first : policy.taints(current, wall(), ctx);
+        // A copy read after a 409 is newer than the watch's: what it shows (a heartbeat) counts
+        // before it is judged, and before the steps after this one ask whether the node is lost.
+        if (current !== node) this.o.observeFresh(current);
+        const t =
+          current === node
+            ? first
+            : policy.taints(current, wall(), { ...ctx, view: this.o.view(name, this.now()) });
         added = t.addsNoExecute;
         introduces = added || introducesNoExecute(current, t.taints);
         return t.taints ? (taintsPatch(t.taints) as unknown as Record<string, unknown>) : undefined;
