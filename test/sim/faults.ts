@@ -51,6 +51,8 @@ export type Fault =
       cloudTaint: number | undefined;
       fence: number | undefined;
       fenceStaysMs: number | undefined;
+      /** Back, its status post goes out before its lease renewal. */
+      statusFirst?: boolean;
     }
   | { kind: 'kubelet-partition'; node: string; forMs: number }
   | { kind: 'kubelet-not-ready'; node: string; forMs: number }
@@ -227,8 +229,9 @@ export function generateSchedule(
   }
   // Near a threshold (issue 47's defect 1): a fenced node back as its out-of-service taint is
   // sent, the API server slow (the re-read before the taint, then the patch, each a few seconds)
-  // and every replica's watches late, so that the kubelet's status post lands between the
-  // controller's copy and its patch (a 409) while no watch has shown the renewal yet.
+  // and every replica's watches late, so that the kubelet's status post (sent before its renewal)
+  // lands between the controller's copy and its patch (a 409) while no watch has shown the renewal
+  // yet, and the renewal lands after the re-read.
   if (o.outOfServiceAfterMs !== undefined && r.backAtFenceUnderLag > 0) {
     for (const at of times(r.backAtFenceUnderLag * n)) {
       const cloudTaint = Math.round(rng.between(2_000, g));
@@ -246,6 +249,7 @@ export function generateSchedule(
           cloudTaint,
           fence: undefined,
           fenceStaysMs: Math.round(rng.between(0, 60_000)),
+          statusFirst: true,
         },
       });
       out.push({

@@ -259,7 +259,7 @@ export class Injector implements Timeline {
     this.later(forMs + (f.announce ? 2_000 : 0), () => {
       if (d.forever || d.life !== life) return;
       this.setDown(f.node, { stopped: false });
-      k.start();
+      k.start(f.statusFirst === true);
       // The cloud provider sees the instance running a little later and lifts its taint.
       this.later(Math.round(this.rng.between(0, 20_000)), () =>
         this.updateNode(f.node, (n) => ({

@@ -114,13 +114,23 @@ export class SimKubelet {
     };
   }
 
-  /** The kubelet starts (or starts again): renews and posts its status at once, then on its rhythm. */
-  start(): void {
+  /**
+   * The kubelet starts (or starts again): renews and posts its status at once, then on its rhythm.
+   * `statusFirst`: its status post goes out first and its renewal after it (a kubelet's node status
+   * and lease loops are independent; either may reach the API server first after a restart).
+   */
+  start(statusFirst = false): void {
     if (this.running) return;
     this.running = true;
     this.failures = 0;
     this.ready = { status: 'True', reason: 'KubeletReady', message: 'kubelet is posting ready status' };
-    this.schedule(0);
+    if (!statusFirst) {
+      this.schedule(0);
+      return;
+    }
+    void this.postStatus().then(() => {
+      if (this.running && this.timer === undefined) this.schedule(0);
+    });
   }
 
   /** The machine dies: nothing more is sent (a write already on the wire may still land). */
