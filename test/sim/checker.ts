@@ -104,6 +104,8 @@ interface Seen {
   uid: string | undefined;
   /** When the last NEW heartbeat (of either kind, or first sight) was shown. */
   lastFreshAt: number;
+  /** Its order within its millisecond (Checker.order). */
+  lastFreshOrder?: number;
   /** A renewal a re-read showed ahead of the watch (ms, the kubelet's clock): older ones the watch brings are not new. */
   readAhead?: number | undefined;
   /** Since when the node has been shown not Ready (undefined: shown Ready, or never shown). */
@@ -162,8 +164,10 @@ export class Checker {
   ) {
     server.onLanded = (w) => this.landed(w);
     server.onDelivered = (client, coll, obj, via) => this.delivered(client, coll, obj, via);
-    server.onAttempt = (client, req, sentAt) =>
+    server.onAttempt = (client, req, sentAt) => {
+      if (typeof req.body === 'object' && req.body !== null) this.sentOrder.set(req.body, ++this.order);
       this.attempted(client, req.method, req.path, req.body, sentAt);
+    };
     server.onContact = (client, coll, what) => {
       if (coll === 'leases/kube-node-lease') this.leaseContact(client, what);
     };
@@ -175,6 +179,13 @@ export class Checker {
    * rate-limiter wait. A zone's rate governs decisions, not when a delayed write lands.
    */
   private readonly noExecuteChains = new Map<string, { by: string; firstAt: number; lastAt: number }>();
+  /**
+   * The order of what happens within one millisecond of virtual time: each object given to a
+   * replica, and each write sent (by its body). A write sent in the same millisecond as a fresh
+   * heartbeat was given was sent after it when its order is later (a 409's re-read, then its retry).
+   */
+  private order = 0;
+  private readonly sentOrder = new WeakMap<object, number>();
 
   private attempted(client: string, method: string, path: string, body: unknown, sentAt: number): void {
     if (method !== 'PATCH') return;
@@ -275,6 +286,7 @@ export class Checker {
         s.renewals.push(rt);
         if (s.renewals.length > 8) s.renewals.shift();
         s.lastFreshAt = now;
+        s.lastFreshOrder = ++this.order;
         if (via === 'get') s.readAhead = t;
       }
     } else if (coll === 'nodes') {
@@ -285,6 +297,7 @@ export class Checker {
         const fresh = this.seenOf(seen, name);
         fresh.uid = uid;
         fresh.lastFreshAt = now;
+        fresh.lastFreshOrder = ++this.order;
       }
       const shown = this.seenOf(seen, name);
       shown.ready = readyOf(obj)?.status as string | undefined;
@@ -298,6 +311,7 @@ export class Checker {
           x.heartbeats.push(hb);
           if (x.heartbeats.length > 8) x.heartbeats.shift();
           x.lastFreshAt = now;
+          x.lastFreshOrder = ++this.order;
         }
       }
     }
@@ -461,7 +475,15 @@ export class Checker {
       }
       // S2: nothing sent against a heartbeat the sender was shown less than a grace before.
       const s = this.seen.get(w.by)?.get(node);
-      if (s && s.lastFreshAt < w.sentAt && w.sentAt < s.lastFreshAt + g) {
+      const sentAfter =
+        s !== undefined &&
+        (s.lastFreshAt < w.sentAt ||
+          (s.lastFreshAt === w.sentAt &&
+            s.lastFreshOrder !== undefined &&
+            typeof w.body === 'object' &&
+            w.body !== null &&
+            (this.sentOrder.get(w.body) ?? 0) > s.lastFreshOrder));
+      if (s && sentAfter && w.sentAt < s.lastFreshAt + g) {
         this.fail(
           'S2 acts on what it saw',
           node,

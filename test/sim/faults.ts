@@ -234,9 +234,11 @@ export function generateSchedule(
   // yet, and the renewal lands after the re-read.
   if (o.outOfServiceAfterMs !== undefined && r.backAtFenceUnderLag > 0) {
     for (const at of times(r.backAtFenceUnderLag * n)) {
-      const cloudTaint = Math.round(rng.between(2_000, g));
-      const due = g + o.outOfServiceAfterMs;
-      const back = Math.round(due + rng.between(-1_000, 9_000));
+      // Fenced before its mark; its out-of-service taint is due --out-of-service-after after the
+      // mark, and never sooner than its zone's next token (10 s after its unreachable taint's).
+      const cloudTaint = Math.round(rng.between(2_000, g / 2));
+      const due = g + Math.max(o.outOfServiceAfterMs, 10_000);
+      const back = Math.round(due + rng.between(-6_000, 8_000));
       const slowFrom = at + due - 20_000;
       if (at + back + 60_000 > end || slowFrom < o.warmupMs) continue;
       out.push({
