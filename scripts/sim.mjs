@@ -6,8 +6,10 @@
 //                                                  replays one seed: its report and the replicas' logs
 //   ./dev run sim -- --soak [--seeds=N] [--from=S] [--hours=H] [--family=F]
 //                                                  a longer run over seeds CI does not use (for the night)
-//   ./dev run sim -- --guards [--only=id,id]       with each safety guard removed, the first budget seed
-//                                                  that finds a violation (test/sim/guards.ts records them)
+//   ./dev run sim -- --guards [--only=id,id] [--families=f,f]
+//                                                  with each safety guard removed, the first budget seed
+//                                                  that finds a violation (test/sim/guards.ts records them;
+//                                                  --families searches those families' seeds only)
 import { spawnSync } from 'node:child_process';
 
 const args = Object.fromEntries(
@@ -36,6 +38,7 @@ if (args.seed !== undefined) {
 } else if (args.guards) {
   env.NLC_SIM_GUARD_SEARCH = '1';
   if (args.only) env.NLC_SIM_GUARD = args.only;
+  if (args.families) env.NLC_SIM_GUARD_FAMILIES = args.families;
   vitest = ['vitest', 'run', '--project', 'sim-guards'];
 } else {
   if (args.soak) {
