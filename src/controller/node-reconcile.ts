@@ -198,7 +198,18 @@ export class NodeReconciler {
     );
     if (oosDue === 'fenced') return undefined;
 
-    // 3. Pods. How long the node has been in its rate-limited step (companion: evicting), on our clock.
+    // 3. Pods. A node our mark of a lost node is on that is not lost on our clock (a fresh grace
+    // since we started acting, or a renewal since the mark) waits until it is: its pods are looked
+    // at then (at its deadline), not listed now only to be withdrawn.
+    if (this.o.policy.markedLost(node) && !this.o.tracker.isTimedOut(name, this.now())) {
+      const deadline = this.o.tracker.health(name)?.deadline;
+      return earliest(
+        taintsDue,
+        oosDue,
+        deadline === undefined ? undefined : Math.max(1, deadline - this.now()),
+      );
+    }
+    // How long the node has been in its rate-limited step (companion: evicting), on our clock.
     const since = this.o.policy.inRateLimitedStep(node)
       ? (this.stepSince.get(name) ?? this.now())
       : undefined;

@@ -95,7 +95,8 @@ export class PodStep {
     if (stopped !== undefined) {
       // Stopped because this replica stopped acting (blind, not leading, fenced), not because the
       // node changed: the rest is owed, as a retry of this run, to the node's next run (at once
-      // when the replica acts again), not left for the next resync a recheck interval away.
+      // when the replica acts again), not left for the next resync a recheck interval away (which
+      // under upstream's rules, marks on a flip or a retry only, would not make them either).
       if (stopped === 'not-acting') this.owe(name, trigger, { at: now, everyMs: everyMsBefore, rv, stepped });
       return undefined;
     }

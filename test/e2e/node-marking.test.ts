@@ -396,11 +396,16 @@ describe('marking lost nodes (real API server, 30 simulated nodes, grace 5 s, re
     await sleep(500);
     expect(observer.podReadyStatus(`default/${n}-pod-0`)).toBe('True');
     const ctl = await startActing();
+    const actingAt = performance.now();
     try {
+      // A new controller knows nothing of how long the node has been silent: it gives it a fresh
+      // grace, and marks the pods once the node is lost on its own clock (never on a mark whose
+      // kubelet may have renewed since).
       await waitUntil(() => observer.podReadyStatus(`default/${n}-pod-0`) === 'False', {
-        timeoutMs: 5000,
+        timeoutMs: GRACE_MS + 5000,
         what: 'leftover pod marked not ready by the new controller',
       });
+      expect(performance.now() - actingAt).toBeGreaterThan(GRACE_MS - 1000);
       const pod = await cluster.admin.request<Pod>({
         method: 'GET',
         path: paths.pod('default', `${n}-pod-0`),

@@ -164,7 +164,7 @@ export const GUARDS: Guard[] = [
         off: 'if (!OFF) this.o.tracker.extendBlind(c.leaseBlindMs, now);',
       },
     ],
-    found: { family: 'blind', seed: 10, invariant: 'S1 live node untouched', hoursSearched: 172.0 },
+    found: { family: 'network', seed: 12, invariant: 'S2 acts on what it saw', hoursSearched: 197.9 },
   },
   {
     id: 'forgiveness-cap',
