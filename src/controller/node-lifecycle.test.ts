@@ -998,6 +998,17 @@ describe('NodeLifecycleController: marks go ahead of ordinary work (virtual time
 describe('NodeLifecycleController: writes decided before a wait (virtual time)', () => {
   const podPatches = (h: Harness) =>
     h.sim.patches.filter((p) => p.path.endsWith('/status') && p.path.includes('/pods/'));
+  /** node-1 with 20 pods dies at 20 s and is marked at 70 s; its pods are being marked, one a second. */
+  const podsBeingMarked = async (h: Harness): Promise<number> => {
+    for (let i = 0; i < 20; i++) h.sim.addPod('default', `web-${i}`, 'node-1');
+    await advance(20_000);
+    h.sim.stopKubelet('node-1');
+    await advance(GRACE_MS + 5_000);
+    const before = podPatches(h).length;
+    expect(before).toBeGreaterThan(0);
+    expect(before).toBeLessThan(20);
+    return before;
+  };
 
   it('a partition heals while marks wait for tokens: no node is marked after its renewal was seen', async () => {
     // 15 of 20 nodes cut off at 20 s; their marks at 70 s go out at 1 QPS (with their taints).
@@ -1026,13 +1037,7 @@ describe('NodeLifecycleController: writes decided before a wait (virtual time)',
   it('pods marked Ready=False at 1 QPS: the writes stop as soon as the node renews', async () => {
     const h = harness({ nodes: 3, qps: 1, burst: 1 });
     try {
-      for (let i = 0; i < 20; i++) h.sim.addPod('default', `web-${i}`, 'node-1');
-      await advance(20_000);
-      h.sim.stopKubelet('node-1');
-      await advance(GRACE_MS + 5_000); // marked at 70 s; its pods from then on, one a second
-      const before = podPatches(h).length;
-      expect(before).toBeGreaterThan(0);
-      expect(before).toBeLessThan(20);
+      const before = await podsBeingMarked(h);
       const renewedAt = now();
       h.sim.startKubelet('node-1');
       await advance(5_000);
@@ -1083,13 +1088,7 @@ describe('NodeLifecycleController: writes decided before a wait (virtual time)',
   it('pod marks stopped by a blind spell go on as soon as the watches see again (found by the fault simulator: family threshold, seed 5)', async () => {
     const h = harness({ nodes: 3, qps: 1, burst: 1 });
     try {
-      for (let i = 0; i < 20; i++) h.sim.addPod('default', `web-${i}`, 'node-1');
-      await advance(20_000);
-      h.sim.stopKubelet('node-1');
-      await advance(GRACE_MS + 5_000); // marked at 70 s; its pods from then on, one a second
-      const before = podPatches(h).length;
-      expect(before).toBeGreaterThan(0);
-      expect(before).toBeLessThan(20);
+      const before = await podsBeingMarked(h);
       // The connections cut and refused for 3 s: the pod write waiting for its token is withdrawn.
       const cutAt = now();
       await cutFor(h, 3_000);
