@@ -18,6 +18,7 @@ import {
 } from '../remediation/index.js';
 import type { LeaseRecheck } from './lease-recheck.js';
 import type { ControllerMetrics } from './metrics.js';
+import { ADMISSION_TTL_MS } from './taints.js';
 
 /**
  * The disruption controller's queue is keyed by node name; an out-of-service admission goes in
@@ -122,6 +123,12 @@ export class OutOfServiceStep {
   /** Returns 'fenced', or when to look again (ms). Throws to be retried. */
   async run(name: string, node: Node): Promise<'fenced' | number | undefined> {
     const now = this.now();
+    const heldSince = this.admitted.get(name);
+    if (heldSince !== undefined && now - heldSince > ADMISSION_TTL_MS) {
+      // Not used in time (a blind spell held the run back): back to the zone, asked for again.
+      this.admitted.delete(name);
+      this.settle(name, 'failed');
+    }
     const admitted = this.admitted.has(name);
     const d = this.core.decide({ ...this.check(name, node), admitted, wallNow: this.o.clock.wall() }, now);
     // A request stays queued, and an admission held, only while the decision is to ask for or to

@@ -39,6 +39,12 @@ export interface TaintStepOptions {
  * the policy wants in its rate-limited step (upstream: NoExecute) asks for an admission, and a
  * node admitted by the zone pass (`admit`) has that admission settled by its next taint write.
  */
+/**
+ * The longest an admission waits for its node's run to use it (normally milliseconds; a run held
+ * back by a blind spell waits longer): then it is given back and asked for again.
+ */
+export const ADMISSION_TTL_MS = 20_000;
+
 export class TaintStep {
   /** Nodes the zone pass admitted whose taint write has not run yet, and when (our clock). */
   private readonly admitted = new Map<string, number>();
@@ -104,7 +110,15 @@ export class TaintStep {
     const { disruption, writer, policy } = this.o;
     // An admission that arrives while this reconcile is in flight belongs to the next run (the
     // queue re-runs a key added during processing): decide and settle only with what we had now.
-    const admittedAt = this.admitted.get(name);
+    let admittedAt = this.admitted.get(name);
+    if (admittedAt !== undefined && this.now() - admittedAt > ADMISSION_TTL_MS) {
+      // An admission is for a write now: one this node's run could not use in time (a blind spell
+      // held the run back) goes back to its zone (its cap slot refunded, the request queued again)
+      // and the taint waits for a fresh token, as upstream takes one only as it writes.
+      this.admitted.delete(name);
+      disruption.settle(name, 'failed', this.now());
+      admittedAt = undefined;
+    }
     const ctx = {
       view: this.o.view(name, this.now()),
       admitted: admittedAt !== undefined,

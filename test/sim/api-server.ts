@@ -342,6 +342,11 @@ export class SimServer {
   onAttempt: ((client: string, req: KubeRequest, sentAt: number) => void) | undefined;
   /** Requests answered, for the run's figures. */
   requests = 0;
+  /**
+   * A trap (the fault injector's): asked about every request of a replica as the server takes it,
+   * answers the error to send instead (one request failing at a chosen moment), or nothing.
+   */
+  trap: ((client: string, req: KubeRequest) => KubeApiError | undefined) | undefined;
 
   constructor(
     private readonly clock: { now(): number; wall(): number },
@@ -663,6 +668,8 @@ export class SimServer {
     if (this.faults.throttleShare > 0 && this.rng.chance(this.faults.throttleShare)) {
       return this.answer(apiError(429, 'TooManyRequests', ctx.what, this.faults.retryAfterS));
     }
+    const trapped = this.trap?.(id, req);
+    if (trapped) return this.answer(trapped);
     const route = routeOf(req.path);
     if (!route) return this.answer(apiError(404, 'NotFound', ctx.what));
     const quorum = !(

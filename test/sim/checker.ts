@@ -20,6 +20,9 @@
  * Liveness
  * - L1 a stopped node in a quiet stretch (no fault but other nodes' deaths, one leader throughout,
  *   other nodes renewing) is marked by its last heartbeat + grace + QUIET_MARK_MS.
+ *   With the storage slow (S) and no other fault, by its last heartbeat + grace + 8 s + 6 x S + 2 s
+ *   (the reconnect hold a silent fleet gets, its re-read and its status write and those of nodes
+ *   that died with it, queued ahead of it), unless a kubelet came back meanwhile.
  * - L2 every stopped node is marked by its last heartbeat + 2 x grace + the time faults kept the
  *   controller from seeing or leading (each fault counted with a recovery allowance), or by a new
  *   leader's taking the lock + a grace + the same, whichever is later.
@@ -38,6 +41,18 @@ import { readyOf, ZONE_LABEL } from './kubelet.js';
 
 export const QUIET_MARK_MS = 100;
 export const POD_MARK_MS = 10_000;
+/**
+ * The longest an admitted NoExecute taint may wait before its first attempt: a worker, the
+ * client's limiter, a re-read behind a slow API server (each well under this).
+ */
+export const STALE_ADMISSION_MS = 30_000;
+/** The hold a fleet silent at once gets before it is judged (src/controller/lease-recheck.ts, KUBELET_RECONNECT_MS). */
+export const SLOW_MARK_HOLD_MS = 8_000;
+/**
+ * Requests of S each a mark may wait for with the storage slow: its lease re-read and its status
+ * write, twice over (once more after the hold), and those of nodes that died with it ahead of it.
+ */
+export const SLOW_MARK_REQUESTS = 6;
 const OOS_SLACK_MS = 60_000;
 /** --leader-elect-renew-deadline's default: a leader not renewed for longer has stopped leading. */
 const RENEW_DEADLINE_MS = 10_000;
@@ -90,6 +105,10 @@ export interface Timeline {
   hindered(from: number, to: number): number;
   /** Since when the kubelet of `node` has been stopped or cut off (undefined: it runs and reaches). */
   downSince(node: string): number | undefined;
+  /** Whether some kubelet came back (revived, re-created) in [from, to]. */
+  revived(from: number, to: number): boolean;
+  /** The slowest the storage was in [from, to] when that was the only fault but kubelet deaths (undefined: another fault, or none). */
+  slowOnly(from: number, to: number): number | undefined;
   /** Faults of the control plane (not of nodes) in [from, to]: their total time and the last end. */
   controlPlaneFaults(from: number, to: number): { total: number; lastEnd: number | undefined };
 }
@@ -532,8 +551,18 @@ export class Checker {
     const stamp = Date.parse(String(added));
     const id: TaintId = { key, added: typeof added === 'string' ? added : undefined };
     const chain = this.noExecuteChains.get(node);
-    const decided = Number.isFinite(stamp) ? stamp : chain && chain.by === w.by ? chain.firstAt : w.sentAt;
+    const first = chain && chain.by === w.by ? chain.firstAt : w.sentAt;
+    const decided = Number.isFinite(stamp) ? stamp : first;
     this.noExecuteChains.delete(node);
+    // An admission is for the write it was given to: one first sent long after its zone admitted
+    // it (its timeAdded) was written on an admission that outlived what it was for.
+    if (Number.isFinite(stamp) && first - stamp > STALE_ADMISSION_MS) {
+      this.fail(
+        'S4 zone rate',
+        node,
+        `${kind} by ${term}: first sent ${((first - stamp) / 1000).toFixed(1)}s after its zone admitted it (its timeAdded): written on a stale admission, not its zone's token`,
+      );
+    }
     // The out-of-service taint takes its zone's token too (after the node's own NoExecute taint).
     if (rate > 0) {
       const times = this.zoneDecisions.get(zone) ?? [];
@@ -772,15 +801,44 @@ export class Checker {
     const due = h + g + QUIET_MARK_MS;
     if (at <= due) return false;
     if (
-      !this.timeline.quiet(h - g, due) ||
+      this.timeline.quiet(h - g, due) &&
+      this.stableLeader(h - g, due) &&
+      this.othersRenewing(node, h, due)
+    ) {
+      this.fail(
+        'L1 quiet mark',
+        node,
+        `marked ${((at - h - g) / 1000).toFixed(3)}s past its grace (last heartbeat ${(h / 1000).toFixed(3)}s, bound ${QUIET_MARK_MS} ms) in a quiet stretch`,
+      );
+      return true;
+    }
+    return this.slowMark(node, h, at);
+  }
+
+  /**
+   * L1, the storage slow: a node that died while the storage was slow (writes and quorum reads up
+   * to S late) and nothing else happened (one leader; kubelets may die, the whole fleet too) is
+   * marked by its last heartbeat + G + the kubelets' reconnect hold a silent fleet gets + 6 x S +
+   * 2 s (SLOW_MARK_REQUESTS), unless a kubelet came back meanwhile. True when it failed.
+   */
+  private slowMark(node: string, h: number, at: number): boolean {
+    const g = this.o.graceMs;
+    const slow = this.timeline.slowOnly(h - g, h + 2 * g);
+    if (slow === undefined) return false;
+    const due = h + g + SLOW_MARK_HOLD_MS + SLOW_MARK_REQUESTS * slow + 2_000;
+    if (at <= due) return false;
+    // A kubelet back meanwhile ends what looks like a storage outage (the fleet silent, then a
+    // write): that is forgiven as one, and L2 bounds it.
+    if (
+      this.timeline.slowOnly(h - g, due) === undefined ||
       !this.stableLeader(h - g, due) ||
-      !this.othersRenewing(node, h, due)
+      this.timeline.revived(h - g, due)
     )
       return false;
     this.fail(
-      'L1 quiet mark',
+      'L1 slow mark',
       node,
-      `marked ${((at - h - g) / 1000).toFixed(3)}s past its grace (last heartbeat ${(h / 1000).toFixed(3)}s, bound ${QUIET_MARK_MS} ms) in a quiet stretch`,
+      `marked ${((at - h - g) / 1000).toFixed(3)}s past its grace (last heartbeat ${(h / 1000).toFixed(3)}s, bound ${((due - h - g) / 1000).toFixed(1)}s) with the storage ${slow} ms slow and no other fault`,
     );
     return true;
   }

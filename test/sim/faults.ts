@@ -54,6 +54,24 @@ export type Fault =
       /** Back, its status post goes out before its lease renewal. */
       statusFirst?: boolean;
     }
+  | {
+      /**
+       * A request failing at a chosen moment (a 429, as a throttle answers it): armed for
+       * `forMs`, the first request of `request`'s kind about `node` once the node is marked
+       * `Unknown` (and, for the out-of-service steps, fenced). `afterwards`: the node's kubelet back
+       * `reviveAfterMs` after the failure, and down again (fenced) `againAfterMs` after that.
+       */
+      kind: 'trap';
+      node: string;
+      request: 'pods-list' | 'lease-get' | 'oos-patch';
+      forMs: number;
+      /**
+       * Once it fired, every such request fails for this long (an admission webhook on nodes
+       * failing, 500, long enough for the writer's retries to give up); otherwise one fails (429).
+       */
+      holdMs?: number;
+      afterwards?: { reviveAfterMs: number; againAfterMs: number; cloudTaint: number } | undefined;
+    }
   | { kind: 'kubelet-partition'; node: string; forMs: number }
   | { kind: 'kubelet-not-ready'; node: string; forMs: number }
   | { kind: 'kubelet-clock'; node: string; skewMs: number }
@@ -89,6 +107,17 @@ export interface Rates {
    * watches (a 409's fresh copy is the first to show them back): per node, per hour.
    */
   backAtFenceUnderLag: number;
+  /** The whole fleet dying while the storage is slow (issue 47's defect 2): per hour, for the fleet. */
+  fleetDeathUnderSlow: number;
+  /** A node dying whose pod list fails at its mark (defect 7): per node, per hour. */
+  trapPodsList: number;
+  /** A fenced node dying whose lease re-read before the out-of-service taint fails (defect 6): per node, per hour. */
+  trapOutOfServiceRead: number;
+  /**
+   * A fenced node dying whose out-of-service write fails, back while its request waits in the zone
+   * queue, then down and fenced again (defect 4): per node, per hour.
+   */
+  trapBackInQueue: number;
   partition: number;
   notReady: number;
   clock: number;
@@ -111,6 +140,10 @@ export const BASE_RATES: Rates = {
   massDeath: 0.3,
   leaderCutAtMarks: 0.2,
   backAtFenceUnderLag: 0,
+  fleetDeathUnderSlow: 0,
+  trapPodsList: 0,
+  trapOutOfServiceRead: 0,
+  trapBackInQueue: 0,
   partition: 0.15,
   notReady: 0.15,
   clock: 0.05,
@@ -150,11 +183,40 @@ export const FAMILIES: Record<string, Partial<Rates>> = {
   // at most two nodes (each goes from Normal to full disruption at once: only master disruption
   // stops their taints).
   threshold: { backAtFenceUnderLag: 0.6, massDeath: 2, kubeletStop: 0.3, path: 2, watchLag: 2 },
+  // The seams between steps (issue 47's defects 2, 4, 6, 7): one request failing right where a
+  // step must settle its bookkeeping (the pod list at a mark, the re-read before the out-of-service
+  // taint, its write), and the fleet dying behind a slow API server; the background lighter, so
+  // that the liveness bounds after each chain apply (its world always runs --out-of-service).
+  seams: {
+    fleetDeathUnderSlow: 0.3,
+    trapPodsList: 0.15,
+    trapOutOfServiceRead: 0.15,
+    trapBackInQueue: 0.15,
+    kubeletStop: 0.15,
+    kubeletFlap: 0.15,
+    massDeath: 0.1,
+    outage: 1,
+    slow: 0.5,
+    throttle: 0.5,
+    serverRestart: 0.5,
+    path: 1,
+    watchCut: 1,
+    watchStall: 1,
+    watchLag: 1,
+    crash: 0.3,
+    rollingRestart: 0.3,
+  },
 };
 
 /** What a family needs of its world, drawn from the seed otherwise. */
-export const FAMILY_WORLD: Record<string, { outOfService?: boolean; twoPerZone?: boolean }> = {
+export const FAMILY_WORLD: Record<
+  string,
+  { outOfService?: boolean; twoPerZone?: boolean; outOfServiceAfterS?: number[] }
+> = {
   threshold: { outOfService: true, twoPerZone: true },
+  // --out-of-service-after 0 or 10 s: a taint that skips its zone's token shows beside the node's
+  // own unreachable taint (10 s apart at the rate of 0.1).
+  seams: { outOfService: true, outOfServiceAfterS: [0, 0, 10] },
 };
 
 interface Span {
@@ -461,7 +523,105 @@ export function generateSchedule(
     for (const at of times(r.crash)) out.push({ at, fault: { kind: 'replica-crash', replica } });
     for (const at of times(r.rollingRestart)) out.push({ at, fault: { kind: 'replica-restart', replica } });
   }
+  seams(out, rng, o, times, within, end);
   return out.sort((a, b) => a.at - b.at);
+}
+
+/** The seams' chains (family seams; drawn last, so the other families' schedules do not move). */
+function seams(
+  out: Timed[],
+  rng: Prng,
+  o: { graceMs: number; nodes: string[]; rates: Rates; outOfServiceAfterMs?: number | undefined },
+  times: (perHour: number) => number[],
+  within: (at: number, ms: number) => number,
+  end: number,
+): void {
+  const g = o.graceMs;
+  const n = o.nodes.length;
+  const r = o.rates;
+  // Defect 2: the whole fleet dies behind a slow API server (no lease write at all meanwhile).
+  for (const at of times(r.fleetDeathUnderSlow)) {
+    const slowFrom = at - 15_000;
+    const slowFor = 2 * g + 90_000;
+    if (slowFrom + slowFor > end) continue;
+    out.push({
+      at: slowFrom,
+      fault: {
+        kind: 'storage-slow',
+        forMs: slowFor,
+        slowMs: Math.round(rng.between(1_200, MODEL.maxSlowMs)),
+      },
+    });
+    const forever = rng.chance(0.2);
+    for (const node of o.nodes)
+      out.push({
+        at: at + Math.round(rng.between(0, 2_000)),
+        fault: {
+          kind: 'kubelet-stop',
+          node,
+          forMs: forever ? 'forever' : within(at, rng.between(2 * g + 30_000, 6 * 60_000)),
+          announce: false,
+          cloudTaint: undefined,
+          fence: undefined,
+          fenceStaysMs: undefined,
+        },
+      });
+  }
+  const stop = (at: number, node: string, forMs: number, cloudTaint?: number): Timed => ({
+    at,
+    fault: {
+      kind: 'kubelet-stop',
+      node,
+      forMs,
+      announce: false,
+      cloudTaint,
+      fence: undefined,
+      fenceStaysMs: 0,
+    },
+  });
+  // Defect 7: the pod list at the mark fails.
+  for (const at of times(r.trapPodsList * n)) {
+    const node = rng.pick(o.nodes);
+    if (at + 2 * g + 60_000 > end) continue;
+    out.push(stop(at, node, within(at, rng.between(2 * g + 40_000, 5 * 60_000))));
+    out.push({ at, fault: { kind: 'trap', node, request: 'pods-list', forMs: 2 * g + 30_000 } });
+  }
+  const after = o.outOfServiceAfterMs;
+  if (after === undefined) return;
+  // Defect 6: fenced before its mark; the lease re-read before its out-of-service taint fails.
+  for (const at of times(r.trapOutOfServiceRead * n)) {
+    const node = rng.pick(o.nodes);
+    const armed = g + after + 90_000;
+    if (at + armed + 120_000 > end) continue;
+    out.push(
+      stop(at, node, within(at, armed + rng.between(60_000, 180_000)), Math.round(rng.between(2_000, g / 2))),
+    );
+    out.push({ at, fault: { kind: 'trap', node, request: 'lease-get', forMs: armed } });
+  }
+  // Defect 4: its out-of-service write fails (the request goes back to the zone queue), the node is
+  // back while it waits there, and down and fenced again a little later.
+  for (const at of times(r.trapBackInQueue * n)) {
+    const node = rng.pick(o.nodes);
+    const armed = g + after + 60_000;
+    if (at + armed + 6 * 60_000 > end) continue;
+    out.push(stop(at, node, within(at, armed + 60_000), Math.round(rng.between(2_000, g / 2))));
+    out.push({
+      at,
+      fault: {
+        kind: 'trap',
+        node,
+        request: 'oos-patch',
+        forMs: armed,
+        holdMs: 4_000,
+        // Back after the writer gave up (about 3.7 s) and before the zone's next token (10 s).
+        afterwards: {
+          reviveAfterMs: Math.round(rng.between(4_500, 9_000)),
+          againAfterMs: Math.round(rng.between(30_000, 120_000)),
+          cloudTaint: Math.round(rng.between(1_000, 5_000)),
+        },
+      },
+    });
+  }
 }
 
 /** Whether `span` keeps the outages within the model: the total in any 2 x grace window bounded. */

@@ -267,8 +267,7 @@ export const GUARDS: Guard[] = [
         off: 'const slowMs = now - Math.max(OFF ? (this.lastProofAt ?? sentAt) : sentAt, this.coveredUntil);',
       },
     ],
-    notCaught:
-      "It needs every node dead under a slow API server (reads over a second) for longer than a grace with no lease write meanwhile; the budget's histories seldom hold both at once (an earlier generator's first such seed came at about 499 simulated hours). src/controller/storage-sight.test.ts holds it ('a slow answer with no write meanwhile', issue 47, defect 2).",
+    found: { family: 'seams', seed: 3, invariant: 'L1 slow mark', hoursSearched: 57.9 },
   },
   {
     id: 'defect-3',
@@ -292,9 +291,14 @@ export const GUARDS: Guard[] = [
         find: "if (d.kind !== 'request' && d.kind !== 'apply') this.release(name);",
         off: "if (!OFF && d.kind !== 'request' && d.kind !== 'apply') this.release(name);",
       },
+      {
+        // Before the fix no admission expired either (the time limit came with admission-ttl).
+        file: 'src/controller/out-of-service.ts',
+        find: 'if (heldSince !== undefined && now - heldSince > ADMISSION_TTL_MS) {',
+        off: 'if (!OFF && heldSince !== undefined && now - heldSince > ADMISSION_TTL_MS) {',
+      },
     ],
-    notCaught:
-      "It needs a fenced node back while its out-of-service request waits in its zone's queue after a failed write, then the same node down and fenced again while another node of its zone takes a token (or the cap is full); the budget's histories have not held that chain. src/controller/out-of-service.test.ts holds it ('a node back while its request waits in the zone queue...').",
+    found: { family: 'threshold', seed: 1, invariant: 'S4 zone rate', hoursSearched: 16.1 },
   },
   {
     id: 'defect-5',
@@ -323,8 +327,7 @@ export const GUARDS: Guard[] = [
         off: "    } catch (err) {\n      if (!OFF) this.settle(name, 'failed');\n      throw err;",
       },
     ],
-    notCaught:
-      "A failed re-read before the out-of-service taint leaves its admission in flight for 120 s; that shows only when the re-read fails right then (a 429, an outage) and another fenced node of the same zone waits for a token within those 120 s longer than L5 allows; not met in the budget. src/controller/out-of-service.test.ts holds it ('a lease re-read that fails before the taint gives its admission back...').",
+    found: { family: 'seams', seed: 2, invariant: 'L5 out-of-service', hoursSearched: 39.1 },
   },
   {
     id: 'defect-7',
@@ -335,9 +338,26 @@ export const GUARDS: Guard[] = [
         find: '    const pods = await this.list(name, flipped ? undefined : last?.rv, trigger, last);',
         off: '    if (OFF) this.checkedAt.set(name, { at: now, everyMs: last?.everyMs ?? this.o.podRecheckMs, rv: last?.rv, stepped });\n    const pods = await this.list(name, flipped ? undefined : last?.rv, trigger, last);',
       },
+      {
+        // Before the fix a failed list owed nothing: the record made before it stood.
+        file: 'src/controller/pods.ts',
+        find: '      // resource version" after an etcd restore). The last list\'s time is kept.\n      this.owe(name, trigger, {',
+        off: '      // resource version" after an etcd restore). The last list\'s time is kept.\n      if (!OFF) this.owe(name, trigger, {',
+      },
     ],
-    notCaught:
-      "A pod list failing at the mark delays the node's pod marks by 30 s; L4 (10 s after the mark, or after the control-plane faults that follow it) sees it only when the list fails at the mark and the faults end soon after; not met in the budget. src/controller/node-lifecycle.test.ts holds it ('a pod list that fails at mark time (70 s) is retried at once...').",
+    found: { family: 'seams', seed: 1, invariant: 'L4 pods marked', hoursSearched: 17.6 },
+  },
+  {
+    id: 'admission-ttl',
+    what: "an admission its node's run could not use within 20 s (a blind spell held the run back) is given back and asked for again (the fifth finding)",
+    edits: [
+      {
+        file: 'src/controller/taints.ts',
+        find: 'if (admittedAt !== undefined && this.now() - admittedAt > ADMISSION_TTL_MS) {',
+        off: 'if (!OFF && admittedAt !== undefined && this.now() - admittedAt > ADMISSION_TTL_MS) {',
+      },
+    ],
+    found: { family: 'storage', seed: 6, invariant: 'S4 zone rate', hoursSearched: 103.0 },
   },
 ];
 

@@ -2,6 +2,8 @@
  * Carries out a fault schedule on the world at its times, and keeps the timeline the checker asks
  * about: when each kubelet ran and reached the server, which faults were active when.
  */
+import type { KubeApiError, KubeRequest } from '../../src/kube/client.js';
+import { apiError } from './api-server.js';
 import type { Timeline } from './checker.js';
 import type { Fault, Timed } from './faults.js';
 import { LEASE_NS, POD_NS } from './kubelet.js';
@@ -39,7 +41,11 @@ interface Active {
   target: string;
   from: number;
   to: number;
+  /** storage-slow: how slow. */
+  slowMs?: number;
 }
+
+type Trap = Extract<Fault, { kind: 'trap' }>;
 
 export class Injector implements Timeline {
   private readonly spans: Active[] = [];
@@ -55,6 +61,14 @@ export class Injector implements Timeline {
   private throttles: Array<{ share: number; retryAfterS: number }> = [];
   /** Per node: a fence annotation or cloud taint the injector put there, to remove on revival. */
   private readonly fences = new Map<string, { staysMs: number | undefined }>();
+  /** Per node: brings back the kubelet its last stop stopped (nothing once another life began). */
+  private readonly revivers = new Map<string, () => void>();
+  /** Traps armed: the first matching request fails. */
+  private readonly traps: Array<{ trap: Trap; until: number; firedAt?: number }> = [];
+  /** When kubelets came back (revived, or a re-created node's joined). */
+  private revivals: number[] = [];
+  /** Traps that fired (for the run's figures). */
+  trapsFired = 0;
   executed = 0;
 
   constructor(
@@ -71,9 +85,70 @@ export class Injector implements Timeline {
     for (const t of schedule) setTimeout(() => this.run(t.fault), Math.max(0, t0 + t.at - this.now()));
   }
 
-  private span(kind: string, target: string, forMs: number): void {
+  private span(kind: string, target: string, forMs: number, slowMs?: number): void {
     const from = this.now();
-    this.spans.push({ kind, target, from, to: from + forMs });
+    this.spans.push({ kind, target, from, to: from + forMs, ...(slowMs === undefined ? {} : { slowMs }) });
+  }
+
+  /** Arms a trap: the server asks it about every replica request until it fires or expires. */
+  private armTrap(t: Trap): void {
+    this.traps.push({ trap: t, until: this.now() + t.forMs });
+    this.world.server.trap = (client, req) => this.sprung(client, req);
+  }
+
+  private sprung(_client: string, req: KubeRequest): KubeApiError | undefined {
+    const now = this.now();
+    for (let i = 0; i < this.traps.length; i++) {
+      const armed = this.traps[i]!;
+      const { trap, until, firedAt } = armed;
+      if (until < now) {
+        this.traps.splice(i--, 1);
+        continue;
+      }
+      if (firedAt !== undefined) {
+        // Held: the same requests fail until the hold ends.
+        if (matches(trap, req))
+          return apiError(500, 'InternalError', `${req.method} ${req.path}: failed calling webhook`);
+        continue;
+      }
+      if (!matches(trap, req) || !this.ripe(trap)) continue;
+      if (trap.holdMs) {
+        armed.firedAt = now;
+        armed.until = now + trap.holdMs;
+      } else this.traps.splice(i, 1);
+      this.trapsFired++;
+      // A control-plane fault of a moment (the checker's allowances count it as a throttle).
+      this.span('throttle', '', (trap.holdMs ?? 0) + 1_000);
+      const then = trap.afterwards;
+      if (then) {
+        this.later(then.reviveAfterMs, () => this.revivers.get(trap.node)?.());
+        this.later(then.reviveAfterMs + then.againAfterMs, () =>
+          this.run({
+            kind: 'kubelet-stop',
+            node: trap.node,
+            forMs: Math.round(this.rng.between(5, 10) * 60_000),
+            announce: false,
+            cloudTaint: then.cloudTaint,
+            fence: undefined,
+            fenceStaysMs: 0,
+          }),
+        );
+      }
+      if (trap.holdMs)
+        return apiError(500, 'InternalError', `${req.method} ${req.path}: failed calling webhook`);
+      return apiError(429, 'TooManyRequests', `${req.method} ${req.path}`, 1);
+    }
+    return undefined;
+  }
+
+  /** Whether the node is where the trap waits for it: marked Unknown (and fenced, for the out-of-service steps). */
+  private ripe(t: Trap): boolean {
+    const n = this.world.server.get('nodes', t.node);
+    if (!n || readyStatus(n) !== 'Unknown') return false;
+    if (t.request === 'pods-list') return true;
+    return (
+      taintList(n).some((x) => x.key === CLOUD_SHUTDOWN_TAINT) || n.metadata.annotations?.[FENCED] === 'true'
+    );
   }
 
   private later(ms: number, fn: () => void): void {
@@ -125,8 +200,11 @@ export class Injector implements Timeline {
         s.setFaults({ hung: true });
         this.later(f.forMs, () => s.setFaults({ hung: false }));
         return;
+      case 'trap':
+        this.armTrap(f);
+        return;
       case 'storage-slow':
-        this.span(f.kind, '', f.forMs);
+        this.span(f.kind, '', f.forMs, f.slowMs);
         this.slow.push(f.slowMs);
         s.setFaults({ slowMs: Math.max(0, ...this.slow) });
         this.later(f.forMs, () => {
@@ -256,9 +334,10 @@ export class Injector implements Timeline {
       });
     }
     if (forMs === undefined) return;
-    this.later(forMs + (f.announce ? 2_000 : 0), () => {
-      if (d.forever || d.life !== life) return;
+    const revive = () => {
+      if (d.forever || d.life !== life || k.running) return;
       this.setDown(f.node, { stopped: false });
+      this.revivals.push(this.now());
       k.start(f.statusFirst === true);
       // The cloud provider sees the instance running a little later and lifts its taint.
       this.later(Math.round(this.rng.between(0, 20_000)), () =>
@@ -281,7 +360,9 @@ export class Injector implements Timeline {
           );
         }
       }
-    });
+    };
+    this.revivers.set(f.node, revive);
+    this.later(forMs + (f.announce ? 2_000 : 0), revive);
     void s;
   }
 
@@ -311,6 +392,7 @@ export class Injector implements Timeline {
       if (d.life !== life) return;
       d.forever = false;
       this.setDown(node, { stopped: false });
+      this.revivals.push(this.now());
       k.register();
       k.start();
     });
@@ -335,6 +417,21 @@ export class Injector implements Timeline {
       if (a.from <= to && a.to >= from) return false;
     }
     return true;
+  }
+
+  revived(from: number, to: number): boolean {
+    return this.revivals.some((t) => t >= from && t <= to);
+  }
+
+  slowOnly(from: number, to: number): number | undefined {
+    let slowMs: number | undefined;
+    for (const a of this.spans) {
+      if (a.kind === 'kubelet-stop' || a.kind === 'kubelet-clock') continue;
+      if (a.from > to || a.to < from) continue;
+      if (a.kind !== 'storage-slow') return undefined;
+      slowMs = Math.max(slowMs ?? 0, a.slowMs ?? 0);
+    }
+    return slowMs;
   }
 
   controlPlaneFaults(from: number, to: number): { total: number; lastEnd: number | undefined } {
@@ -366,12 +463,40 @@ export class Injector implements Timeline {
 
   /** Drops what the timeline no longer needs (spans that ended long before `before`). */
   prune(before: number): void {
+    this.revivals = this.revivals.filter((t) => t >= before);
     let i = 0;
     while (i < this.spans.length) {
       if (this.spans[i]!.to < before) this.spans.splice(i, 1);
       else i++;
     }
   }
+}
+
+function matches(t: Trap, req: KubeRequest): boolean {
+  switch (t.request) {
+    case 'pods-list':
+      return (
+        req.method === 'GET' &&
+        req.path.endsWith('/pods') &&
+        String(req.query?.fieldSelector ?? '').includes(`spec.nodeName=${t.node}`) &&
+        req.query?.watch === undefined
+      );
+    case 'lease-get':
+      return req.method === 'GET' && req.path.endsWith(`/namespaces/${LEASE_NS}/leases/${t.node}`);
+    case 'oos-patch':
+      return (
+        (req.method === 'PATCH' || req.method === 'PUT') &&
+        req.path.endsWith(`/nodes/${t.node}`) &&
+        JSON.stringify(req.body ?? '').includes('node.kubernetes.io/out-of-service')
+      );
+  }
+}
+
+function readyStatus(n: import('./api-server.js').Obj): string | undefined {
+  const c = (n.status?.conditions as Array<{ type: string; status: string }> | undefined)?.find(
+    (x) => x.type === 'Ready',
+  );
+  return c?.status;
 }
 
 function taintList(n: import('./api-server.js').Obj): Array<{ key: string; effect: string }> {

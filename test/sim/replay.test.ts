@@ -11,6 +11,8 @@ const family = process.env.NLC_SIM_FAMILY ?? 'mixed';
 const hours = Number(process.env.NLC_SIM_HOURS ?? '1');
 const verbosity = Number(process.env.NLC_SIM_V ?? '4');
 const logLines = Number(process.env.NLC_SIM_LOG_LINES ?? '200');
+/** NLC_SIM_STOP_AT=<s>: the run stops there (the same history up to it), so the logs end there. */
+const stopAtMs = process.env.NLC_SIM_STOP_AT ? Number(process.env.NLC_SIM_STOP_AT) * 1000 : undefined;
 
 beforeEach(() => {
   vi.useFakeTimers();
@@ -22,7 +24,13 @@ afterEach(() => {
 it.runIf(Number.isInteger(seed))(
   `replays seed ${seed} (family ${family})`,
   async () => {
-    const r = await simulate({ seed, family, durationMs: hours * 3_600_000, verbosity });
+    const r = await simulate({
+      seed,
+      family,
+      durationMs: hours * 3_600_000,
+      verbosity,
+      ...(stopAtMs === undefined ? {} : { stopAtMs }),
+    });
     const logs = Object.entries(r.logs).map(
       ([id, lines]) => `--- ${id} (last ${logLines} lines)\n${lines.slice(-logLines).join('\n')}`,
     );

@@ -32,6 +32,8 @@ export interface RunResult {
     requests: number;
     restarts: number;
     faults: number;
+    /** Traps that fired (a request failed at a chosen moment). */
+    traps: number;
     renewals: number;
   };
   /** The flags the replicas ran with. */
@@ -48,13 +50,15 @@ export interface RunOptions {
   verbosity?: number;
   /** Stop at the first violation (default true). */
   stopAtFirst?: boolean;
+  /** Stop the run here (ms of simulated time; the schedule is still drawn for `durationMs`): a replay's logs end there. */
+  stopAtMs?: number;
 }
 
 const T0 = Date.UTC(2026, 11, 1, 8, 0, 0);
 const TICK_MS = 5_000;
 
 /** The world's shape and the controller's flags, drawn from the seed. */
-function drawWorld(rng: Prng, need: { outOfService?: boolean; twoPerZone?: boolean } = {}) {
+function drawWorld(rng: Prng, need: (typeof FAMILY_WORLD)[string] = {}) {
   const graceMs = rng.chance(0.6) ? 50_000 : 20_000;
   const drawnNodes = rng.int(4, 10);
   const drawnZones = rng.int(1, Math.min(4, drawnNodes));
@@ -63,7 +67,10 @@ function drawWorld(rng: Prng, need: { outOfService?: boolean; twoPerZone?: boole
   const nodes = need.twoPerZone ? Math.min(drawnNodes, 8) : drawnNodes;
   const zones = need.twoPerZone ? Math.ceil(nodes / 2) : drawnZones;
   const oos = rng.chance(0.5);
-  const outOfService = (need.outOfService ?? oos) ? { afterMs: rng.pick([0, 10, 30]) * 1000 } : undefined;
+  const outOfService =
+    (need.outOfService ?? oos)
+      ? { afterMs: rng.pick(need.outOfServiceAfterS ?? [0, 10, 30]) * 1000 }
+      : undefined;
   const capOn = rng.chance(0.4);
   const cap = capOn ? { max: rng.int(1, 4), windowMs: rng.pick([60_000, 300_000, 600_000]) } : undefined;
   const flags = [
@@ -149,7 +156,7 @@ export async function simulate(o: RunOptions): Promise<RunResult> {
   world.start();
   injector.arm(schedule, T0);
   const stopAtFirst = o.stopAtFirst ?? true;
-  const end = T0 + o.durationMs;
+  const end = T0 + Math.min(o.durationMs, o.stopAtMs ?? o.durationMs);
   let timerLimit = 0;
   try {
     while (Date.now() < end) {
@@ -176,7 +183,7 @@ export async function simulate(o: RunOptions): Promise<RunResult> {
       }
       if (stopAtFirst && checker.violations.length > 0) break;
     }
-    if (checker.violations.length === 0 || !stopAtFirst) checker.finish();
+    if ((checker.violations.length === 0 || !stopAtFirst) && o.stopAtMs === undefined) checker.finish();
   } finally {
     await world.stop();
     await vi.advanceTimersByTimeAsync(60_000);
@@ -198,6 +205,7 @@ export async function simulate(o: RunOptions): Promise<RunResult> {
       requests: world.server.requests,
       restarts: world.restarts,
       faults: injector.executed,
+      traps: injector.trapsFired,
       renewals,
     },
     flags: w.flags,
