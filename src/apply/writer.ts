@@ -13,9 +13,16 @@ import {
   paths,
 } from '../kube/client.js';
 import { parseSkippingManagedFields } from '../kube/json.js';
-import { DEFAULT_MAX_LOW_WAITING, RateLimiterFullError } from '../kube/rate-limit.js';
+import { DEFAULT_MAX_LOW_WAITING, RateLimiterFullError, type RequestPriority } from '../kube/rate-limit.js';
 import type { KubeObject, Node, Pod } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
+
+/** Each write's lane in the client's rate limiter (src/kube/rate-limit.ts, RequestPriority). */
+const WRITE_PRIORITY: Record<string, RequestPriority> = {
+  'nodes/status': 'critical',
+  nodes: 'taint',
+  'pods/status': 'pods',
+};
 
 /**
  * The only place that writes Nodes, Pods and Events. Every write:
@@ -135,7 +142,7 @@ export interface WriterDeps {
    * writer waits for its token here, before the fence check, and its writes skip the client's own
    * wait; qps/burst are then unused.
    */
-  limiter?: { acquire(signal?: AbortSignal, priority?: 'normal' | 'low'): Promise<void> };
+  limiter?: { acquire(signal?: AbortSignal, priority?: RequestPriority): Promise<void> };
   /** Component and instance recorded on Events. */
   component: string;
   instance: string;
@@ -238,7 +245,7 @@ export class ApiWriter {
    * Waits for a token of the client-side limiter. Events ('low') go after every other write and
    * at most MAX_WAITING_EVENTS of them wait: one more is refused (RateLimiterFullError).
    */
-  private async throttle(priority: 'normal' | 'low' = 'normal'): Promise<void> {
+  private async throttle(priority: RequestPriority = 'normal'): Promise<void> {
     const start = this.d.clock.scheduler.now();
     const low = priority === 'low';
     if (low && !this.d.limiter && this.waitingEvents >= DEFAULT_MAX_LOW_WAITING) {
@@ -317,6 +324,8 @@ export class ApiWriter {
     let current = opts.initial;
     let conflicts = 0;
     let errors = 0;
+    // Its lane in the client's limiter: a mark (a node's status) first, then taints, then pods.
+    const priority = WRITE_PRIORITY[opts.resource] ?? 'normal';
     for (let attempt = 1; ; attempt++) {
       if (!current) {
         try {
@@ -325,6 +334,7 @@ export class ApiWriter {
             path: opts.getPath,
             timeoutMs: 10_000,
             parse: parseSkippingManagedFields,
+            priority,
           });
         } catch (err) {
           if (err instanceof KubeApiError && err.isNotFound) return { kind: 'gone' };
@@ -338,7 +348,7 @@ export class ApiWriter {
       // conditioned on), is it still wanted (a node may have renewed meanwhile: asked after
       // mutate, so that the question may depend on what this attempt would write, the first
       // included), may we still write, and for how long?
-      if (!this.d.dryRun) await this.throttle();
+      if (!this.d.dryRun) await this.throttle(priority);
       const body = opts.mutate(current);
       const gone = opts.stillWanted?.();
       if (gone !== undefined) return { kind: 'withdrawn', reason: gone };
@@ -494,7 +504,7 @@ export class ApiWriter {
     };
     const maxErrors = this.d.maxErrorRetries ?? 5;
     for (let errors = 0; ; ) {
-      await this.throttle();
+      await this.throttle('pods');
       gone = stillWanted?.();
       if (gone !== undefined) return { kind: 'withdrawn', reason: gone };
       const budget = this.budget(term);

@@ -161,6 +161,8 @@ export class PodStep {
         },
         timeoutMs: 30_000,
         signal: this.o.reads,
+        // Behind marks, taints and the rest in the client's limiter (never starved: it ages).
+        priority: 'pods',
       });
     } catch (err) {
       // Not listed: owed at the next run, from whatever the cache has then (e.g. "too large

@@ -115,7 +115,7 @@ export class LeaderElector {
       fenceSafetyMarginMs: c.fenceSafetyMarginMs,
       coordinated: opts.coordinated === true,
     };
-    this.api = new LeaseApi(opts.client, c.namespace);
+    this.api = new LeaseApi(opts.client, c.namespace, 'critical');
     this.log = opts.logger.with({
       component: 'leader-election',
       lock: `${c.namespace}/${c.name}`,

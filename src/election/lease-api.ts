@@ -1,4 +1,5 @@
 import { KubeApiError, type KubeClient, PatchType, paths } from '../kube/client.js';
+import type { RequestPriority } from '../kube/rate-limit.js';
 import type { Lease, List } from '../kube/types.js';
 
 /** The part of KubeClient the election uses (tests pass a fake). */
@@ -14,6 +15,8 @@ export class LeaseApi {
   constructor(
     private readonly client: KubeRequester,
     readonly namespace: string,
+    /** Its requests' lane in the client's rate limiter (the leader's lock: 'critical'). */
+    private readonly priority: RequestPriority = 'normal',
   ) {}
 
   /** The lease, or undefined when it does not exist. */
@@ -23,6 +26,7 @@ export class LeaseApi {
         method: 'GET',
         path: paths.lease(this.namespace, name),
         ...o,
+        priority: this.priority,
       });
     } catch (err) {
       if (err instanceof KubeApiError && err.isNotFound) return undefined;
@@ -36,6 +40,7 @@ export class LeaseApi {
       path: paths.leases(this.namespace),
       query: { labelSelector },
       ...o,
+      priority: this.priority,
     });
   }
 
@@ -52,6 +57,7 @@ export class LeaseApi {
       path: paths.leases(this.namespace),
       body,
       ...o,
+      priority: this.priority,
     });
   }
 
@@ -67,6 +73,7 @@ export class LeaseApi {
       path: paths.lease(this.namespace, lease.metadata.name),
       body,
       ...o,
+      priority: this.priority,
     });
   }
 
@@ -83,6 +90,7 @@ export class LeaseApi {
       contentType: PatchType.merge,
       body: { metadata: { resourceVersion, labels } },
       ...o,
+      priority: this.priority,
     });
   }
 
@@ -97,6 +105,7 @@ export class LeaseApi {
         path: paths.lease(this.namespace, name),
         body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { resourceVersion } },
         ...o,
+        priority: this.priority,
       });
       return true;
     } catch (err) {

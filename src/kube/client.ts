@@ -9,7 +9,7 @@ import { formatDuration } from '../clock/duration.js';
 import { COMPONENT_NAME } from '../names/index.js';
 import { type ClientAuth, type Credentials, credentialsFromKubeConfig } from './credentials.js';
 import { connectTunnel } from './proxy.js';
-import { RateLimiterFullError, type RequestRateLimiter } from './rate-limit.js';
+import { RateLimiterFullError, type RequestPriority, type RequestRateLimiter } from './rate-limit.js';
 import { authorityOf, BoundedHttpAgent, BoundedHttpsAgent, boundSetUp } from './setup-timeout.js';
 
 /** Content types the API server accepts for PATCH. */
@@ -44,11 +44,13 @@ export interface KubeRequest {
    */
   accept?: string;
   /**
-   * 'low': waits for its rate-limiter token behind every other request, and is refused at once
-   * (RateLimiterFullError) when too many low ones wait already. For reads that must never hold
-   * back a mark; they still count against --kube-api-qps.
+   * Its lane in the client's rate limiter (RequestPriority, default 'normal'): 'critical' (marks,
+   * their lease re-reads, the leader's lock) first, then 'taint', 'normal', 'pods'; 'low' waits
+   * behind every other request and is refused at once (RateLimiterFullError) when too many low
+   * ones wait already (for reads that must never hold back a mark). All count against
+   * --kube-api-qps.
    */
-  priority?: 'normal' | 'low';
+  priority?: RequestPriority;
   /**
    * Called each time the request leaves the process (after any wait for a rate-limiter token or
    * for credentials): a caller that times the server's answer starts its clock here.

@@ -1,7 +1,7 @@
 import { VirtualTimeScheduler } from 'rxjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { monotonicScheduler } from '../clock/clock.js';
-import { RateLimiterFullError, RequestRateLimiter } from './rate-limit.js';
+import { AGING_MS, RateLimiterFullError, RequestRateLimiter } from './rate-limit.js';
 import { type LoopbackServer, loopbackServer } from './testing.js';
 
 /** Moves virtual time forward by `ms` in 10 ms steps, letting promise callbacks run at each. */
@@ -58,6 +58,75 @@ describe('RequestRateLimiter (client-go token bucket, FIFO waiters, virtual time
     expect(lim.waiting).toBe(4);
     await advance(s, 400);
     expect(order).toEqual(['r1', 'r2', 'e1', 'e2']);
+  });
+
+  it('priority lanes: a token goes to the first lane with a waiter (critical, taint, normal, pods), whatever the order they came in', async () => {
+    const s = new VirtualTimeScheduler();
+    const lim = new RequestRateLimiter(10, 1, s);
+    await lim.acquire();
+    const order: string[] = [];
+    const lanes = ['low', 'pods', 'normal', 'taint', 'critical'] as const;
+    for (const p of lanes) void lim.acquire(undefined, p).then(() => order.push(p));
+    void lim.acquire(undefined, 'critical').then(() => order.push('critical-2'));
+    await advance(s, 0);
+    expect(lim.waitingIn('critical')).toBe(2);
+    await advance(s, 600);
+    expect(order).toEqual(['critical', 'critical-2', 'taint', 'normal', 'pods', 'low']);
+    expect(lim.waiting).toBe(0);
+  });
+
+  it('no lane starves: a pod request behind a steady stream of marks is served once it has waited AGING_MS, not after the stream', async () => {
+    const s = new VirtualTimeScheduler();
+    const lim = new RequestRateLimiter(10, 1, s);
+    await lim.acquire();
+    // 200 marks waiting (20 s of tokens at 10/s), then one pod list, then a mark every 50 ms.
+    const marks: number[] = [];
+    for (let i = 0; i < 200; i++) void lim.acquire(undefined, 'critical').then(() => marks.push(s.now()));
+    let podAt: number | undefined;
+    void lim.acquire(undefined, 'pods').then(() => {
+      podAt = s.now();
+    });
+    const taintAt: number[] = [];
+    s.schedule(() => {
+      void lim.acquire(undefined, 'taint').then(() => taintAt.push(s.now()));
+    }, 1_000);
+    await advance(s, AGING_MS + 1_000);
+    // Served at the first token once it had waited AGING_MS (tokens every 100 ms).
+    expect(podAt).toBeDefined();
+    expect(podAt!).toBeGreaterThanOrEqual(AGING_MS);
+    expect(podAt!).toBeLessThanOrEqual(AGING_MS + 100);
+    // The taint request (1 s later) ages in turn: after the pod list, before the marks still waiting.
+    await advance(s, 1_000);
+    expect(taintAt).toHaveLength(1);
+    expect(taintAt[0]!).toBeGreaterThanOrEqual(1_000 + AGING_MS);
+    expect(taintAt[0]!).toBeLessThanOrEqual(1_000 + AGING_MS + 100);
+    expect(lim.waitingIn('critical')).toBeGreaterThan(100);
+  });
+
+  it('aged waiters go in the order they came, whatever their lane; a critical one never waits for a younger one', async () => {
+    const s = new VirtualTimeScheduler();
+    const lim = new RequestRateLimiter(1, 1, s);
+    await lim.acquire();
+    const order: string[] = [];
+    void lim.acquire(undefined, 'pods').then(() => order.push('pods@0'));
+    s.schedule(() => void lim.acquire(undefined, 'taint').then(() => order.push('taint@0.5')), 500);
+    for (let i = 0; i < 8; i++)
+      void lim.acquire(undefined, 'critical').then(() => order.push(`critical-${i}`));
+    await advance(s, 12_000);
+    // Tokens at 1, 2, ... s: the marks take the first four; at 5 s the pod list has waited AGING_MS,
+    // at 6 s the taint has (5.5 s); then the rest of the marks.
+    expect(order).toEqual([
+      'critical-0',
+      'critical-1',
+      'critical-2',
+      'critical-3',
+      'pods@0',
+      'taint@0.5',
+      'critical-4',
+      'critical-5',
+      'critical-6',
+      'critical-7',
+    ]);
   });
 
   it('refills up to burst while idle, never more', async () => {

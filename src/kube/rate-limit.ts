@@ -7,6 +7,13 @@ import type { SchedulerLike, Subscription } from '../rx/index.js';
  * `burst` tokens and refills at `qps` per second. Waiters are served first come, first served by
  * one timer (not one polling loop per waiter). A waiter whose signal aborts leaves the queue.
  *
+ * Waiters queue in priority lanes ({@link RequestPriority}): a token goes to the first waiter of
+ * the first lane that has one, so that during a mass failure the `Unknown` marks and their lease
+ * re-reads (and the leader's lock) go first, then taints, then everything else, then pod reads and
+ * writes. No lane starves: a waiter of the middle lanes that has waited {@link AGING_MS} is served
+ * before any newer one, whatever its lane (aged waiters in the order they came), so none waits
+ * longer than AGING_MS plus the aged waiters ahead of it.
+ *
  * Low-priority waiters (Events) are served only when no other request waits, and at most
  * `maxLowWaiting` of them queue: one more is refused at once ({@link RateLimiterFullError}), as
  * client-go's event broadcaster drops Events when its queue is full. Events never hold back a
@@ -14,12 +21,26 @@ import type { SchedulerLike, Subscription } from '../rx/index.js';
  *
  * Time comes from the injected scheduler (monotonic ms in production, virtual time in tests).
  */
+/**
+ * A request's lane in the client's rate limiter, first served first: 'critical' (a mark's status
+ * write and its lease re-read, the leader-election lock), 'taint' (taint writes), 'normal' (the
+ * rest: lists, identity leases), 'pods' (pod lists, pod status writes, evictions), 'low' (Events:
+ * only when nothing else waits, and refused when too many wait).
+ */
+export type RequestPriority = 'critical' | 'taint' | 'normal' | 'pods' | 'low';
+
+const LANES: readonly RequestPriority[] = ['critical', 'taint', 'normal', 'pods', 'low'];
+
+/** A waiter of the 'taint', 'normal' or 'pods' lane waiting this long goes before newer ones of any lane. */
+export const AGING_MS = 5_000;
+
 export class RequestRateLimiter {
   /** Theoretical arrival time of the next token (GCRA): no floating token count to drift. */
   private tat = Number.NEGATIVE_INFINITY;
   private readonly intervalMs: number;
-  private readonly waiters: Waiter[] = [];
-  private readonly lowWaiters: Waiter[] = [];
+  /** One queue per lane, in LANES' order. */
+  private readonly lanes: Waiter[][] = LANES.map(() => []);
+  private count = 0;
   private timer: Subscription | undefined;
 
   constructor(
@@ -37,7 +58,12 @@ export class RequestRateLimiter {
 
   /** Requests waiting for a token right now. */
   get waiting(): number {
-    return this.waiters.length + this.lowWaiters.length;
+    return this.count;
+  }
+
+  /** Requests of one lane waiting right now. */
+  waitingIn(priority: RequestPriority): number {
+    return this.lanes[LANES.indexOf(priority)]!.length;
   }
 
   private nextAt(now: number): number {
@@ -53,29 +79,35 @@ export class RequestRateLimiter {
   /**
    * Resolves when a token is taken. Rejects with `signal.reason` (or an AbortError) if the signal
    * aborts first; no token is spent then. `priority: 'low'` waits behind every other request and
-   * is refused at once (RateLimiterFullError) when maxLowWaiting low ones already wait.
+   * is refused at once (RateLimiterFullError) when maxLowWaiting low ones already wait; the other
+   * lanes go in their order (see the class).
    */
-  acquire(signal?: AbortSignal, priority: 'normal' | 'low' = 'normal'): Promise<void> {
+  acquire(signal?: AbortSignal, priority: RequestPriority = 'normal'): Promise<void> {
     if (signal?.aborted) return Promise.reject(abortReason(signal));
-    const queue = priority === 'low' ? this.lowWaiters : this.waiters;
-    if (this.waiting === 0 && this.tryTake(this.scheduler.now())) return Promise.resolve();
+    const queue = this.lanes[LANES.indexOf(priority)] ?? this.lanes[2]!;
+    if (this.count === 0 && this.tryTake(this.scheduler.now())) return Promise.resolve();
     if (priority === 'low' && queue.length >= this.maxLowWaiting) {
       return Promise.reject(new RateLimiterFullError(this.maxLowWaiting));
     }
     return new Promise<void>((resolve, reject) => {
       const onAbort = () => {
         const i = queue.indexOf(waiter);
-        if (i >= 0) queue.splice(i, 1);
+        if (i >= 0) {
+          queue.splice(i, 1);
+          this.count--;
+        }
         reject(abortReason(signal!));
-        if (this.waiting === 0) this.disarm();
+        if (this.count === 0) this.disarm();
       };
-      const waiter = {
+      const waiter: Waiter = {
+        since: this.scheduler.now(),
         resolve,
         reject,
         cleanup: () => signal?.removeEventListener('abort', onAbort),
       };
       signal?.addEventListener('abort', onAbort, { once: true });
       queue.push(waiter);
+      this.count++;
       this.arm();
     });
   }
@@ -99,16 +131,32 @@ export class RequestRateLimiter {
 
   private drain(): void {
     const now = this.scheduler.now();
-    while (this.waiting > 0 && this.tryTake(now)) {
-      const w = (this.waiters.length > 0 ? this.waiters : this.lowWaiters).shift()!;
+    while (this.count > 0 && this.tryTake(now)) {
+      const w = this.next(now);
+      this.count--;
       w.cleanup();
       w.resolve();
     }
     this.arm();
   }
+
+  /** The waiter the next token goes to (one waits). */
+  private next(now: number): Waiter {
+    // The oldest head of the middle lanes, once it has waited AGING_MS, before any lane's newer ones.
+    let aged: Waiter[] | undefined;
+    for (let i = 1; i <= 3; i++) {
+      const head = this.lanes[i]![0];
+      if (head && now - head.since >= AGING_MS && (!aged || head.since < aged[0]!.since))
+        aged = this.lanes[i];
+    }
+    const lane = aged ?? this.lanes.find((q) => q.length > 0)!;
+    return lane.shift()!;
+  }
 }
 
 interface Waiter {
+  /** When it started waiting (scheduler ms). */
+  since: number;
   resolve: () => void;
   reject: (err: unknown) => void;
   cleanup: () => void;

@@ -283,6 +283,7 @@ function reconcilerOf(o: NodeLifecycleOptions, writer: ApiWriter): NodeLifecycle
     clock: o.clock,
     logger: o.logger,
     metrics: o.metrics,
+    limiter: o.limiter,
     client: o.client,
     writer,
     tracker: o.health.tracker,

@@ -106,7 +106,7 @@ export function harness(o: {
   const client = (limiter
     ? {
         request: async (req: KubeRequest) => {
-          if (!req.throttled) await limiter.acquire(req.signal);
+          if (!req.throttled) await limiter.acquire(req.signal, req.priority);
           return sim.client.request(req);
         },
       }
@@ -149,6 +149,7 @@ export function harness(o: {
     logger,
     metrics: createControllerMetrics(registry),
     client,
+    ...(limiter ? { limiter } : {}),
     writer,
     tracker: new NodeHealthTracker({
       grace: { monitorGraceMs: o.graceMs ?? GRACE_MS, startupGraceMs: 60_000 },
