@@ -26,8 +26,9 @@ export { COMPONENT, EVENT_COMPONENT };
  * multiplexes everything over one HTTP/2 connection; over HTTP/1.1 each request in flight holds a
  * TLS connection of its own, about 0.2 MiB each that the process keeps after a burst (a probe of
  * 1,000 writes: 64 connections peaked at 83 MiB, 8 at 70 MiB; docs/benchmarks.md). The reconcile
- * workers (8) keep today's bursts near that anyway; 16 bounds what any burst can open and still
- * carries --kube-api-qps=50 while requests take up to ~250 ms.
+ * workers (64, most of them waiting for a token in a mass failure) open no more than the tokens
+ * they get; 16 bounds what any burst can open and still carries --kube-api-qps=50 while requests
+ * take up to ~250 ms.
  */
 export const API_MAX_SOCKETS = 16;
 /** Leader election's own connections: the lock watch, renewals, identity leases. */

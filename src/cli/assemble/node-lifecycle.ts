@@ -277,6 +277,15 @@ function nodeWriter(
   });
 }
 
+/**
+ * Nodes reconciled at once. A worker holds its node from the mark through its taints to its pods,
+ * and waits for the client's tokens in their lanes (src/kube/rate-limit.ts): pod work waits behind
+ * marks for up to 5 s in a mass failure, so the workers must outnumber the nodes lost in that
+ * time, or a new mark waits for a worker instead of a token. A waiting worker costs a promise;
+ * requests in flight stay bounded by --kube-api-qps and API_MAX_SOCKETS.
+ */
+export const RECONCILE_WORKERS = 64;
+
 function reconcilerOf(o: NodeLifecycleOptions, writer: ApiWriter): NodeLifecycleController {
   const { config } = o;
   return new NodeLifecycleController({
@@ -284,6 +293,7 @@ function reconcilerOf(o: NodeLifecycleOptions, writer: ApiWriter): NodeLifecycle
     logger: o.logger,
     metrics: o.metrics,
     limiter: o.limiter,
+    workers: RECONCILE_WORKERS,
     client: o.client,
     writer,
     tracker: o.health.tracker,
