@@ -245,7 +245,9 @@ export class LeaseRecheck {
     for (const [n, lease] of answer.rest) {
       if (names.has(n) || this.o.tracker.health(n) === undefined) continue;
       const r = this.o.tracker.observeLeaseRead(n, lease, now);
-      this.o.noteAnomalies(r.anomalies);
+      // The watch may have shown renewals after the LIST was answered and before it was read: an
+      // older copy here is that race, not storage gone back (which the nodes' own re-reads catch).
+      this.o.noteAnomalies(r.anomalies.filter((x) => x.kind !== AnomalyKind.RenewTimeReplayed));
       if (r.refreshed) {
         this.o.metrics.watchLagDetected.inc();
         moved = true;

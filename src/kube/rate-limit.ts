@@ -10,9 +10,10 @@ import type { SchedulerLike, Subscription } from '../rx/index.js';
  * Waiters queue in priority lanes ({@link RequestPriority}): a token goes to the first waiter of
  * the first lane that has one, so that during a mass failure the `Unknown` marks and their lease
  * re-reads (and the leader's lock) go first, then taints, then everything else, then pod reads and
- * writes. No lane starves: a waiter of the middle lanes that has waited {@link AGING_MS} is served
- * before any newer one, whatever its lane (aged waiters in the order they came), so none waits
- * longer than AGING_MS plus the aged waiters ahead of it.
+ * writes. No lane starves: once a waiter of the middle lanes has waited {@link AGING_MS}, every
+ * other token goes to the oldest such waiter (aged waiters in the order they came), the rest still
+ * in lane order: under a sustained overload the marks keep half the tokens and the others get
+ * the rest, so none waits longer than AGING_MS plus twice the aged waiters ahead of it.
  *
  * Low-priority waiters (Events) are served only when no other request waits, and at most
  * `maxLowWaiting` of them queue: one more is refused at once ({@link RateLimiterFullError}), as
@@ -31,7 +32,7 @@ export type RequestPriority = 'critical' | 'taint' | 'normal' | 'pods' | 'low';
 
 const LANES: readonly RequestPriority[] = ['critical', 'taint', 'normal', 'pods', 'low'];
 
-/** A waiter of the 'taint', 'normal' or 'pods' lane waiting this long goes before newer ones of any lane. */
+/** A waiter of the 'taint', 'normal' or 'pods' lane waiting this long gets every other token until served. */
 export const AGING_MS = 5_000;
 
 export class RequestRateLimiter {
@@ -41,6 +42,8 @@ export class RequestRateLimiter {
   /** One queue per lane, in LANES' order. */
   private readonly lanes: Waiter[][] = LANES.map(() => []);
   private count = 0;
+  /** Tokens given in lane order since an aged waiter was last served (while one waited). */
+  private sinceAged = 0;
   private timer: Subscription | undefined;
 
   constructor(
@@ -142,15 +145,24 @@ export class RequestRateLimiter {
 
   /** The waiter the next token goes to (one waits). */
   private next(now: number): Waiter {
-    // The oldest head of the middle lanes, once it has waited AGING_MS, before any lane's newer ones.
+    // The oldest head of the middle lanes that has waited AGING_MS: every other token is its.
     let aged: Waiter[] | undefined;
     for (let i = 1; i <= 3; i++) {
       const head = this.lanes[i]![0];
       if (head && now - head.since >= AGING_MS && (!aged || head.since < aged[0]!.since))
         aged = this.lanes[i];
     }
-    const lane = aged ?? this.lanes.find((q) => q.length > 0)!;
-    return lane.shift()!;
+    const first = this.lanes.find((q) => q.length > 0)!;
+    if (!aged || aged === first) {
+      this.sinceAged = 0;
+      return first.shift()!;
+    }
+    if (this.sinceAged >= 1) {
+      this.sinceAged = 0;
+      return aged.shift()!;
+    }
+    this.sinceAged++;
+    return first.shift()!;
   }
 }
 
