@@ -8,7 +8,6 @@ import {
   parseMicros,
 } from '../health/index.js';
 import { KubeApiError, type KubeClient, KubeTransportError, paths } from '../kube/client.js';
-import type { RequestPriority } from '../kube/rate-limit.js';
 import type { Lease } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import type { ControllerMetrics } from './metrics.js';
@@ -78,11 +77,6 @@ export interface LeaseRecheckOptions {
   log: Logger;
   metrics: ControllerMetrics;
   client: KubeClient;
-  /**
-   * The client's shared rate limiter, when there is one: re-reads take their token here, so that
-   * those waiting together go as one request.
-   */
-  limiter?: { acquire(signal?: AbortSignal, priority?: RequestPriority): Promise<void> } | undefined;
   tracker: NodeHealthTracker;
   /** Aborted on stop: a re-read in flight ends at once. */
   reads: AbortSignal;
@@ -102,8 +96,6 @@ export interface LeaseRecheckOptions {
 export class LeaseRecheck {
   /** Whether the API server could accept renewals (its storage up), from writes and re-reads. */
   private readonly storage = new StorageSight(SLOW_QUORUM_READ_MS);
-  /** Re-reads waiting for one token together (see read). */
-  private forming: Batch | undefined;
 
   constructor(private readonly o: LeaseRecheckOptions) {}
 
@@ -204,60 +196,16 @@ export class LeaseRecheck {
   }
 
   /**
-   * The node's lease from the API server, a quorum read. Re-reads that wait for a token of the
-   * client's rate limiter together (a mass failure, more deadlines than --kube-api-qps) share one
-   * request: a GET when one waits, else one LIST of the lease namespace for all of them, so the
-   * marks are not paced at one re-read each. Without a shared limiter, one GET each.
+   * The node's lease from the API server, a quorum GET (one per node: a LIST of the namespace may
+   * be served from the API server's watch cache, which after an etcd restore under a running
+   * kube-apiserver still holds renewals etcd no longer has, where a GET reads etcd).
    */
   private async read(name: string): Promise<LeaseRead> {
-    const limiter = this.o.limiter;
-    if (!limiter) return pick(await this.get(name, false), name);
-    const forming = this.forming;
-    if (forming) {
-      forming.names.add(name);
-      return pick(await forming.answer, name);
-    }
-    const batch: Batch = { names: new Set([name]), answer: Promise.resolve({ sentAt: undefined }) };
-    this.forming = batch;
-    batch.answer = (async () => {
-      try {
-        await limiter.acquire(this.o.reads, 'critical');
-      } finally {
-        if (this.forming === batch) this.forming = undefined;
-      }
-      if (batch.names.size === 1) return this.get(name, true);
-      this.o.metrics.leaseRereadBatches.inc();
-      const answer = await this.list(batch.names);
-      this.observeRest(answer, batch.names);
-      return answer;
-    })();
-    return pick(await batch.answer, name);
+    return pick(await this.get(name), name);
   }
 
-  /**
-   * The other leases a LIST showed count as what they are, re-reads: a renewal the watch has not
-   * shown yet is one (the watch lags), and no node is acted on against what this process was shown.
-   */
-  private observeRest(answer: Answer, names: ReadonlySet<string>): void {
-    if (!answer.rest) return;
-    const now = this.now();
-    let moved = false;
-    for (const [n, lease] of answer.rest) {
-      if (names.has(n) || this.o.tracker.health(n) === undefined) continue;
-      const r = this.o.tracker.observeLeaseRead(n, lease, now);
-      // The watch may have shown renewals after the LIST was answered and before it was read: an
-      // older copy here is that race, not storage gone back (which the nodes' own re-reads catch).
-      this.o.noteAnomalies(r.anomalies.filter((x) => x.kind !== AnomalyKind.RenewTimeReplayed));
-      if (r.refreshed) {
-        this.o.metrics.watchLagDetected.inc();
-        moved = true;
-      }
-    }
-    if (moved) this.o.deadlinesMoved();
-  }
-
-  /** One lease (`throttled`: its token taken already). */
-  private async get(name: string, throttled: boolean): Promise<Answer> {
+  /** One lease. */
+  private async get(name: string): Promise<Answer> {
     let sentAt: number | undefined;
     try {
       const lease = await this.o.client.request<unknown>({
@@ -266,7 +214,6 @@ export class LeaseRecheck {
         timeoutMs: 5_000,
         // The mark waits for it: first in the client's limiter, as the mark itself.
         priority: 'critical',
-        throttled,
         signal: this.o.reads,
         onSend: () => {
           sentAt = this.now();
@@ -275,42 +222,6 @@ export class LeaseRecheck {
       return { sentAt, leases: new Map([[name, lease]]) };
     } catch (err) {
       if (err instanceof KubeApiError && err.isNotFound) return { sentAt, leases: new Map([[name, GONE]]) };
-      return { sentAt, err };
-    }
-  }
-
-  /** The leases of `names` from one LIST of the namespace (its token taken already). */
-  private async list(names: ReadonlySet<string>): Promise<Answer> {
-    let sentAt: number | undefined;
-    try {
-      const answer = await this.o.client.request<unknown>({
-        method: 'GET',
-        path: paths.leases(NODE_LEASE_NAMESPACE),
-        timeoutMs: 5_000,
-        priority: 'critical',
-        throttled: true,
-        signal: this.o.reads,
-        onSend: () => {
-          sentAt = this.now();
-        },
-      });
-      const leases = new Map<string, unknown>();
-      const items = (answer as { items?: unknown } | null)?.items;
-      if (!Array.isArray(items)) {
-        // Not a list (a proxy's page): each node is judged on it as on a bad answer to its GET.
-        for (const n of names) leases.set(n, answer);
-        return { sentAt, leases };
-      }
-      const rest = new Map<string, unknown>();
-      for (const item of items as Array<{ kind?: unknown; metadata?: { name?: unknown } } | null>) {
-        const n = item?.metadata?.name;
-        if (typeof n !== 'string') continue;
-        // A list's items carry no kind: each is that Lease as its GET would answer it.
-        (names.has(n) ? leases : rest).set(n, { kind: 'Lease', ...item });
-      }
-      for (const n of names) if (!leases.has(n)) leases.set(n, GONE);
-      return { sentAt, leases, rest };
-    } catch (err) {
       return { sentAt, err };
     }
   }
@@ -363,7 +274,7 @@ export class LeaseRecheck {
   }
 }
 
-/** A lease the API server no longer has (404, or absent from the list). */
+/** A lease the API server no longer has (404). */
 const GONE = Symbol('gone');
 
 interface LeaseRead {
@@ -372,18 +283,11 @@ interface LeaseRead {
   sentAt: number | undefined;
 }
 
-/** What one request answered for the re-reads it served. */
+/** What the re-read's request answered. */
 interface Answer {
   sentAt: number | undefined;
   leases?: Map<string, unknown>;
-  /** A LIST's other leases. */
-  rest?: Map<string, unknown>;
   err?: unknown;
-}
-
-interface Batch {
-  names: Set<string>;
-  answer: Promise<Answer>;
 }
 
 /** A re-read that failed, and when its request had left (undefined: it never did). */

@@ -12,7 +12,6 @@ export interface ControllerMetrics {
   stepDowns: Counter<'reason'>;
   anomalies: Counter<'kind'>;
   watchLagDetected: Counter;
-  leaseRereadBatches: Counter;
   storageOutageSeconds: Counter;
   /** Fleet-wide silences of lease writes found by a prompt re-read (judgement held 8 s). */
   fleetSilences: Counter;
@@ -105,11 +104,6 @@ function build(registry: Registry): ControllerMetrics {
     watchLagDetected: new Counter({
       name: 'nlc_watch_lag_detected_total',
       help: 'Nodes about to be marked whose lease, re-read from the API server, had in fact been renewed: the watch was behind, nothing was marked.',
-      registers: [registry],
-    }),
-    leaseRereadBatches: new Counter({
-      name: 'nlc_lease_reread_batches_total',
-      help: 'Lease re-reads before marks that waited for a client-side token together and were served by one LIST of the lease namespace instead of one GET each (a mass failure under --kube-api-qps).',
       registers: [registry],
     }),
     storageOutageSeconds: new Counter({

@@ -4,7 +4,6 @@ import type { Ticker } from '../clock/ticker.js';
 import type { DisruptionController } from '../disruption/index.js';
 import type { NodeHealthTracker, ObservationResult } from '../health/index.js';
 import type { KubeClient } from '../kube/client.js';
-import type { RequestPriority } from '../kube/rate-limit.js';
 import type { Lease, Node } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import type { MarkingPolicy } from '../policy/index.js';
@@ -19,8 +18,6 @@ export interface NodeLifecycleOptions {
   logger: Logger;
   metrics: ControllerMetrics;
   client: KubeClient;
-  /** The client's shared rate limiter (the writer's too): lease re-reads waiting together share a request. */
-  limiter?: { acquire(signal?: AbortSignal, priority?: RequestPriority): Promise<void> } | undefined;
   writer: ApiWriter;
   tracker: NodeHealthTracker;
   disruption: DisruptionController;

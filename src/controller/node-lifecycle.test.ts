@@ -1344,68 +1344,6 @@ describe('NodeLifecycleController: writes decided before a wait (virtual time)',
     }
   });
 
-  it('re-reads waiting for a client-side token together go as one LIST of the lease namespace: five dead nodes marked, one the watch lags on not marked, one lease request instead of six', async () => {
-    // Six of twelve nodes stop showing renewals at once: five die, node-5 still renews but the
-    // lease watch no longer shows it. Two requests hold the only tokens when their deadlines come.
-    const h = harness({ nodes: 12, sharedLimiter: true, qps: 1, burst: 1 });
-    try {
-      let leaseGets = 0;
-      h.sim.onRequest = (req) => {
-        if (req.method === 'GET' && /\/namespaces\/kube-node-lease\/leases\/[^/]+$/.test(req.path))
-          leaseGets++;
-        return undefined;
-      };
-      await advance(20_000);
-      const last = h.sim.stopKubelet('node-0');
-      for (let i = 1; i < 5; i++) h.sim.stopKubelet(`node-${i}`);
-      h.sim.holdLease('node-5', true);
-      await advance(GRACE_MS - 500);
-      void h.limiter!.acquire(undefined, 'critical');
-      void h.limiter!.acquire(undefined, 'critical');
-      await advance(10_000);
-      // All six re-reads waited for the same token: one LIST served them.
-      expect(leaseGets).toBe(0);
-      expect(h.sim.leaseLists).toBe(1);
-      expect(await metric(h.registry, 'nlc_lease_reread_batches_total')).toBe(1);
-      // At one request a second: the LIST at 71.5 s, then the five marks, first in the limiter.
-      for (let i = 0; i < 5; i++) {
-        expect(h.sim.markedUnknownAt(`node-${i}`), `node-${i}`).toBeDefined();
-        expect(h.sim.markedUnknownAt(`node-${i}`)! - last, `node-${i}`).toBeLessThanOrEqual(GRACE_MS + 7_000);
-      }
-      // Its renewal, shown by the LIST, is counted as the watch lagging: not marked.
-      expect(h.sim.markedUnknownAt('node-5')).toBeUndefined();
-      expect(await metric(h.registry, 'nlc_watch_lag_detected_total')).toBe(1);
-    } finally {
-      await h.stop();
-    }
-  });
-
-  it('a LIST serving re-reads together that fails (500) marks none of them: each is retried, as after a failed GET', async () => {
-    const h = harness({ nodes: 12, sharedLimiter: true, qps: 1, burst: 1 });
-    try {
-      let failed = 0;
-      h.sim.onRequest = (req) => {
-        if (req.method === 'GET' && req.path.endsWith('/namespaces/kube-node-lease/leases') && failed++ === 0)
-          throw new KubeApiError(500, { kind: 'Status', reason: 'InternalError', code: 500 }, {}, 'test');
-        return undefined;
-      };
-      await advance(20_000);
-      for (let i = 0; i < 4; i++) h.sim.stopKubelet(`node-${i}`);
-      await advance(GRACE_MS - 500);
-      void h.limiter!.acquire(undefined, 'critical');
-      void h.limiter!.acquire(undefined, 'critical');
-      await advance(2_000);
-      // The LIST at 71.5 s failed: nothing marked on it.
-      expect(failed).toBe(1);
-      expect(h.sim.patches.filter((p) => p.path.endsWith('/status'))).toEqual([]);
-      // Read again (the runner's retry): marked then.
-      await advance(15_000);
-      for (let i = 0; i < 4; i++) expect(h.sim.markedUnknownAt(`node-${i}`), `node-${i}`).toBeDefined();
-    } finally {
-      await h.stop();
-    }
-  });
-
   it('500 Events queued in the shared limiter hold back neither the re-read nor the mark; those beyond 100 are dropped and counted', async () => {
     const h = harness({ nodes: 5, sharedLimiter: true, qps: 5, burst: 5 });
     try {

@@ -22,12 +22,9 @@ export type { LeadershipControl } from './sight-driver.js';
 export const WORK_QUEUE_NAME = 'node_lifecycle_controller';
 
 type Options = Required<
-  Omit<
-    NodeLifecycleOptions,
-    'onObservation' | 'election' | 'ticker' | 'markPodsNotReady' | 'outOfService' | 'limiter'
-  >
+  Omit<NodeLifecycleOptions, 'onObservation' | 'election' | 'ticker' | 'markPodsNotReady' | 'outOfService'>
 > &
-  Pick<NodeLifecycleOptions, 'onObservation' | 'election' | 'ticker' | 'outOfService' | 'limiter'>;
+  Pick<NodeLifecycleOptions, 'onObservation' | 'election' | 'ticker' | 'outOfService'>;
 
 /**
  * The node lifecycle reconciler: feeds watch events to the pure health tracker and disruption

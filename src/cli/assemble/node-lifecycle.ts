@@ -292,7 +292,6 @@ function reconcilerOf(o: NodeLifecycleOptions, writer: ApiWriter): NodeLifecycle
     clock: o.clock,
     logger: o.logger,
     metrics: o.metrics,
-    limiter: o.limiter,
     workers: RECONCILE_WORKERS,
     client: o.client,
     writer,

@@ -149,7 +149,6 @@ export function harness(o: {
     logger,
     metrics: createControllerMetrics(registry),
     client,
-    ...(limiter ? { limiter } : {}),
     writer,
     tracker: new NodeHealthTracker({
       grace: { monitorGraceMs: o.graceMs ?? GRACE_MS, startupGraceMs: 60_000 },

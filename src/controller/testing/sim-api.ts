@@ -36,7 +36,6 @@ interface Stream {
 export type PathState = 'up' | 'refuse' | 'hang';
 
 const LEASE_PATH = /^\/apis\/coordination\.k8s\.io\/v1\/namespaces\/kube-node-lease\/leases\/([^/]+)$/;
-const LEASE_LIST_PATH = '/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases';
 const NODE_PATH = /^\/api\/v1\/nodes\/([^/]+)(\/status)?$/;
 const POD_PATH = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)(?:\/(status|eviction))?$/;
 
@@ -122,8 +121,6 @@ export class SimApiServer {
    * through and before it is answered: may wait, throw, or return a body to answer with instead.
    */
   onRequest: ((req: KubeRequest) => Promise<unknown> | unknown) | undefined;
-  /** Quorum LISTs of the lease namespace the controller made (its re-reads served together). */
-  leaseLists = 0;
 
   constructor(private readonly now: () => number = () => Date.now()) {}
 
@@ -473,14 +470,6 @@ export class SimApiServer {
       const l = this.leases.get(decodeURIComponent(lease[1]!));
       if (!l) throw apiError(404, 'NotFound', what);
       return { kind: 'Lease', apiVersion: 'coordination.k8s.io/v1', ...clone(l) };
-    }
-    if (req.path === LEASE_LIST_PATH && req.method === 'GET') {
-      this.leaseLists++;
-      return {
-        kind: 'LeaseList',
-        metadata: { resourceVersion: String(this.rv) },
-        items: clone([...this.leases.values()]),
-      };
     }
     if (req.path === '/api/v1/pods' && req.method === 'GET') {
       const node = /^spec\.nodeName=(.*)$/.exec(String(req.query?.fieldSelector ?? ''))?.[1];
