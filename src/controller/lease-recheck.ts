@@ -142,14 +142,25 @@ export class LeaseRecheck {
    * again on the next safety-net pass. True: the node may be marked.
    */
   async confirmStale(name: string): Promise<boolean> {
-    const { tracker, log, acting } = this.o;
-    let read: LeaseRead;
+    const { client, tracker, log, acting } = this.o;
+    let lease: unknown;
+    // Timed from when it leaves the process: a wait for a client-side token is not the storage's.
+    let sentAt: number | undefined;
     try {
-      read = await this.read(name);
-    } catch (e) {
-      // Timed from when it left the process: a wait for a client-side token is not the storage's.
-      const sentAt = e instanceof ReadFailed ? e.sentAt : undefined;
-      const err = e instanceof ReadFailed ? e.cause : e;
+      lease = await client.request<unknown>({
+        method: 'GET',
+        path: paths.lease(NODE_LEASE_NAMESPACE, name),
+        timeoutMs: 5_000,
+        // The mark waits for it: first in the client's limiter, as the mark itself. One GET per
+        // node, never a LIST of the namespace: a LIST may be served from kube-apiserver's watch
+        // cache, which after an etcd restore under it still holds renewals etcd no longer has.
+        priority: 'critical',
+        signal: this.o.reads,
+        onSend: () => {
+          sentAt = this.now();
+        },
+      });
+    } catch (err) {
       if (err instanceof KubeApiError && err.isNotFound) return true; // judged on node status alone
       if (!this.o.stopped()) log.warn('Cannot confirm a stale lease; not marking', { node: name, err });
       // While blind, the spell moves deadlines, not the storage's outage.
@@ -161,8 +172,6 @@ export class LeaseRecheck {
       }
       throw err;
     }
-    if (read.lease === GONE) return true; // judged on node status alone
-    const { lease, sentAt } = read;
     // What the answer shows about the API server's storage (an outage it ends, its own slowness, a
     // fleet-wide silence): every deadline moves by it first, and this node is judged against its
     // new one (below).
@@ -193,37 +202,6 @@ export class LeaseRecheck {
       return false;
     }
     return true;
-  }
-
-  /**
-   * The node's lease from the API server, a quorum GET (one per node: a LIST of the namespace may
-   * be served from the API server's watch cache, which after an etcd restore under a running
-   * kube-apiserver still holds renewals etcd no longer has, where a GET reads etcd).
-   */
-  private async read(name: string): Promise<LeaseRead> {
-    return pick(await this.get(name), name);
-  }
-
-  /** One lease. */
-  private async get(name: string): Promise<Answer> {
-    let sentAt: number | undefined;
-    try {
-      const lease = await this.o.client.request<unknown>({
-        method: 'GET',
-        path: paths.lease(NODE_LEASE_NAMESPACE, name),
-        timeoutMs: 5_000,
-        // The mark waits for it: first in the client's limiter, as the mark itself.
-        priority: 'critical',
-        signal: this.o.reads,
-        onSend: () => {
-          sentAt = this.now();
-        },
-      });
-      return { sentAt, leases: new Map([[name, lease]]) };
-    } catch (err) {
-      if (err instanceof KubeApiError && err.isNotFound) return { sentAt, leases: new Map([[name, GONE]]) };
-      return { sentAt, err };
-    }
   }
 
   /** What the answer to node `name`'s re-read showed about the storage, carried out. */
@@ -272,35 +250,4 @@ export class LeaseRecheck {
     });
     this.o.deadlinesMoved();
   }
-}
-
-/** A lease the API server no longer has (404). */
-const GONE = Symbol('gone');
-
-interface LeaseRead {
-  lease: unknown;
-  /** When the request left the process. */
-  sentAt: number | undefined;
-}
-
-/** What the re-read's request answered. */
-interface Answer {
-  sentAt: number | undefined;
-  leases?: Map<string, unknown>;
-  err?: unknown;
-}
-
-/** A re-read that failed, and when its request had left (undefined: it never did). */
-class ReadFailed extends Error {
-  constructor(
-    override readonly cause: unknown,
-    readonly sentAt: number | undefined,
-  ) {
-    super('lease re-read failed');
-  }
-}
-
-function pick(a: Answer, name: string): LeaseRead {
-  if (a.leases === undefined) throw new ReadFailed(a.err, a.sentAt);
-  return { lease: a.leases.get(name) ?? GONE, sentAt: a.sentAt };
 }
