@@ -14,7 +14,10 @@
  *    size behind each pooled p99);
  *  - lease watch ingest and ingest through the decision code, with the image's Node.js flags;
  *  - steady-state cost (the image against the runtime's floor), graceful handover and leader
- *    election's cost, at the same sizes.
+ *    election's cost, at the same sizes;
+ *  - mass loss (bench/published.ts MASS_LOSS): 100 of 500 and 300 of 1,000 nodes lost at once,
+ *    ours at its defaults and at 20/30, kube-controller-manager at its defaults (20/30), one run
+ *    each (100-300 failed nodes behind each percentile); records in bench/results/<set>/mass-loss/.
  *
  * Each step takes the shared lock (`flock /tmp/nlc-e2e.lock`) for itself, so other work on the
  * machine waits between steps instead of running during one; run it on a quiet machine anyway
@@ -25,7 +28,7 @@
  * are regenerated; review them with `git diff`.
  *
  * Options: --set NAME [<date>-<commit>]  --parts LIST [all: side-by-side,watch-ingest,
- * ingest-decisions,steady-cost,handover,replicas-cost]  --sizes 100,1000  --runs 5  --qps 20
+ * ingest-decisions,steady-cost,handover,replicas-cost,mass-loss]  --sizes 100,1000  --runs 5  --qps 20
  * --burst 30  --fail 12  --waves 2  --grace 20s  --steady 60s  --raw DIR [/tmp/nlc-compare/<set>]
  * --lock FILE [/tmp/nlc-e2e.lock; "none" to run without]  --publish replace|append|none [replace]
  * --resume (skip steps whose record exists)  --dry-run

@@ -513,6 +513,49 @@ function replicasBlock(ls: Loaded<ReplicasRecord>[]): string {
   return out.join('\n').trimEnd();
 }
 
+/** Seconds from the failure until every lost node was marked (Unknown, NoSchedule, pods), worst node. */
+export function allMarkedS(r: CompareRecord): number | undefined {
+  let worst: number | undefined;
+  for (const f of r.failures) {
+    if (f.markedAfterFailMs === undefined || f.markedAfterFailMs === null) return undefined;
+    worst = Math.max(worst ?? 0, f.markedAfterFailMs / 1000);
+  }
+  return worst;
+}
+
+/**
+ * The mass-loss runs, one row each, grouped by case: overhead percentiles over the run's lost
+ * nodes (the observer's watch), time until every lost node is marked, CPU and peak RSS beside
+ * kube-controller-manager's run of the same case.
+ */
+export function massLossBlock(ls: ReadonlyArray<Loaded<CompareRecord>>): string {
+  const key = (r: CompareRecord) => `${r.options.fail}/${r.options.nodes}`;
+  const out = [
+    '| lost at once | controller | client QPS / burst | overhead p50 / p99 / max (ms) | every lost node marked after (s) | Unknown to NoSchedule, max (ms) | Unknown to pods not ready, max (ms) | CPU, whole run (s) | peak RSS (MiB) | CPU / RSS vs kcm |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+  ];
+  for (const l of ls) {
+    const r = l.record;
+    const o = pooled(overheads(r));
+    const max = (xs: Array<number | null | undefined>) => pooled(xs).max;
+    const kcm = ls.find((k) => k.record.controller === 'kcm' && key(k.record) === key(r))?.record;
+    const vs =
+      r.controller === 'kcm' || !kcm
+        ? '-'
+        : `${ratio(r.cpuSeconds, kcm.cpuSeconds)} / ${ratio(r.peakRssMiB, kcm.peakRssMiB)}`;
+    out.push(
+      `| ${r.options.fail} of ${r.options.nodes.toLocaleString('en-US')} | ${r.controller === 'kcm' ? 'kube-controller-manager' : 'ours'} | ${r.options.qps} / ${r.options.burst} | ${num(o.p50)} / ${num(o.p99)} / ${num(o.max)} | ${num(allMarkedS(r))} | ${num(max(r.failures.map((f) => f.noScheduleAfterUnknownMs)))} | ${num(max(r.failures.flatMap((f) => f.podsNotReadyAfterUnknownMs)))} | ${num(r.cpuSeconds)} | ${num(r.peakRssMiB)} (${r.peakRssPhase ?? '-'}) | ${vs} |`,
+    );
+  }
+  const first = ls[0]!.record;
+  out.push(
+    '',
+    `Grace ${first.options.graceMs / 1000} s, ${first.options.zones} zones, ${first.options.pods} pods a node, one wave, one run each (${ls.map((l) => l.record.failures.length).join(', ')} failed nodes behind the percentiles); ${loadNote(first)}.`,
+    `Records: ${ls.map((l) => `\`${l.file}\``).join(', ')}.`,
+  );
+  return out.join('\n');
+}
+
 // ------------------------------------------------------------------ blocks
 
 export const pendingText = (part: Part) =>
@@ -525,6 +568,7 @@ interface Material {
   steady: Loaded<SteadyRecord>[];
   handover: Loaded<HandoverRecord>[];
   replicas: Loaded<ReplicasRecord>[];
+  massLoss: Loaded<CompareRecord>[];
 }
 
 export function loadMaterial(root = RESULTS_DIR, published = readPublished(root)): Material {
@@ -537,6 +581,8 @@ export function loadMaterial(root = RESULTS_DIR, published = readPublished(root)
     steady: files<SteadyRecord>('steady-cost'),
     handover: files<HandoverRecord>('handover'),
     replicas: files<ReplicasRecord>('replicas-cost'),
+    // Side-by-side records, one run each, kept apart from the side-by-side set.
+    massLoss: (published['mass-loss'] ?? []).map((f) => readRecord<CompareRecord>(root, f, 'side-by-side')),
   };
 }
 
@@ -617,6 +663,18 @@ function summaryBlock(m: Material): string {
         .median;
     rows.push(
       `| leader election's cost, ${nodesLabel(l.record.options.nodes)} | CPU per renewal: leader ${ratio(cpu('leader'), cpu('no-election'))}, standby ${ratio(cpu('standby'), cpu('no-election'))} of a replica without election | \`${l.record.command}\` | \`${l.file}\` |`,
+    );
+  }
+  if (m.massLoss.length === 0) pending('mass loss', 'mass-loss');
+  for (const l of m.massLoss.filter((x) => x.record.controller === 'ours' && x.record.options.qps === 50)) {
+    const r = l.record;
+    const o = pooled(overheads(r));
+    const kcm = m.massLoss.find(
+      (k) => k.record.controller === 'kcm' && k.record.options.nodes === r.options.nodes,
+    )?.record;
+    const k = kcm ? pooled(overheads(kcm)) : undefined;
+    rows.push(
+      `| mass loss, ${r.options.fail} of ${nodesLabel(r.options.nodes)} at once, ours at its defaults | marked ${num(o.p50)} / ${num(o.p99)} ms (p50 / p99) past the grace${k ? `; kube-controller-manager at its defaults ${num(k.p50)} / ${num(k.p99)} ms` : ''} | \`${SET_COMMAND} -- --parts mass-loss\` | \`${l.file}\` |`,
     );
   }
   return rows.join('\n');
@@ -731,6 +789,7 @@ export function generate(root = RESULTS_DIR, published = readPublished(root)): M
     ['steady-cost', m.steady.length ? steadyBlock(m.steady) : pendingText('steady-cost')],
     ['handover', m.handover.length ? handoverBlock(m.handover) : pendingText('handover')],
     ['replicas-cost', m.replicas.length ? replicasBlock(m.replicas) : pendingText('replicas-cost')],
+    ['mass-loss', m.massLoss.length ? massLossBlock(m.massLoss) : pendingText('mass-loss')],
   ]);
 }
 

@@ -22,6 +22,7 @@ export const PARTS = [
   'steady-cost',
   'handover',
   'replicas-cost',
+  'mass-loss',
 ] as const;
 export type Part = (typeof PARTS)[number];
 
@@ -115,6 +116,38 @@ export function estimateSideBySide(
   const waves = o.waves * wave + (o.waves - 1) * 10;
   const teardown = 4 + 0.01 * nodes;
   return fleetUp(nodes) + 20 + 1 + converge + seconds(o.steady) + waves + teardown + 3;
+}
+
+/**
+ * The mass-loss cases: N of M nodes lost at once (spread over 5 zones, one wave), each controller
+ * at its shipped client rate limit (ours 50/100, kube-controller-manager 20/30) and ours also at
+ * kube-controller-manager's. Each wave waits until every lost node is marked (Unknown, the
+ * NoSchedule taint, its pods not ready), not for the zone-rate-limited NoExecute taints.
+ */
+export const MASS_LOSS = {
+  cases: [
+    { nodes: 500, fail: 100 },
+    { nodes: 1000, fail: 300 },
+  ],
+  runs: [
+    { controller: 'ours', qps: 50, burst: 100 },
+    { controller: 'ours', qps: 20, burst: 30 },
+    { controller: 'kcm', qps: 20, burst: 30 },
+  ] as Array<{ controller: ControllerName; qps: number; burst: number }>,
+  zones: 5,
+  grace: '20s',
+  steady: '20s',
+} as const;
+
+/** One mass-loss run: start-up as side by side, then one wave marked at the client's rate. */
+export function estimateMassLoss(c: ControllerName, nodes: number, fail: number, qps: number): number {
+  const grace = seconds(MASS_LOSS.grace);
+  const writesS = c === 'kcm' ? (3 * nodes) / (0.6 * qps) : nodes / qps;
+  const converge = Math.max(grace + 1.5, writesS) + 5 + 2;
+  // Marked: about 6 requests per lost node (re-read, status, taint, pod list, 2 pod writes) at
+  // the QPS after the last deadline (grace + one renew interval); then recovery.
+  const wave = grace + 10 + (6 * fail) / qps + 3 + 20;
+  return fleetUp(nodes) + 20 + 1 + converge + seconds(MASS_LOSS.steady) + wave + 4 + 0.01 * nodes + 3;
 }
 
 // ------------------------------------------------------------------ the plan
@@ -259,6 +292,50 @@ export function plan(o: SetOptions): Step[] {
       estimateS: fleetUp(nodes) + 15 + nodes / 50 + 20 + rounds * 60,
     });
   }
+  if (has('mass-loss')) {
+    for (const { nodes, fail } of MASS_LOSS.cases) {
+      for (const { controller: c, qps, burst } of MASS_LOSS.runs) {
+        const name = `mass-${nodes}-${fail}-${c}-q${qps}`;
+        // A folder of its own: the side-by-side set is every record at the set's top level.
+        const results = file(path.join('mass-loss', `${name}.json`));
+        steps.push({
+          part: 'mass-loss',
+          name,
+          nodes,
+          controller: c,
+          argv: tsx(
+            'bench/compare/run.ts',
+            '--controller',
+            c,
+            '--nodes',
+            String(nodes),
+            '--zones',
+            String(MASS_LOSS.zones),
+            '--fail',
+            String(fail),
+            '--waves',
+            '1',
+            '--wave-until',
+            'marked',
+            '--grace',
+            MASS_LOSS.grace,
+            '--steady',
+            MASS_LOSS.steady,
+            '--qps',
+            String(qps),
+            '--burst',
+            String(burst),
+            '--out',
+            path.join(o.raw, name),
+            '--json',
+            results,
+          ),
+          results,
+          estimateS: estimateMassLoss(c, nodes, fail, qps),
+        });
+      }
+    }
+  }
   return steps;
 }
 
@@ -277,7 +354,7 @@ export function describePlan(steps: readonly Step[]): string[] {
     const total = ss.reduce((a, s) => a + s.estimateS, 0);
     const sizes = [...new Set(ss.map((s) => s.nodes).filter((n) => n !== undefined))];
     const detail =
-      part === 'side-by-side'
+      part === 'side-by-side' || part === 'mass-loss'
         ? `: ${sizes
             .map(
               (n) =>

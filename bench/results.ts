@@ -19,8 +19,12 @@ import { fileURLToPath } from 'node:url';
 
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const RESULTS_DIR = path.join(REPO_ROOT, 'bench', 'results');
-/** A results file is a summary, not raw data. */
-export const MAX_RESULTS_BYTES = 50 * 1024;
+/**
+ * A results file is a summary, not raw data: no logs, no samples, no absolute times. Its largest
+ * part is one line per failed node (about 280 bytes), so a mass-loss run of 300 failed nodes
+ * (bench/compare --fail 300) is about 90 KB.
+ */
+export const MAX_RESULTS_BYTES = 128 * 1024;
 
 export interface Environment {
   nproc: number;
@@ -205,11 +209,41 @@ export function recorder(bench: string): <T extends object>(data: T) => RecordHe
 }
 
 /**
- * Writes a record as indented JSON. Refuses (throws, writing nothing) a record over
+ * A record as indented JSON, except that an object inside an array of objects (one failed node,
+ * one sample) takes one line: a run with 300 failed nodes stays a summary a reader can scan.
+ */
+export function recordText(record: object): string {
+  const flat = new Set<object>();
+  const mark = (v: unknown): void => {
+    if (Array.isArray(v)) {
+      for (const x of v) {
+        if (x !== null && typeof x === 'object' && !Array.isArray(x)) flat.add(x);
+        else mark(x);
+      }
+    } else if (v !== null && typeof v === 'object') for (const x of Object.values(v)) mark(x);
+  };
+  mark(record);
+  const keys: string[] = [];
+  const text = JSON.stringify(
+    record,
+    (_k, v: unknown) => {
+      if (v !== null && typeof v === 'object' && flat.has(v)) {
+        keys.push(JSON.stringify(v));
+        return `\u0000${keys.length - 1}`;
+      }
+      return v;
+    },
+    1,
+  );
+  return `${text.replace(/"\\u0000(\d+)"/g, (_m, i: string) => keys[Number(i)]!)}\n`;
+}
+
+/**
+ * Writes a record (recordText). Refuses (throws, writing nothing) a record over
  * MAX_RESULTS_BYTES or one that names a machine path.
  */
 export function writeResults(file: string, record: object): void {
-  const text = `${JSON.stringify(record, null, 1)}\n`;
+  const text = recordText(record);
   const bytes = Buffer.byteLength(text);
   if (bytes > MAX_RESULTS_BYTES)
     throw new Error(

@@ -22,6 +22,10 @@ export interface FailureRecord {
   /** Failure to this node's unreachable NoExecute taint (rate-limited per zone). */
   taintAfterFailMs: number | null;
   podsNotReadyAfterUnknownMs: Array<number | null>;
+  /** Ready=Unknown to the unreachable NoSchedule taint (absent in records from before). */
+  noScheduleAfterUnknownMs?: number | null;
+  /** Failure to the last of Ready=Unknown, the NoSchedule taint and its pods Ready=False (absent before). */
+  markedAfterFailMs?: number | null;
   /** After recovery: Ready=True again to every node.kubernetes.io taint gone. */
   taintsRemovedAfterReadyMs: number | null;
 }
@@ -41,6 +45,8 @@ export interface CompareRecord extends RecordHeader {
     simulator: 'fleet' | 'kwok';
     preclean: boolean;
     recover: boolean;
+    /** What the waves waited for (absent in records from before: noexecute). */
+    waveUntil?: 'noexecute' | 'marked';
     graceMs: number;
     startupGraceMs: number;
     renewMs: number;
@@ -72,6 +78,12 @@ export interface CompareRecord extends RecordHeader {
 const after = (to: number | undefined, from: number | undefined): number | null =>
   to === undefined || from === undefined ? null : round(to - from, 1);
 
+/** When the node was marked: the last of Ready=Unknown, its NoSchedule taint, its pods not ready. */
+function markedAt(d: NodeDetection): number | undefined {
+  const at = [d.unknownAt, d.noScheduleAt, ...d.podsNotReadyAt];
+  return at.some((t) => t === undefined) ? undefined : Math.max(...(at as number[]));
+}
+
 export function failureRecord(d: NodeDetection): FailureRecord {
   return {
     node: d.node,
@@ -81,6 +93,8 @@ export function failureRecord(d: NodeDetection): FailureRecord {
     taintAfterUnknownMs: after(d.taintAt, d.unknownAt),
     taintAfterFailMs: after(d.taintAt, d.failAt),
     podsNotReadyAfterUnknownMs: d.podsNotReadyAt.map((p) => after(p, d.unknownAt)),
+    noScheduleAfterUnknownMs: after(d.noScheduleAt, d.unknownAt),
+    markedAfterFailMs: markedAt(d) === undefined ? null : after(markedAt(d), d.failAt),
     taintsRemovedAfterReadyMs: after(d.taintsGoneAt, d.readyAgainAt),
   };
 }
@@ -122,6 +136,7 @@ export function compareRecord(
       simulator: o.simulator,
       preclean: o.preclean,
       recover: o.recover,
+      waveUntil: o.waveUntil ?? 'noexecute',
       graceMs: o.graceMs,
       startupGraceMs: o.startupGraceMs,
       renewMs: o.renewMs,

@@ -135,6 +135,7 @@ function parseArgs(argv: string[]): Options & { json: string | undefined } {
     'qps',
     'burst',
     'json',
+    'wave-until',
   ];
   const m = parseLongOptions(argv, known, ['ours-node-flags', 'ours-flags']);
   const which = m.get('controller') ?? 'both';
@@ -155,6 +156,11 @@ function parseArgs(argv: string[]): Options & { json: string | undefined } {
       '--json writes the record of ONE controller run: add --controller kcm or --controller ours',
     );
   if (m.get('json') === 'true') throw new Error('--json needs a file name');
+  const until = m.get('wave-until') ?? 'noexecute';
+  if (until !== 'noexecute' && until !== 'marked')
+    throw new Error(
+      '--wave-until is noexecute (every lost node evicting) or marked (Unknown, NoSchedule, pods)',
+    );
   const stamp = new Date().toISOString().replace(/[:.]/g, '-').slice(0, 19);
   return {
     nodes: Number(m.get('nodes') ?? 100),
@@ -172,6 +178,7 @@ function parseArgs(argv: string[]): Options & { json: string | undefined } {
     qps: Number(m.get('qps') ?? 20),
     burst: Number(m.get('burst') ?? 30),
     recover: m.get('recover') !== 'false',
+    waveUntil: until,
     preclean: m.get('preclean') === 'true',
     oursEntry: path.resolve(m.get('ours-entry') ?? OURS_ENTRY),
     // Default: the flags the image runs with (the Dockerfile's ENTRYPOINT); '' runs bare node.
@@ -519,6 +526,9 @@ async function runOne(
       phases.push({ at: failAt, label: `${group} failed` });
       await sim.fail(group);
       log(`${name}: ${group}: failed ${members.length} nodes (${loadAverage()})`);
+      // What a wave waits for: every lost node evicting (NoExecute, at its zone's rate) or only
+      // marked (Unknown, the NoSchedule taint, its pods not ready: the mass-loss figures).
+      const awaited = o.waveUntil === 'marked' ? 'NoSchedule' : 'NoExecute';
       const perZone = Math.ceil(members.length / zonesCount);
       const deadline = o.graceMs + 15_000 + perZone * 12_000 + 30_000;
       await observer
@@ -528,20 +538,21 @@ async function runOne(
             members.every((n) => {
               const unk = observer.firstReady(n.name, 'Unknown', failAt);
               if (!unk) return false;
-              const tainted = observer.firstTaints(n.name, failAt, (t) =>
-                hasTaint(t, UNREACHABLE, 'NoExecute'),
-              );
+              const tainted = observer.firstTaints(n.name, failAt, (t) => hasTaint(t, UNREACHABLE, awaited));
               const pods = observer.podsOf(n.name);
               return tainted !== undefined && pods.every((p) => p.ready === 'False');
             }),
           deadline,
-          `${group}: Unknown + NoExecute taint + pods NotReady on all ${members.length} nodes`,
+          `${group}: Unknown + ${awaited} taint + pods NotReady on all ${members.length} nodes`,
         )
         .catch((err: unknown) => notes.push(String(err)));
       await sleep(3000);
       const waveDetections = members.map((n): NodeDetection => {
         const unk = observer.firstReady(n.name, 'Unknown', failAt);
         const taint = observer.firstTaints(n.name, failAt, (t) => hasTaint(t, UNREACHABLE, 'NoExecute'));
+        const noSchedule = observer.firstTaints(n.name, failAt, (t) =>
+          hasTaint(t, UNREACHABLE, 'NoSchedule'),
+        );
         const pods = n.pods.map((p) =>
           observer.pods
             .get(`${POD_NAMESPACE}/${p}`)
@@ -555,6 +566,7 @@ async function runOne(
           unknownAt: unk?.at,
           overheadMs: unk && unk.lastBeatAt !== undefined ? unk.at - (unk.lastBeatAt + o.graceMs) : undefined,
           taintAt: taint?.at,
+          noScheduleAt: noSchedule?.at,
           podsNotReadyAt: pods.map((c) => c?.at),
         };
       });
@@ -651,6 +663,8 @@ async function runOne(
       unknownAt: canaryUnknown?.at,
       overheadMs: canaryUnknown ? canaryUnknown.at - (spawnAt + o.graceMs) : undefined,
       taintAt: observer.firstTaints(canaryName, spawnAt, (t) => hasTaint(t, UNREACHABLE, 'NoExecute'))?.at,
+      noScheduleAt: observer.firstTaints(canaryName, spawnAt, (t) => hasTaint(t, UNREACHABLE, 'NoSchedule'))
+        ?.at,
       podsNotReadyAt: canaryNode.pods.map(
         (p) =>
           observer.pods
@@ -688,6 +702,12 @@ async function runOne(
           ),
         ),
       ),
+      noScheduleAfterUnknownMs: summarize(
+        defined(
+          detections.map((d) => (d.noScheduleAt && d.unknownAt ? d.noScheduleAt - d.unknownAt : undefined)),
+        ),
+      ),
+      waveUntil: o.waveUntil,
       taintRemovalAfterReadyMs: summarize(
         defined(
           detections.map((d) =>
@@ -697,7 +717,8 @@ async function runOne(
       ),
       missed: {
         unknown: detections.filter((d) => d.unknownAt === undefined).length,
-        taint: detections.filter((d) => d.taintAt === undefined).length,
+        taint: detections.filter((d) => (o.waveUntil === 'marked' ? d.noScheduleAt : d.taintAt) === undefined)
+          .length,
         pods: detections.reduce((s, d) => s + d.podsNotReadyAt.filter((p) => p === undefined).length, 0),
       },
       falsePositives,

@@ -22,6 +22,8 @@ export interface Options {
   qps?: number;
   burst?: number;
   recover: boolean;
+  /** What a wave waits for: every lost node's NoExecute taint, or only marked (absent: noexecute). */
+  waveUntil?: 'noexecute' | 'marked';
   preclean: boolean;
   /** Our controller's entry script and the node flags it runs with. */
   oursEntry: string;
@@ -40,6 +42,8 @@ export interface NodeDetection {
   /** unknownAt - (lastBeatAt + grace), ms. */
   overheadMs: number | undefined;
   taintAt: number | undefined;
+  /** The node.kubernetes.io/unreachable NoSchedule taint (absent in summaries from before). */
+  noScheduleAt?: number | undefined;
   podsNotReadyAt: Array<number | undefined>;
   recoverAt?: number;
   readyAgainAt?: number;
@@ -76,6 +80,10 @@ export interface ControllerResult {
   taintAfterUnknownMs: Summary;
   podNotReadyAfterUnknownMs: Summary;
   taintRemovalAfterReadyMs: Summary;
+  /** Absent in summaries from before. */
+  noScheduleAfterUnknownMs?: Summary;
+  /** What the waves waited for (absent: noexecute); in 'marked' runs `missed.taint` counts NoSchedule. */
+  waveUntil?: 'noexecute' | 'marked';
   missed: { unknown: number; taint: number; pods: number };
   falsePositives: string[];
   cpuSeconds: number;
@@ -117,12 +125,31 @@ export function ratio(ours: number | undefined, kcm: number | undefined): string
   return `${r >= 1 ? round(r, 2) : Number(r.toPrecision(2))}x`;
 }
 
-/** Seconds from a wave's failure to its last NoExecute taint, worst wave (rate limits show here). */
+/**
+ * Seconds from a wave's failure to its last NoExecute taint, worst wave (rate limits show here);
+ * NaN in a run whose waves did not wait for them (--wave-until marked).
+ */
 function lastTaintS(r: ControllerResult): number {
   let worst = Number.NaN;
+  if (r.waveUntil === 'marked') return worst;
   for (const d of r.detections) {
     if (d.taintAt === undefined) return Number.POSITIVE_INFINITY;
     const s = (d.taintAt - d.failAt) / 1000;
+    if (!(s <= worst)) worst = s;
+  }
+  return worst;
+}
+
+/**
+ * Seconds from a wave's failure until every node of it is marked: Ready=Unknown, the unreachable
+ * NoSchedule taint and every pod Ready=False, worst wave (infinite: one never was).
+ */
+export function allMarkedS(r: ControllerResult): number {
+  let worst = Number.NaN;
+  for (const d of r.detections) {
+    const at = [d.unknownAt, d.noScheduleAt, ...d.podsNotReadyAt];
+    if (at.some((t) => t === undefined)) return Number.POSITIVE_INFINITY;
+    const s = (Math.max(...(at as number[])) - d.failAt) / 1000;
     if (!(s <= worst)) worst = s;
   }
   return worst;
@@ -156,6 +183,16 @@ export const ROWS: Row[] = [
     'failure to last NoExecute taint of a wave, worst wave (s)',
     (r) => lastTaintS(r),
     (r) => String(round(lastTaintS(r), 1)),
+  ],
+  [
+    'Unknown to NoSchedule taint p50 / max (ms)',
+    (r) => r.noScheduleAfterUnknownMs?.p50,
+    (r) => `${ms(r.noScheduleAfterUnknownMs?.p50)} / ${ms(r.noScheduleAfterUnknownMs?.max)}`,
+  ],
+  [
+    'failure to every lost node marked (Unknown, NoSchedule, pods not ready), worst wave (s)',
+    (r) => allMarkedS(r),
+    (r) => String(round(allMarkedS(r), 1)),
   ],
   [
     'Unknown to pod Ready=False p50 / max (ms)',
@@ -228,7 +265,7 @@ export const ROWS: Row[] = [
     { ratio: false },
   ],
   [
-    'false positives / missed (Unknown, taint, pods)',
+    'false positives / missed (Unknown, awaited taint, pods)',
     () => undefined,
     (r) => `${r.falsePositives.length} / ${r.missed.unknown}, ${r.missed.taint}, ${r.missed.pods}`,
   ],

@@ -1,7 +1,9 @@
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { RECONCILE_WORKERS } from '../cli/assemble/node-lifecycle.js';
 import { parseDuration } from '../clock/duration.js';
 import { KubeApiError, type KubeRequest, KubeTransportError } from '../kube/client.js';
+import { AGING_MS } from '../kube/rate-limit.js';
 import { EventLoopSampler } from '../metrics/event-loop.js';
 import { upstreamPolicy } from '../policy/index.js';
 import { KUBELET_RECONNECT_MS } from './lease-recheck.js';
@@ -1339,6 +1341,41 @@ describe('NodeLifecycleController: writes decided before a wait (virtual time)',
       for (const n of ['node-0', 'node-1', 'node-2']) {
         expect(h.sim.markedUnknownAt(n)! - last, n).toBeLessThanOrEqual(GRACE_MS + 12_000);
       }
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('100 of 120 nodes lost at once at 20 QPS (renewals spread over 10 s), 3 pods each: every mark within 2 s of its deadline, not behind pod work for a worker or a token', async () => {
+    const lost = 100;
+    const h = harness({ nodes: 120, sharedLimiter: true, qps: 20, burst: 30, workers: RECONCILE_WORKERS });
+    try {
+      for (let n = 0; n < lost; n++)
+        for (let p = 0; p < 3; p++) h.sim.addPod('default', `web-${n}-${p}`, `node-${n}`);
+      // The kubelets renew every 10 s, node-n 100 ms after node-(n-1), as a real fleet does.
+      for (let n = 0; n < lost; n++) {
+        await advance(100);
+        h.sim.stopKubelet(`node-${n}`);
+        h.sim.startKubelet(`node-${n}`);
+      }
+      await advance(30_000);
+      const last = new Map<string, number>();
+      for (let n = 0; n < lost; n++) last.set(`node-${n}`, h.sim.stopKubelet(`node-${n}`));
+      await advance(GRACE_MS + 60_000);
+      // A lease re-read and a status write per node: 200 requests over the 10 s the deadlines span,
+      // as many tokens as 20 QPS gives then. The marks get them while the taint and pod requests
+      // of the nodes marked first wait (less than AGING_MS); with fewer workers than lost nodes, or
+      // aging sooner, the last marks come 5-25 s late.
+      expect(AGING_MS).toBeGreaterThanOrEqual(10_000);
+      for (const [name, at] of last) {
+        const late = h.sim.markedUnknownAt(name)! - at - GRACE_MS;
+        expect(late, name).toBeLessThanOrEqual(2_000);
+      }
+      for (let n = lost; n < 120; n++)
+        expect(h.sim.markedUnknownAt(`node-${n}`), `node-${n}`).toBeUndefined();
+      // The pod work came after, and came.
+      for (let n = 0; n < lost; n++)
+        for (let p = 0; p < 3; p++) expect(h.sim.podReadyOf(`default/web-${n}-${p}`)).toBe('False');
     } finally {
       await h.stop();
     }

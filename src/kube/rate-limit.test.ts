@@ -79,9 +79,9 @@ describe('RequestRateLimiter (client-go token bucket, FIFO waiters, virtual time
     const s = new VirtualTimeScheduler();
     const lim = new RequestRateLimiter(10, 1, s);
     await lim.acquire();
-    // 200 marks waiting (20 s of tokens at 10/s), then one pod list, then a mark every 50 ms.
+    // 300 marks waiting (30 s of tokens at 10/s), then one pod list, then a taint request 1 s later.
     const marks: number[] = [];
-    for (let i = 0; i < 200; i++) void lim.acquire(undefined, 'critical').then(() => marks.push(s.now()));
+    for (let i = 0; i < 300; i++) void lim.acquire(undefined, 'critical').then(() => marks.push(s.now()));
     let podAt: number | undefined;
     void lim.acquire(undefined, 'pods').then(() => {
       podAt = s.now();
@@ -110,22 +110,18 @@ describe('RequestRateLimiter (client-go token bucket, FIFO waiters, virtual time
     const order: string[] = [];
     void lim.acquire(undefined, 'pods').then(() => order.push('pods@0'));
     s.schedule(() => void lim.acquire(undefined, 'taint').then(() => order.push('taint@0.5')), 500);
-    for (let i = 0; i < 8; i++)
+    for (let i = 0; i < 12; i++)
       void lim.acquire(undefined, 'critical').then(() => order.push(`critical-${i}`));
-    await advance(s, 12_000);
-    // Tokens at 1, 2, ... s: the marks take the first four; from 5 s the pod list has waited
-    // AGING_MS (a mark, then it), from 5.5 s the taint has (a mark, then it); then the rest.
+    await advance(s, 16_000);
+    // Tokens at 1, 2, ... s: the marks take the first nine; from 10 s the pod list has waited
+    // AGING_MS (a mark, then it), from 10.5 s the taint has (a mark, then it); then the rest.
+    expect(AGING_MS).toBe(10_000);
     expect(order).toEqual([
-      'critical-0',
-      'critical-1',
-      'critical-2',
-      'critical-3',
-      'critical-4',
+      ...Array.from({ length: 10 }, (_, i) => `critical-${i}`),
       'pods@0',
-      'critical-5',
+      'critical-10',
       'taint@0.5',
-      'critical-6',
-      'critical-7',
+      'critical-11',
     ]);
   });
 

@@ -18,7 +18,7 @@ import {
   sideBySideTable,
 } from '../../bench/figures.js';
 import { controllerOfRun, DEFAULT_SET, PARTS } from '../../bench/published.js';
-import { MAX_RESULTS_BYTES, scrubPaths, writeResults } from '../../bench/results.js';
+import { MAX_RESULTS_BYTES, recordText, scrubPaths, writeResults } from '../../bench/results.js';
 import { REPO } from './manifests.support.js';
 
 /**
@@ -263,7 +263,78 @@ describe('side by side: what a published set must be', () => {
       expect(blocks.get(name), name).toMatch(
         /^Pending re-run: .*`npm run bench:fair-set -- --parts [a-z-]+`/,
       );
-    expect(blocks.get('summary')!.match(/\| pending re-run \|/g)).toHaveLength(6);
+    expect(blocks.get('summary')!.match(/\| pending re-run \|/g)).toHaveLength(PARTS.length);
+  });
+});
+
+describe('mass loss: one row a run, beside kube-controller-manager', () => {
+  it('renders each run with its pooled overheads, the time every lost node was marked and its CPU and RSS against kcm', () => {
+    const root = mkdtempSync(join(tmpdir(), 'nlc-figures-'));
+    roots.push(root);
+    mkdirSync(join(root, 'set', 'mass-loss'), { recursive: true });
+    const write = (
+      name: string,
+      spec: RunSpec,
+      marked: (i: number) => number | null,
+      cpu: number,
+      rss: number,
+    ) => {
+      const r = record(spec, 0);
+      r.options = { ...r.options, nodes: 1000, fail: 300, waves: 1, zones: 5, waveUntil: 'marked' };
+      r.options.burst = r.options.qps === 50 ? 100 : 30;
+      r.failures = r.failures.map((f, i) => ({
+        ...f,
+        markedAfterFailMs: marked(i),
+        noScheduleAfterUnknownMs: 100 + i,
+      }));
+      r.cpuSeconds = cpu;
+      r.peakRssMiB = rss;
+      r.peakRssPhase = 'wave-1 failed';
+      writeFileSync(join(root, 'set', 'mass-loss', name), JSON.stringify(r));
+      return join('set', 'mass-loss', name);
+    };
+    const files = [
+      write(
+        'ours.json',
+        { controller: 'ours', overheads: range(300, (i) => i), qps: 50 },
+        (i) => 20_000 + i,
+        6,
+        100,
+      ),
+      write(
+        'kcm.json',
+        { controller: 'kcm', overheads: range(300, (i) => 10 * i), qps: 20 },
+        (i) => 40_000 + i,
+        15,
+        125,
+      ),
+    ];
+    const blocks = generate(root, { 'mass-loss': files });
+    const block = blocks.get('mass-loss')!;
+    // p50 / p99 / max over the run's 300 overheads; worst marked 20.299 s; 6/15 CPU, 100/125 RSS.
+    expect(block).toContain(
+      '| 300 of 1,000 | ours | 50 / 100 | 149 / 296 / 299 | 20.3 | 399 | 14 | 6 | 100 (wave-1 failed) | 0.4x / 0.8x |',
+    );
+    expect(block).toContain(
+      '| 300 of 1,000 | kube-controller-manager | 20 / 30 | 1,490 / 2,960 / 2,990 | 40.3 |',
+    );
+    expect(blocks.get('summary')).toContain(
+      'mass loss, 300 of 1,000 nodes at once, ours at its defaults | marked 149 / 296 ms',
+    );
+    expect(blocks.get('summary')).toContain('kube-controller-manager at its defaults 1,490 / 2,960 ms');
+    // A node never marked: no time for the run.
+    files.push(
+      write(
+        'ours-20.json',
+        { controller: 'ours', overheads: [1, 2], qps: 20 },
+        (i) => (i === 1 ? null : 1),
+        1,
+        1,
+      ),
+    );
+    expect(generate(root, { 'mass-loss': files }).get('mass-loss')).toMatch(
+      /\| ours \| 20 \/ 30 \| [^|]+\| - \|/,
+    );
   });
 });
 
@@ -306,5 +377,26 @@ describe('results records hold no machine paths and stay small', () => {
     );
     writeResults(file, { raw: 'x'.repeat(100) });
     expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ raw: 'x'.repeat(100) });
+  });
+
+  it('a record keeps each object of an array (one failed node) on one line, and reads back the same', () => {
+    const failures = Array.from({ length: 300 }, (_, i) => ({
+      node: `sim-zone-a-${String(i).padStart(4, '0')}`,
+      wave: 'wave-1',
+      overheadMs: 1234.5,
+      unknownAfterFailMs: null,
+      podsNotReadyAfterUnknownMs: [5637.1, null],
+    }));
+    const record = { bench: 'side-by-side', canary: { node: 'c', at: [1, 2] }, failures, tags: ['a', 'b'] };
+    const text = recordText(record);
+    expect(JSON.parse(text)).toEqual(record);
+    const lines = text.split('\n');
+    expect(lines.filter((l) => l.includes('"node":"sim-zone-a-'))).toHaveLength(300);
+    expect(lines).toContain(
+      '  {"node":"sim-zone-a-0007","wave":"wave-1","overheadMs":1234.5,"unknownAfterFailMs":null,"podsNotReadyAfterUnknownMs":[5637.1,null]},',
+    );
+    // Objects outside arrays stay indented.
+    expect(lines).toContain(' "canary": {');
+    expect(Buffer.byteLength(text)).toBeLessThan(MAX_RESULTS_BYTES);
   });
 });

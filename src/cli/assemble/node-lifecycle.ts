@@ -279,12 +279,14 @@ function nodeWriter(
 
 /**
  * Nodes reconciled at once. A worker holds its node from the mark through its taints to its pods,
- * and waits for the client's tokens in their lanes (src/kube/rate-limit.ts): pod work waits behind
- * marks for up to 5 s in a mass failure, so the workers must outnumber the nodes lost in that
- * time, or a new mark waits for a worker instead of a token. A waiting worker costs a promise;
- * requests in flight stay bounded by --kube-api-qps and API_MAX_SOCKETS.
+ * and waits for the client's tokens in their lanes (src/kube/rate-limit.ts): in a mass failure the
+ * pod work of the nodes marked first waits behind the marks for up to AGING_MS, so the workers must
+ * outnumber every node lost in that time, or a new mark waits for a worker instead of a token
+ * (with 64, 300 of 1,000 lost at once were marked up to 21.5 s late; docs/benchmarks-history.md).
+ * The limiter is the real bound: a waiting worker costs a promise, requests in flight stay bounded
+ * by --kube-api-qps and API_MAX_SOCKETS.
  */
-export const RECONCILE_WORKERS = 64;
+export const RECONCILE_WORKERS = 1024;
 
 function reconcilerOf(o: NodeLifecycleOptions, writer: ApiWriter): NodeLifecycleController {
   const { config } = o;
