@@ -531,8 +531,8 @@ export function allMarkedS(r: CompareRecord): number | undefined {
 export function massLossBlock(ls: ReadonlyArray<Loaded<CompareRecord>>): string {
   const key = (r: CompareRecord) => `${r.options.fail}/${r.options.nodes}`;
   const out = [
-    '| lost at once | controller | client QPS / burst | overhead p50 / p99 / max (ms) | every lost node marked after (s) | Unknown to NoSchedule, max (ms) | Unknown to pods not ready, max (ms) | CPU, whole run (s) | peak RSS (MiB) | CPU / RSS vs kcm |',
-    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+    '| lost at once | controller | client QPS / burst | overhead p50 / p99 / max (ms) | every lost node marked after (s) | Unknown to NoSchedule, max (ms) | Unknown to pods not ready, max (ms) | kube-apiserver per write p50 / p99 (ms) | CPU, whole run (s) | peak RSS (MiB) | CPU / RSS vs kcm |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
   ];
   for (const l of ls) {
     const r = l.record;
@@ -544,7 +544,7 @@ export function massLossBlock(ls: ReadonlyArray<Loaded<CompareRecord>>): string 
         ? '-'
         : `${ratio(r.cpuSeconds, kcm.cpuSeconds)} / ${ratio(r.peakRssMiB, kcm.peakRssMiB)}`;
     out.push(
-      `| ${r.options.fail} of ${r.options.nodes.toLocaleString('en-US')} | ${r.controller === 'kcm' ? 'kube-controller-manager' : 'ours'} | ${r.options.qps} / ${r.options.burst} | ${num(o.p50)} / ${num(o.p99)} / ${num(o.max)} | ${num(allMarkedS(r))} | ${num(max(r.failures.map((f) => f.noScheduleAfterUnknownMs)))} | ${num(max(r.failures.flatMap((f) => f.podsNotReadyAfterUnknownMs)))} | ${num(r.cpuSeconds)} | ${num(r.peakRssMiB)} (${r.peakRssPhase ?? '-'}) | ${vs} |`,
+      `| ${r.options.fail} of ${r.options.nodes.toLocaleString('en-US')} | ${r.controller === 'kcm' ? 'kube-controller-manager' : 'ours'} | ${r.options.qps} / ${r.options.burst} | ${num(o.p50)} / ${num(o.p99)} / ${num(o.max)} | ${num(allMarkedS(r))} | ${num(max(r.failures.map((f) => f.noScheduleAfterUnknownMs)))} | ${num(max(r.failures.flatMap((f) => f.podsNotReadyAfterUnknownMs)))} | ${num(r.writes.serverMs?.p50)} / ${num(r.writes.serverMs?.p99)} | ${num(r.cpuSeconds)} | ${num(r.peakRssMiB)} (${r.peakRssPhase ?? '-'}) | ${vs} |`,
     );
   }
   const first = ls[0]!.record;

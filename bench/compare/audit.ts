@@ -17,6 +17,8 @@ export interface AuditWrite {
   name: string;
   code: number;
   userAgent: string;
+  /** kube-apiserver's own time for it: ResponseComplete's stageTimestamp - requestReceivedTimestamp (ms). */
+  serverMs?: number;
 }
 
 interface AuditEvent {
@@ -27,6 +29,21 @@ interface AuditEvent {
   objectRef?: { resource?: string; subresource?: string; namespace?: string; name?: string };
   responseStatus?: { code?: number };
   requestReceivedTimestamp?: string;
+  stageTimestamp?: string;
+}
+
+/** ms between two RFC 3339 times with microseconds (Date.parse keeps only milliseconds). */
+export function microsBetween(from: string, to: string): number | undefined {
+  const us = (t: string) => {
+    const m = /^(.*T\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$/.exec(t);
+    if (!m) return undefined;
+    const whole = Date.parse(`${m[1]}${m[3]}`);
+    if (Number.isNaN(whole)) return undefined;
+    return whole * 1000 + Number(((m[2] ?? '') + '000000').slice(0, 6));
+  };
+  const a = us(from);
+  const b = us(to);
+  return a === undefined || b === undefined ? undefined : (b - a) / 1000;
 }
 
 /** All completed writes by `username`, in log order. */
@@ -57,6 +74,7 @@ export async function readWrites(auditLogPath: string, username: string): Promis
       name: ref.name ?? '',
       code: ev.responseStatus?.code ?? 0,
       userAgent: ev.userAgent ?? '',
+      serverMs: microsBetween(ev.requestReceivedTimestamp ?? '', ev.stageTimestamp ?? ''),
     });
   }
   return out;

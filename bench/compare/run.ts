@@ -745,6 +745,8 @@ async function runOne(
         unattributedInWaves: unattributed,
         onHealthyNodes: onHealthy,
         canary: canaryWrites,
+        // kube-apiserver's own time for the writes about the failed nodes: the floor under ours.
+        serverMs: summarize(attributed.map((w) => w.serverMs).filter((x): x is number => x !== undefined)),
       },
       metrics: pickMetrics(metricsText),
       observerErrors: observer.errors.length,

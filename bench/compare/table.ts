@@ -106,6 +106,8 @@ export interface ControllerResult {
     perFailedNode: number;
     perFailedNodeByKind: Record<string, number>;
     unattributedInWaves: number;
+    /** kube-apiserver's time for the writes about failed nodes (audit log; absent before). */
+    serverMs?: Summary;
     onHealthyNodes: number;
     canary: number;
   };
@@ -239,6 +241,11 @@ export const ROWS: Row[] = [
       `${r.writes.perFailedNode} (${Object.entries(r.writes.perFailedNodeByKind)
         .map(([kk, v]) => `${kk} ${v}`)
         .join(', ')})`,
+  ],
+  [
+    "kube-apiserver's time for those writes p50 / p99 / max (ms)",
+    (r) => r.writes.serverMs?.p99,
+    (r) => `${ms(r.writes.serverMs?.p50)} / ${ms(r.writes.serverMs?.p99)} / ${ms(r.writes.serverMs?.max)}`,
   ],
   ['API writes, whole run', (r) => r.writes.total, (r) => String(r.writes.total)],
   ['API writes, steady window', (r) => r.steady.writes, (r) => String(r.steady.writes)],

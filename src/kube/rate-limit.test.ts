@@ -18,11 +18,12 @@ async function advance(s: VirtualTimeScheduler, ms: number): Promise<void> {
 }
 
 describe('RequestRateLimiter (client-go token bucket, FIFO waiters, virtual time)', () => {
-  it('starts with `burst` tokens, then admits `qps` per second, first come first served', async () => {
+  it('starts with `burst` tokens, then admits `qps` per second, first come first served (the critical lane: the whole burst)', async () => {
     const s = new VirtualTimeScheduler();
     const lim = new RequestRateLimiter(10, 3, s);
     const admitted: [number, number][] = [];
-    for (let i = 0; i < 7; i++) void lim.acquire().then(() => admitted.push([i, s.now()]));
+    for (let i = 0; i < 7; i++)
+      void lim.acquire(undefined, 'critical').then(() => admitted.push([i, s.now()]));
     await advance(s, 0);
     expect(admitted).toEqual([
       [0, 0],
@@ -125,14 +126,52 @@ describe('RequestRateLimiter (client-go token bucket, FIFO waiters, virtual time
     ]);
   });
 
+  it("the second half of the burst is the marks': the other lanes take a token only while more than floor(burst / 2) remain, then get qps per second as before", async () => {
+    const s = new VirtualTimeScheduler();
+    const lim = new RequestRateLimiter(10, 10, s);
+    expect(lim.reserve).toBe(5);
+    const pods: number[] = [];
+    const taints: number[] = [];
+    for (let i = 0; i < 8; i++) void lim.acquire(undefined, 'pods').then(() => pods.push(s.now()));
+    await advance(s, 0);
+    expect(pods).toEqual([0, 0, 0, 0, 0]);
+    // Five tokens left, all the marks': two come and take theirs at once.
+    const marks: number[] = [];
+    for (let i = 0; i < 2; i++) void lim.acquire(undefined, 'critical').then(() => marks.push(s.now()));
+    void lim.acquire(undefined, 'taint').then(() => taints.push(s.now()));
+    await advance(s, 0);
+    expect(marks).toEqual([0, 0]);
+    // Three left: the taint (first of the other lanes) waits until six are there again, 300 ms;
+    // then the pods one per 100 ms, qps as before.
+    await advance(s, 700);
+    expect(taints).toEqual([300]);
+    expect(pods).toEqual([0, 0, 0, 0, 0, 400, 500, 600]);
+  });
+
+  it('a request held back by the reserve takes any token once it has waited AGING_MS', async () => {
+    const s = new VirtualTimeScheduler();
+    // A token every 20 s; burst 4, reserve 2.
+    const lim = new RequestRateLimiter(0.05, 4, s);
+    await lim.acquire(undefined, 'critical');
+    await lim.acquire(undefined, 'critical');
+    let podAt: number | undefined;
+    void lim.acquire(undefined, 'pods').then(() => {
+      podAt = s.now();
+    });
+    // Two tokens left, both the reserve's: the pod list would wait for a third (20 s), but it has
+    // waited AGING_MS at 10 s.
+    await advance(s, AGING_MS + 1_000);
+    expect(podAt).toBe(AGING_MS);
+  });
+
   it('refills up to burst while idle, never more', async () => {
     const s = new VirtualTimeScheduler();
     const lim = new RequestRateLimiter(2, 2, s);
-    await lim.acquire();
-    await lim.acquire();
+    await lim.acquire(undefined, 'critical');
+    await lim.acquire(undefined, 'critical');
     await advance(s, 60_000);
     const at: number[] = [];
-    for (let i = 0; i < 3; i++) void lim.acquire().then(() => at.push(s.now()));
+    for (let i = 0; i < 3; i++) void lim.acquire(undefined, 'critical').then(() => at.push(s.now()));
     await advance(s, 0);
     expect(at).toEqual([60_000, 60_000]);
     await advance(s, 500);

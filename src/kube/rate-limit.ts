@@ -15,6 +15,13 @@ import type { SchedulerLike, Subscription } from '../rx/index.js';
  * in lane order: under a sustained overload the marks keep half the tokens and the others get
  * the rest, so none waits longer than AGING_MS plus twice the aged waiters ahead of it.
  *
+ * The second half of the burst is the marks' ({@link RequestRateLimiter.reserve}): a request of
+ * another lane takes a token only while more than `floor(burst / 2)` remain (an aged one takes any),
+ * so that the taint, pod and Event requests of the nodes marked first, which come while the marks
+ * of the others still arrive, cannot spend the burst those marks need. They lose no throughput
+ * (the bucket refills at `qps` whoever takes it), only that half of the burst, and wait at most
+ * `(reserve + 1) / qps` for it while no mark waits.
+ *
  * Low-priority waiters (Events) are served only when no other request waits, and at most
  * `maxLowWaiting` of them queue: one more is refused at once ({@link RateLimiterFullError}), as
  * client-go's event broadcaster drops Events when its queue is full. Events never hold back a
@@ -51,6 +58,10 @@ export class RequestRateLimiter {
   /** Tokens given in lane order since an aged waiter was last served (while one waited). */
   private sinceAged = 0;
   private timer: Subscription | undefined;
+  /** When the armed timer fires (scheduler ms). */
+  private timerAt = Number.NaN;
+  /** Tokens of the burst only 'critical' requests and aged waiters may take. */
+  readonly reserve: number;
 
   constructor(
     readonly qps: number,
@@ -63,6 +74,7 @@ export class RequestRateLimiter {
     if (!(burst >= 1)) throw new RangeError(`burst must be >= 1 (got ${burst})`);
     this.intervalMs = 1000 / qps;
     this.burst = Math.floor(burst);
+    this.reserve = Math.floor(this.burst / 2);
   }
 
   /** Requests waiting for a token right now. */
@@ -75,14 +87,20 @@ export class RequestRateLimiter {
     return this.lanes[LANES.indexOf(priority)]!.length;
   }
 
-  private nextAt(now: number): number {
-    return Math.max(now, this.tat - (this.burst - 1) * this.intervalMs);
+  /** When a token can be taken that leaves `keep` in the bucket. */
+  private nextAt(now: number, keep: number): number {
+    return Math.max(now, this.tat - (this.burst - 1 - keep) * this.intervalMs);
   }
 
-  private tryTake(now: number): boolean {
-    if (now < this.nextAt(now)) return false;
+  private tryTake(now: number, keep: number): boolean {
+    if (now < this.nextAt(now, keep)) return false;
     this.tat = Math.max(this.tat, now) + this.intervalMs;
     return true;
+  }
+
+  /** What a request of this lane, arriving now, leaves in the bucket. */
+  private keepFor(priority: RequestPriority): number {
+    return priority === 'critical' ? 0 : this.reserve;
   }
 
   /**
@@ -94,7 +112,8 @@ export class RequestRateLimiter {
   acquire(signal?: AbortSignal, priority: RequestPriority = 'normal'): Promise<void> {
     if (signal?.aborted) return Promise.reject(abortReason(signal));
     const queue = this.lanes[LANES.indexOf(priority)] ?? this.lanes[2]!;
-    if (this.count === 0 && this.tryTake(this.scheduler.now())) return Promise.resolve();
+    if (this.count === 0 && this.tryTake(this.scheduler.now(), this.keepFor(priority)))
+      return Promise.resolve();
     if (priority === 'low' && queue.length >= this.maxLowWaiting) {
       return Promise.reject(new RateLimiterFullError(this.maxLowWaiting));
     }
@@ -106,7 +125,7 @@ export class RequestRateLimiter {
           this.count--;
         }
         reject(abortReason(signal!));
-        if (this.count === 0) this.disarm();
+        this.arm();
       };
       const waiter: Waiter = {
         since: this.scheduler.now(),
@@ -117,6 +136,8 @@ export class RequestRateLimiter {
       signal?.addEventListener('abort', onAbort, { once: true });
       queue.push(waiter);
       this.count++;
+      // Others may wait for more than the reserve while this one (a mark) may take a token now:
+      // arm() moves the timer to the new head's time.
       this.arm();
     });
   }
@@ -124,24 +145,41 @@ export class RequestRateLimiter {
   private disarm(): void {
     this.timer?.unsubscribe();
     this.timer = undefined;
+    this.timerAt = Number.NaN;
   }
 
+  /** One timer, at the time the next waiter (as `pick` chooses it now) can take its token. */
   private arm(): void {
-    if (this.timer || this.waiting === 0) return;
+    if (this.count === 0) {
+      this.disarm();
+      return;
+    }
     const now = this.scheduler.now();
+    const p = this.pick(now);
+    let at = this.nextAt(now, p.keep);
+    // A head held back by the reserve takes any token once it has aged: wake then too.
+    if (p.keep > 0) at = Math.min(at, Math.max(now, p.queue[0]!.since + AGING_MS));
+    if (this.timer && this.timerAt === at) return;
+    this.disarm();
+    this.timerAt = at;
     this.timer = this.scheduler.schedule(
       () => {
         this.timer = undefined;
+        this.timerAt = Number.NaN;
         this.drain();
       },
-      timerDelay(this.nextAt(now) - now),
+      timerDelay(at - now),
     );
   }
 
   private drain(): void {
     const now = this.scheduler.now();
-    while (this.count > 0 && this.tryTake(now)) {
-      const w = this.next(now);
+    while (this.count > 0) {
+      const p = this.pick(now);
+      if (!this.tryTake(now, p.keep)) break;
+      if (p.turn === 'lane') this.sinceAged++;
+      else this.sinceAged = 0;
+      const w = p.queue.shift()!;
       this.count--;
       w.cleanup();
       w.resolve();
@@ -149,8 +187,12 @@ export class RequestRateLimiter {
     this.arm();
   }
 
-  /** The waiter the next token goes to (one waits). */
-  private next(now: number): Waiter {
+  /**
+   * The waiter the next token goes to (one waits), how that was chosen ('lane': in lane order
+   * while an aged waiter waits, which counts towards its turn; 'aged': its turn; 'only': no other
+   * choice), and what taking it must leave in the bucket (the reserve, unless it is a mark or aged).
+   */
+  private pick(now: number): { queue: Waiter[]; turn: 'lane' | 'aged' | 'only'; keep: number } {
     // The oldest head of the middle lanes that has waited AGING_MS: every other token is its.
     let aged: Waiter[] | undefined;
     for (let i = 1; i <= 3; i++) {
@@ -159,16 +201,10 @@ export class RequestRateLimiter {
         aged = this.lanes[i];
     }
     const first = this.lanes.find((q) => q.length > 0)!;
-    if (!aged || aged === first) {
-      this.sinceAged = 0;
-      return first.shift()!;
-    }
-    if (this.sinceAged >= 1) {
-      this.sinceAged = 0;
-      return aged.shift()!;
-    }
-    this.sinceAged++;
-    return first.shift()!;
+    const keep = (q: Waiter[]) => (q === this.lanes[0] || now - q[0]!.since >= AGING_MS ? 0 : this.reserve);
+    if (!aged || aged === first) return { queue: first, turn: 'only', keep: keep(first) };
+    if (this.sinceAged >= 1) return { queue: aged, turn: 'aged', keep: 0 };
+    return { queue: first, turn: 'lane', keep: keep(first) };
   }
 }
 

@@ -2,6 +2,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { microsBetween } from '../../bench/compare/audit.js';
 import type { ControllerName } from '../../bench/compare/controllers.js';
 import type { CompareRecord, FailureRecord } from '../../bench/compare/record.js';
 import {
@@ -290,6 +291,7 @@ describe('mass loss: one row a run, beside kube-controller-manager', () => {
       r.cpuSeconds = cpu;
       r.peakRssMiB = rss;
       r.peakRssPhase = 'wave-1 failed';
+      r.writes = { ...r.writes, serverMs: { n: 1500, p50: 4.5, p90: 12, p99: 31, max: 80, min: 1, mean: 6 } };
       writeFileSync(join(root, 'set', 'mass-loss', name), JSON.stringify(r));
       return join('set', 'mass-loss', name);
     };
@@ -313,7 +315,7 @@ describe('mass loss: one row a run, beside kube-controller-manager', () => {
     const block = blocks.get('mass-loss')!;
     // p50 / p99 / max over the run's 300 overheads; worst marked 20.299 s; 6/15 CPU, 100/125 RSS.
     expect(block).toContain(
-      '| 300 of 1,000 | ours | 50 / 100 | 149 / 296 / 299 | 20.3 | 399 | 14 | 6 | 100 (wave-1 failed) | 0.4x / 0.8x |',
+      '| 300 of 1,000 | ours | 50 / 100 | 149 / 296 / 299 | 20.3 | 399 | 14 | 4.5 / 31 | 6 | 100 (wave-1 failed) | 0.4x / 0.8x |',
     );
     expect(block).toContain(
       '| 300 of 1,000 | kube-controller-manager | 20 / 30 | 1,490 / 2,960 / 2,990 | 40.3 |',
@@ -335,6 +337,16 @@ describe('mass loss: one row a run, beside kube-controller-manager', () => {
     expect(generate(root, { 'mass-loss': files }).get('mass-loss')).toMatch(
       /\| ours \| 20 \/ 30 \| [^|]+\| - \|/,
     );
+  });
+});
+
+describe("kube-apiserver's time for a write, from its audit log", () => {
+  it('is stageTimestamp - requestReceivedTimestamp to the microsecond, across a second and an offset', () => {
+    expect(microsBetween('2026-12-07T04:50:01.999950Z', '2026-12-07T04:50:02.004450Z')).toBe(4.5);
+    expect(microsBetween('2026-12-07T04:50:01Z', '2026-12-07T04:50:01.0312Z')).toBe(31.2);
+    expect(microsBetween('2026-12-07T05:50:01.000000+01:00', '2026-12-07T04:50:01.002000Z')).toBe(2);
+    expect(microsBetween('', '2026-12-07T04:50:01Z')).toBeUndefined();
+    expect(microsBetween('2026-12-07T04:50:01Z', 'not a time')).toBeUndefined();
   });
 });
 
