@@ -752,6 +752,22 @@ function readmeBlock(m: Material): string {
           .join('; ')}.`
       : "Leader election's cost (`bench/replicas-cost.ts`): pending re-run.",
   );
+  const massOurs = m.massLoss.filter((l) => l.record.controller === 'ours' && l.record.options.qps === 50);
+  items.push(
+    massOurs.length
+      ? `Many nodes lost at once, ours at its defaults and kube-controller-manager at its own: ${massOurs
+          .map((l) => {
+            const r = l.record;
+            const o = pooled(overheads(r));
+            const kcm = m.massLoss.find(
+              (k) => k.record.controller === 'kcm' && k.record.options.nodes === r.options.nodes,
+            )?.record;
+            const k = kcm ? pooled(overheads(kcm)) : undefined;
+            return `${r.options.fail} of ${nodesLabel(r.options.nodes)} marked ${num(o.p50)} / ${num(o.p99)} ms (p50 / p99) past the grace${k ? ` (kube-controller-manager ${num(k.p50)} / ${num(k.p99)} ms)` : ''}`;
+          })
+          .join('; ')} ([docs/benchmarks.md](docs/benchmarks.md#mass-loss-many-nodes-lost-at-once)).`
+      : 'Many nodes lost at once (`bench/compare/run.ts --wave-until marked`): pending re-run.',
+  );
   return items.map((i) => `- ${i}`).join('\n');
 }
 

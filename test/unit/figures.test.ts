@@ -324,6 +324,9 @@ describe('mass loss: one row a run, beside kube-controller-manager', () => {
       'mass loss, 300 of 1,000 nodes at once, ours at its defaults | marked 149 / 296 ms',
     );
     expect(blocks.get('summary')).toContain('kube-controller-manager at its defaults 1,490 / 2,960 ms');
+    expect(blocks.get('readme')).toContain(
+      '300 of 1,000 nodes marked 149 / 296 ms (p50 / p99) past the grace (kube-controller-manager 1,490 / 2,960 ms)',
+    );
     // A node never marked: no time for the run.
     files.push(
       write(
