@@ -8,8 +8,10 @@
 //                            [--image=<registry>/node-lifecycle-controller] [--output=<file>|-]
 //
 // --with       components of manifests/components to include (comma-separated; `all` for every one,
-//              the opt-in ones too: coordinated-leader-election, node-pools, out-of-service; not companion-evictions,
-//              which belongs to manifests/overlays/companion)
+//              the opt-in ones too: coordinated-leader-election, node-pools; not out-of-service, which
+//              force-deletes the pods of a node a fence signal says is down and must be named on its
+//              own (with a warning), and not companion-evictions, which belongs to
+//              manifests/overlays/companion)
 // --image      image repository (default: node-lifecycle-controller, no registry); the tag is always
 //              the version, so the file installs exactly the release it belongs to
 // --output     where to write (default dist/install/node-lifecycle-controller-<version>.yaml; - for
@@ -33,6 +35,11 @@ function fail(msg) {
 
 /** Components that only make sense on an overlay this script does not render. */
 const OVERLAY_ONLY = ['companion-evictions'];
+/** Components `all` leaves out: each is a choice of its own, named and warned about. */
+const NAMED_ONLY = {
+  'out-of-service':
+    'out-of-service turns on --out-of-service: a node this controller marked lost that a fence signal says is down gets node.kubernetes.io/out-of-service=nodeshutdown:NoExecute, and kube-controller-manager then force-deletes its pods and detaches their volumes. Trust only the signals your platform really gives (--out-of-service-signals; docs/operations.md, "The out-of-service taint").',
+};
 
 function parseArgs(argv) {
   const opts = { with: [], image: IMAGE_NAME, output: undefined };
@@ -46,10 +53,14 @@ function parseArgs(argv) {
     if (!m) fail(`unknown argument ${JSON.stringify(arg)} (accepted: --with=, --image=, --output=)`);
     const [, name, value] = m;
     if (name === 'with') {
-      const asked = value === 'all' ? available : value.split(',').filter(Boolean);
+      const asked = value
+        .split(',')
+        .filter(Boolean)
+        .flatMap((c) => (c === 'all' ? available.filter((a) => !(a in NAMED_ONLY)) : [c]));
       for (const c of asked) {
         if (!available.includes(c))
           fail(`no component ${JSON.stringify(c)} (accepted: ${available.join(', ')}, all)`);
+        if (c in NAMED_ONLY) console.error(`render-install: warning: ${NAMED_ONLY[c]}`);
       }
       opts.with = [...new Set([...opts.with, ...asked])];
     } else if (name === 'image') {

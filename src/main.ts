@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import os from 'node:os';
-import { buildInfo, versionLine } from './cli/build-info.js';
+import { buildInfo, nodeVersionWarning, versionLine } from './cli/build-info.js';
 import { runController } from './cli/run.js';
 import { type Config, FlagError, helpText, loadConfig } from './config/index.js';
 import { KubeconfigError } from './kube/kubeconfig.js';
@@ -16,6 +16,8 @@ Usage:
   node-lifecycle-controller demo               local control plane + simulated fleet + the controller`;
 
 async function main(argv: string[]): Promise<void> {
+  const tooOld = nodeVersionWarning(process.version);
+  if (tooOld) console.error(tooOld);
   const sub = argv[0];
   if (sub === 'status') return await status(argv.slice(1));
   if (sub === 'demo') return await demo(argv.slice(1));

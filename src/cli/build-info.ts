@@ -78,3 +78,16 @@ export function buildInfo(): BuildInfo {
 export function versionLine(b: BuildInfo): string {
   return `node-lifecycle-controller ${b.version} (revision ${b.revision}, Node.js ${b.nodejsVersion})`;
 }
+
+/** The Node.js major the controller is built and tested on (package.json `engines`, the image). */
+export const SUPPORTED_NODE_MAJOR = 24;
+
+/**
+ * A warning for a Node.js older than the one the controller is built and tested on (undefined:
+ * none). It runs on, as `engines` does not stop it, but says so once at start.
+ */
+export function nodeVersionWarning(version: string): string | undefined {
+  const major = Number(/^v?(\d+)\./.exec(version)?.[1]);
+  if (!Number.isFinite(major) || major >= SUPPORTED_NODE_MAJOR) return undefined;
+  return `warning: running on Node.js ${version}; node-lifecycle-controller is built and tested on Node.js ${SUPPORTED_NODE_MAJOR} (package.json engines: >=${SUPPORTED_NODE_MAJOR}), and older lines may be end-of-life`;
+}

@@ -283,6 +283,11 @@ export function companionTaintKeyProblem(key: string): string | undefined {
   return undefined;
 }
 
+/** "--a is" / "--a, --b are": flags set that only another flag gives a meaning. */
+function onlyWith(flags: readonly string[]): string {
+  return `${flags.map((f) => `--${f}`).join(', ')} ${flags.length === 1 ? 'is' : 'are'}`;
+}
+
 /** The companion flags: only with --mode=companion, and --mark-pods-not-ready only without it. */
 function companionFlags(args: ParsedArgs): Config['companion'] {
   const v = args.values;
@@ -291,7 +296,9 @@ function companionFlags(args: ParsedArgs): Config['companion'] {
     args.explicit.has(f),
   );
   if (!companion && set.length > 0) {
-    throw new FlagError(`${set.map((f) => `--${f}`).join(', ')} need --mode=companion`);
+    throw new FlagError(
+      `${onlyWith(set)} only used with --mode=companion (this is --mode=${String(v.mode)}): set --mode=companion or remove ${set.length === 1 ? 'it' : 'them'}`,
+    );
   }
   if (companion && args.explicit.has('allow-concurrent-node-lifecycle-controller')) {
     throw new FlagError(
@@ -324,7 +331,10 @@ function outOfServiceFlags(args: ParsedArgs): OutOfServiceSettings | undefined {
   const v = args.values;
   if (!(v['out-of-service'] as boolean)) {
     const set = ['out-of-service-signals', 'out-of-service-after'].filter((f) => args.explicit.has(f));
-    if (set.length > 0) throw new FlagError(`${set.map((f) => `--${f}`).join(', ')} need --out-of-service`);
+    if (set.length > 0)
+      throw new FlagError(
+        `${onlyWith(set)} only used with --out-of-service: add --out-of-service or remove ${set.length === 1 ? 'it' : 'them'}`,
+      );
     return undefined;
   }
   const raw = v['out-of-service-signals'] as string;

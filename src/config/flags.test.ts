@@ -125,7 +125,9 @@ describe('flags', () => {
       markPodsNotReady: false,
     });
     expect(() => load(['--companion-evict-after=1m', '--companion-taint-key=a.io/b'])).toThrow(
-      new FlagError('--companion-taint-key, --companion-evict-after need --mode=companion'),
+      new FlagError(
+        '--companion-taint-key, --companion-evict-after are only used with --mode=companion (this is --mode=upstream): set --mode=companion or remove them',
+      ),
     );
     expect(() => load(['--mode=companion', '--mark-pods-not-ready=upstream'])).toThrow(
       /--mark-pods-not-ready is for --mode=upstream; in companion mode use --companion-mark-pods-not-ready/,
@@ -566,7 +568,10 @@ const ROWS: Record<string, FlagRow> = {
           'example.com/unreachable): accepted: a prefixed key, <DNS subdomain you own>/<name>, not under ' +
           'kubernetes.io or k8s.io',
       ],
-      ['--companion-taint-key=example.com/lost', '--companion-taint-key need --mode=companion'],
+      [
+        '--companion-taint-key=example.com/lost',
+        '--companion-taint-key is only used with --mode=companion (this is --mode=upstream): set --mode=companion or remove it',
+      ],
     ],
   },
   'companion-evict-after': {
@@ -579,7 +584,10 @@ const ROWS: Record<string, FlagRow> = {
         companion('--companion-evict-after=168h1ms'),
         bad('companion-evict-after', '168h1ms', `${DUR} >= 0s and <= 168h0m0s`),
       ],
-      ['--companion-evict-after=1m', '--companion-evict-after need --mode=companion'],
+      [
+        '--companion-evict-after=1m',
+        '--companion-evict-after is only used with --mode=companion (this is --mode=upstream): set --mode=companion or remove it',
+      ],
     ],
   },
   'companion-mark-pods-not-ready': {
@@ -622,7 +630,10 @@ const ROWS: Record<string, FlagRow> = {
         'invalid value "" for flag --out-of-service-signals (an empty item): accepted: a comma-separated list ' +
           'of cloud-shutdown-taint, kubelet-shutdown, fence-annotation (at least one)',
       ],
-      ['--out-of-service-signals=fence-annotation', '--out-of-service-signals need --out-of-service'],
+      [
+        '--out-of-service-signals=fence-annotation',
+        '--out-of-service-signals is only used with --out-of-service: add --out-of-service or remove it',
+      ],
     ],
   },
   'out-of-service-after': {
@@ -638,7 +649,7 @@ const ROWS: Record<string, FlagRow> = {
       [oos('--out-of-service-after=-1s'), bad('out-of-service-after', '-1s', `${DUR} >= 0s and <= 24h0m0s`)],
       [
         ['--out-of-service-after=1m', '--out-of-service-signals=fence-annotation'],
-        '--out-of-service-signals, --out-of-service-after need --out-of-service',
+        '--out-of-service-signals, --out-of-service-after are only used with --out-of-service: add --out-of-service or remove them',
       ],
     ],
   },

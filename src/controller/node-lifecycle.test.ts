@@ -161,20 +161,37 @@ describe('NodeLifecycleController: blind spells (virtual time)', () => {
 });
 
 describe('NodeLifecycleController: leadership follows sight (virtual time)', () => {
+  it('says why it is not eligible: a lease watch silent past the threshold', async () => {
+    const h = harness({ nodes: 3 });
+    try {
+      await advance(5_000);
+      h.sim.stallWatch('leases', true);
+      await advance(SILENCE_MS + 15_000);
+      expect(h.election.map((e) => e.call)).toContain(
+        'eligible=false (the lease watch is silent (nothing for longer than --watch-silence-threshold=45s))',
+      );
+    } finally {
+      await h.stop();
+    }
+  });
+
   it('eligible to lead only while both watches are healthy', async () => {
     const h = harness({ nodes: 3 });
     try {
       await advance(5_000);
-      expect(h.election.map((e) => e.call)).toEqual(['eligible=false', 'eligible=true']);
+      expect(h.election.map((e) => e.call)).toEqual([
+        'eligible=false (the node watch is not synced yet)',
+        'eligible=true',
+      ]);
       h.sim.setPath('refuse');
       h.sim.cut();
       await advance(1);
       h.sim.setPath('up');
       await advance(10_000);
       expect(h.election.map((e) => e.call)).toEqual([
-        'eligible=false',
+        'eligible=false (the node watch is not synced yet)',
         'eligible=true',
-        'eligible=false',
+        'eligible=false (the node watch is disconnected)',
         'eligible=true',
       ]);
       expect(h.controller.sight.watch).toBeUndefined();

@@ -1,6 +1,6 @@
 import { formatDuration } from '../clock/duration.js';
 import type { Logger } from '../log/logger.js';
-import type { WatchHealth } from '../watch/index.js';
+import { type WatchHealth, watchBlindness } from '../watch/index.js';
 import type { LeaseRecheck } from './lease-recheck.js';
 import type { ControllerMetrics } from './metrics.js';
 import {
@@ -13,8 +13,11 @@ import {
 
 /** What the controller asks of leader election (LeaderElector implements it). */
 export interface LeadershipControl {
-  /** A replica that cannot see should not acquire the lease (it may keep it: see stepDown). */
-  setEligible(eligible: boolean): void;
+  /**
+   * A replica that cannot see should not acquire the lease (it may keep it: see stepDown). `why`:
+   * what it cannot see (with eligible = false), for the log.
+   */
+  setEligible(eligible: boolean, why?: string): void;
   /** Give leadership up (release the lease) without exiting. */
   stepDown(reason: string): void;
 }
@@ -37,6 +40,7 @@ export interface SightDriverOptions {
  */
 export class SightDriver {
   readonly machine: SightMachine;
+  private readonly silenceMs: number;
 
   constructor(
     private readonly o: SightDriverOptions,
@@ -44,6 +48,7 @@ export class SightDriver {
     startedAt: number,
   ) {
     this.machine = new SightMachine({ ...cfg, election: o.election !== undefined }, startedAt);
+    this.silenceMs = cfg.watchSilenceThresholdMs;
   }
 
   /** Leadership changed (from the elector). Returns false when it did not. */
@@ -60,18 +65,30 @@ export class SightDriver {
    * with leadership as it is after them. Returns the change of whether we act, if any.
    */
   evaluate(now: number, nodes: WatchHealth, leases: WatchHealth): SightChange | undefined {
-    this.watches(this.machine.see({ now, nodes, leases }));
+    this.watches(this.machine.see({ now, nodes, leases }), () => this.cannotSee(now, nodes, leases));
     const change = this.machine.judge(now);
     if (change) this.changed(change);
     return change;
   }
 
-  private watches(step: WatchSightStep): void {
+  /** What this replica cannot see, in words (the node watch first, as the machine judges). */
+  private cannotSee(now: number, nodes: WatchHealth, leases: WatchHealth): string {
+    const words = { unsynced: 'not synced yet', disconnected: 'disconnected', silent: 'silent' } as const;
+    const n = watchBlindness(nodes, now, Number.POSITIVE_INFINITY);
+    if (n) return `the node watch is ${words[n]}`;
+    const l = watchBlindness(leases, now, this.silenceMs);
+    if (l === 'silent')
+      return `the lease watch is silent (nothing for longer than --watch-silence-threshold=${formatDuration(this.silenceMs)})`;
+    return l ? `the lease watch is ${words[l]}` : 'the watches cannot be trusted';
+  }
+
+  private watches(step: WatchSightStep, cannotSee: () => string): void {
     const { recheckLease, election } = this.o;
     if (step.leaseWatch === 'lost') recheckLease.leaseWatchLost();
     // The spell moves deadlines by its time: a silence of renewals within it is not counted again.
     else if (step.leaseWatch === 'sees') recheckLease.leaseWatchSees();
-    if (step.eligible !== undefined) election?.setEligible(step.eligible);
+    if (step.eligible === true) election?.setEligible(true);
+    if (step.eligible === false) election?.setEligible(false, cannotSee());
     if (step.stepDown) this.stepDown(step.stepDown);
   }
 

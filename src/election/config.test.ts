@@ -75,6 +75,24 @@ describe('leader election config', () => {
     expect((err as Error).message).toContain('--leader-elect-lease-duration (3s) must be greater than');
   });
 
+  it('flags that make the derived fence margin wrong are named in their own words, not as a "fence safety margin"', () => {
+    let err: unknown;
+    try {
+      resolveLeaderElectionConfig({
+        namespace: 'n',
+        identity: 'i',
+        leaseDurationMs: 10_000,
+        renewDeadlineMs: 12_000,
+      });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(LeaderElectionConfigError);
+    expect((err as LeaderElectionConfigError).problems).toEqual([
+      '--leader-elect-lease-duration (10s) must be greater than --leader-elect-renew-deadline (12s)',
+    ]);
+  });
+
   it('validates the fence margin against the lease duration', () => {
     expect(() =>
       resolveLeaderElectionConfig({ namespace: 'n', identity: 'i', fenceSafetyMarginMs: 15_000 }),

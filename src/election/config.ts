@@ -147,7 +147,10 @@ export function resolveLeaderElectionConfig(input: LeaderElectionConfigInput): L
   }
   if (input.identity.trim() === '') problems.push('leader election identity must not be empty');
   const margin = input.fenceSafetyMarginMs ?? timing.leaseDurationMs - timing.renewDeadlineMs;
-  if (!Number.isFinite(margin) || margin < 0 || margin >= timing.leaseDurationMs) {
+  // Derived from the flags, the margin is wrong only when they are, and their own check says so in
+  // their words; only a margin given here (no flag of its own) is checked as such.
+  const given = input.fenceSafetyMarginMs !== undefined;
+  if (given && (!Number.isFinite(margin) || margin < 0 || margin >= timing.leaseDurationMs)) {
     problems.push(
       `fence safety margin must be >= 0 and less than ${F.leaseDuration} (got ${Number.isFinite(margin) ? fmt(margin) : String(margin)})`,
     );

@@ -287,9 +287,14 @@ export class LeaderElector {
    * not eligible keeps reading the lock but does not take it; a leader is not affected (see
    * stepDown). Becoming eligible acts at once if the lock is free.
    */
-  setEligible(eligible: boolean): void {
+  setEligible(eligible: boolean, why?: string): void {
     if (this.s.eligible === eligible) return;
-    this.log.info(eligible ? 'Eligible to lead' : 'Not eligible to lead: not acquiring the lease');
+    if (eligible) this.log.info('Eligible to lead');
+    else
+      this.log.info(
+        'Not eligible to lead: not acquiring the lease',
+        why === undefined ? {} : { reason: why },
+      );
     this.apply(setEligible(this.s, eligible));
     this.tick();
   }

@@ -20,11 +20,11 @@ import { kustomizeOverlay } from '../support/kubectl.js';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const { version } = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
 const IMAGE = 'registry.example/platform/node-lifecycle-controller';
+/** What --with=all takes: every component but out-of-service (named on its own, warned). */
 const COMPONENTS = [
   'coordinated-leader-election',
   'networkpolicy',
   'node-pools',
-  'out-of-service',
   'prometheusrule',
   'servicemonitor',
 ];
@@ -33,7 +33,7 @@ const FIELD_MANAGER = 'nlc-render-install-e2e';
 let cluster: TestCluster;
 let tmp: string;
 
-function render(args: string[]): { file: string; text: string; objects: Manifest[] } {
+function render(args: string[]): { file: string; text: string; objects: Manifest[]; stderr: string } {
   const file = path.join(tmp, `install-${args.join('_').replace(/[^a-z0-9]+/gi, '-')}.yaml`);
   const r = spawnSync(
     process.execPath,
@@ -45,7 +45,7 @@ function render(args: string[]): { file: string; text: string; objects: Manifest
   );
   expect(r.status, r.stderr).toBe(0);
   const text = readFileSync(file, 'utf8');
-  return { file, text, objects: parseManifests(text) };
+  return { file, text, objects: parseManifests(text), stderr: r.stderr };
 }
 
 const key = (o: Manifest) => `${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}`;
@@ -135,6 +135,22 @@ describe('npm run render-install: one YAML file, checked by a server-side dry ru
     new ServiceMonitor(objects.find((o) => o.kind === 'ServiceMonitor') as never).validate();
     new PrometheusRule(objects.find((o) => o.kind === 'PrometheusRule') as never).validate();
     expect((await cluster.admin.raw({ method: 'GET', path: paths.namespaces() })).status).toBe(200);
+  });
+
+  it('--with=all leaves out-of-service out; named, it comes with a warning that says what it force-deletes', async () => {
+    const all = render(['--with=all', `--image=${IMAGE}`]);
+    expect(all.text).not.toContain('--out-of-service');
+    expect(all.stderr).not.toContain('warning');
+    const oos = render(['--with=all,out-of-service', `--image=${IMAGE}`]);
+    const sorted = (l: Manifest[]) => [...l].sort((a, b) => key(a).localeCompare(key(b)));
+    expect(sorted(oos.objects)).toEqual(sorted(expected([...COMPONENTS, 'out-of-service'])));
+    expect(oos.stderr).toContain(
+      'render-install: warning: out-of-service turns on --out-of-service: a node this controller marked lost that a fence signal says is down gets node.kubernetes.io/out-of-service=nodeshutdown:NoExecute, and kube-controller-manager then force-deletes its pods',
+    );
+    expect((await dryRunAll(oos.objects)).sort()).toEqual([
+      'monitoring.coreos.com/v1 PrometheusRule',
+      'monitoring.coreos.com/v1 ServiceMonitor',
+    ]);
   });
 
   it('bad arguments: exit 2 with what is accepted, nothing written', () => {

@@ -228,11 +228,14 @@ describe('Helm chart', () => {
       );
     for (const args of [
       ['--set', 'controller.mode=companion,controller.companionEvictAfter=0s'],
-      ['--set', 'controller.companionEvictAfter=2m'],
       ['--set', 'controller.mode=companion,controller.companionEvictAfter=2m,controller.dryRun=true'],
     ]) {
       expect(rules(template(args)), args.join(' ')).not.toContain('pods/eviction');
     }
+    // Outside companion mode the value is refused (values.schema.json), so nothing renders at all.
+    expect(() => template(['--set', 'controller.companionEvictAfter=2m'])).toThrow(
+      /\/controller\/companionEvictAfter/,
+    );
   });
 
   it('controller values become the flags the controller declares, in one order', () => {
@@ -253,7 +256,17 @@ describe('Helm chart', () => {
               logFormat: 'text',
               mode: 'companion',
               companionMarkPodsNotReady: 'true',
+              companionTaintKey: 'example.com/lost',
               outOfServiceSignals: 'fence-annotation',
+              // Numbers in their flags' ranges (values.schema.json).
+              nodeEvictionRate: '0.5',
+              secondaryNodeEvictionRate: '0.25',
+              largeClusterSizeThreshold: '10',
+              unhealthyZoneThreshold: '0.5',
+              maxNoExecuteTaints: '12',
+              maxNoExecutePercent: '13',
+              kubeApiQps: '17',
+              kubeApiBurst: '18',
             }[k] ?? `${i + 1}s`
           }`,
       );
@@ -411,6 +424,80 @@ describe('Helm chart', () => {
         `schema: ${what}`,
       ).toBe(valid);
     }
+  });
+
+  it("values.schema.json: numbers in their flag range, companion fields only in companion mode, a taint key outside Kubernetes' domains; each refusal names the field", () => {
+    const refused = (args: string[]) => {
+      const r = spawnSync(projectHelm(), ['template', 'x', CHART, ...args], { encoding: 'utf8' });
+      return r.status !== 0 ? r.stderr : undefined;
+    };
+    const bad: [string, RegExp][] = [
+      ['controller.nodeEvictionRate=abc', /\/controller\/nodeEvictionRate/],
+      ['controller.kubeApiQps=-5', /\/controller\/kubeApiQps/],
+      ['controller.kubeApiQps=0', /\/controller\/kubeApiQps/],
+      ['controller.kubeApiBurst=0', /\/controller\/kubeApiBurst/],
+      ['controller.kubeApiBurst=2.5', /\/controller\/kubeApiBurst/],
+      ['controller.unhealthyZoneThreshold=3', /\/controller\/unhealthyZoneThreshold/],
+      ['controller.maxNoExecutePercent=101', /\/controller\/maxNoExecutePercent/],
+      ['controller.secondaryNodeEvictionRate=-0.01', /\/controller\/secondaryNodeEvictionRate/],
+      ['controller.companionTaintKey=example.com/lost', /\/controller\/companionTaintKey/],
+      ['controller.companionEvictAfter=5m', /\/controller\/companionEvictAfter/],
+      ['controller.companionMarkPodsNotReady=false', /\/controller\/companionMarkPodsNotReady/],
+      [
+        'controller.mode=companion,controller.companionTaintKey=kubernetes.io/lost',
+        /\/controller\/companionTaintKey/,
+      ],
+      [
+        'controller.mode=companion,controller.companionTaintKey=node.k8s.io/lost',
+        /\/controller\/companionTaintKey/,
+      ],
+      ['controller.mode=companion,controller.companionTaintKey=lost', /\/controller\/companionTaintKey/],
+    ];
+    for (const [set, field] of bad) expect(refused(['--set', set]), set).toMatch(field);
+    // The flag table's ranges: what the controller itself accepts at the edges, the schema too.
+    const range = (flag: string) => FLAGS.find((f) => f.name === flag)!;
+    expect([range('unhealthy-zone-threshold').min, range('unhealthy-zone-threshold').max]).toEqual([0, 1]);
+    expect([range('kube-api-qps').greaterThan, range('kube-api-burst').min]).toEqual([0, 1]);
+    expect([range('max-noexecute-percent').max, range('node-eviction-rate').max]).toEqual([100, 1000]);
+    for (const good of [
+      'controller.nodeEvictionRate=0.2',
+      'controller.nodeEvictionRate=1000',
+      'controller.unhealthyZoneThreshold=1',
+      'controller.kubeApiQps=0.5,controller.kubeApiBurst=1',
+      'controller.maxNoExecutePercent=100',
+      'controller.mode=companion,controller.companionTaintKey=example.com/lost,controller.companionEvictAfter=5m',
+    ])
+      expect(refused(['--set', good]), good).toBeUndefined();
+    expect(refused(['--set-string', 'controller.nodeEvictionRate=0.2'])).toBeUndefined();
+  });
+
+  it('a duration given as a number is refused with what is wanted: "a Go duration like 50s" (0 is one)', () => {
+    const r = spawnSync(
+      projectHelm(),
+      ['template', 'x', CHART, '--set', 'controller.nodeMonitorGracePeriod=50'],
+      {
+        encoding: 'utf8',
+      },
+    );
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toContain(
+      'controller.nodeMonitorGracePeriod: 50 is a number; want a Go duration like 50s',
+    );
+    const args = (set: string) =>
+      template(['--set', set]).find((o) => o.kind === 'Deployment')!.spec as {
+        template: { spec: { containers: { args: string[] }[] } };
+      };
+    expect(args('controller.watchSilenceThreshold=0').template.spec.containers[0]!.args).toContain(
+      '--watch-silence-threshold=0',
+    );
+  });
+
+  it('one replica: no PodDisruptionBudget (minAvailable 1 would block every drain of its node); two: one', () => {
+    expect(template(['--set', 'replicas=1']).filter((o) => o.kind === 'PodDisruptionBudget')).toEqual([]);
+    expect(template(['--set', 'replicas=0']).filter((o) => o.kind === 'PodDisruptionBudget')).toEqual([]);
+    const pdb = template([]).filter((o) => o.kind === 'PodDisruptionBudget');
+    expect(pdb).toHaveLength(1);
+    expect((pdb[0]!.spec as { minAvailable: number }).minAvailable).toBe(1);
   });
 
   it("prometheusRule.runbookBaseURL: the component's absolute links by default; every runbook link points at the value, anchors kept; a relative base is refused", () => {

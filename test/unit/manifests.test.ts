@@ -667,7 +667,7 @@ describe('overlays', () => {
     ]);
     // Without companion mode the component is refused at start, not silently ignored.
     expect(() => configOf(dep(kustomizeWith([BASE], [join(COMPONENTS, 'companion-evictions')])))).toThrow(
-      /need --mode=companion/,
+      /only used with --mode=companion/,
     );
   });
 

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { nodeVersionWarning, SUPPORTED_NODE_MAJOR } from '../../src/cli/build-info.js';
 import { REPO } from './manifests.support.js';
 
 /**
@@ -20,6 +21,17 @@ function declaredMajor(range: unknown): number {
 describe('Node.js version', () => {
   const pkg = JSON.parse(read('package.json')) as { engines?: { node?: string } };
   const declared = declaredMajor(pkg.engines?.node);
+
+  it('the controller warns at start on an older Node.js, names the one it is tested on, and runs on', () => {
+    expect(SUPPORTED_NODE_MAJOR).toBe(declared);
+    expect(nodeVersionWarning('v20.19.0')).toBe(
+      `warning: running on Node.js v20.19.0; node-lifecycle-controller is built and tested on Node.js ${declared} (package.json engines: >=${declared}), and older lines may be end-of-life`,
+    );
+    expect(nodeVersionWarning(`v${declared - 1}.9.0`)).toBeDefined();
+    expect(nodeVersionWarning(`v${declared}.0.0`)).toBeUndefined();
+    expect(nodeVersionWarning(`v${declared + 2}.1.0`)).toBeUndefined();
+    expect(nodeVersionWarning(process.version)).toBeUndefined();
+  });
 
   it('package.json engines names the major that ./dev installs and tests with', () => {
     const m = /^NODE_MAJOR=(\d+)$/m.exec(read('dev'));

@@ -74,6 +74,14 @@ outOfServiceAfter: out-of-service-after
 mode nodeMonitorGracePeriod companionTaintKey companionEvictAfter companionMarkPodsNotReady nodeStartupGracePeriod nodeMonitorPeriod nodeEvictionRate secondaryNodeEvictionRate largeClusterSizeThreshold unhealthyZoneThreshold maxNoExecuteTaints maxNoExecutePercent maxNoExecuteWindow markPodsNotReady watchSilenceThreshold kubeApiQps kubeApiBurst logFormat outOfServiceSignals outOfServiceAfter
 {{- end -}}
 
+{{/*
+The flags that take a Go duration. values.schema.json lets a number through for these only so that
+the Deployment can refuse it with what is wanted (the schema would say "want string").
+*/}}
+{{- define "nlc.durationKeys" -}}
+companionEvictAfter nodeMonitorGracePeriod nodeStartupGracePeriod nodeMonitorPeriod maxNoExecuteWindow watchSilenceThreshold outOfServiceAfter
+{{- end -}}
+
 {{/* Where the node-pool ConfigMap is mounted. */}}
 {{- define "nlc.poolConfigDir" -}}/etc/node-lifecycle-controller/pools{{- end -}}
 

@@ -214,8 +214,10 @@ describe('Election', () => {
     const s = setup();
     await s.start();
     await vi.advanceTimersByTimeAsync(20_000);
-    s.election.control?.setEligible(false);
-    expect(s.msgs()).toContain('Not eligible to lead: not acquiring the lease');
+    s.election.control?.setEligible(false, 'the lease watch is disconnected');
+    expect(s.log.lines.find((l) => l.msg === 'Not eligible to lead: not acquiring the lease')).toMatchObject({
+      reason: 'the lease watch is disconnected',
+    });
     s.election.control?.stepDown('blind for 2m30s');
     await vi.advanceTimersByTimeAsync(1_000);
     expect(s.idleCalls()).toBe(1);

@@ -150,8 +150,8 @@ export class Election {
   /** A replica that cannot see does not acquire the lease; a leader blind for too long releases it. */
   private leadershipControl(elector: LeaderElector): LeadershipControl {
     return {
-      setEligible: (eligible) => {
-        elector.setEligible(eligible);
+      setEligible: (eligible, why) => {
+        elector.setEligible(eligible, why);
         this.candidate?.setEligible(eligible);
       },
       stepDown: (reason) => {

@@ -165,7 +165,7 @@ export function harness(o: {
     blindStepDownMs: o.blindStepDownMs,
     ticker: o.ticker,
     election: {
-      setEligible: (e) => election.push({ at: now(), call: `eligible=${e}` }),
+      setEligible: (e, why) => election.push({ at: now(), call: `eligible=${e}${why ? ` (${why})` : ''}` }),
       stepDown: (reason) => {
         election.push({ at: now(), call: `stepDown: ${reason}` });
         // As run.ts does on the elector's stopped-leading event.
