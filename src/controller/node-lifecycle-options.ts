@@ -51,6 +51,8 @@ export interface NodeLifecycleOptions {
   /** A leader whose watches have been blind this long steps down (0 or absent: never). */
   blindStepDownMs?: number;
   workers?: number;
+  /** Of the workers, how many may reconcile ordinary (not urgent) keys at once (default: all). */
+  ordinaryWorkers?: number;
   /**
    * --out-of-service: the out-of-service taint for a node this controller marked lost that a fence
    * signal says is down (src/remediation/); absent: off.

@@ -1,6 +1,6 @@
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { RECONCILE_WORKERS } from '../cli/assemble/node-lifecycle.js';
+import { ORDINARY_WORKERS, RECONCILE_WORKERS } from '../cli/assemble/node-lifecycle.js';
 import { parseDuration } from '../clock/duration.js';
 import { KubeApiError, type KubeRequest, KubeTransportError } from '../kube/client.js';
 import { AGING_MS } from '../kube/rate-limit.js';
@@ -1365,7 +1365,14 @@ describe('NodeLifecycleController: writes decided before a wait (virtual time)',
 
   it('100 of 120 nodes lost at once at 20 QPS (renewals spread over 10 s), 3 pods each: every mark within 2 s of its deadline, not behind pod work for a worker or a token', async () => {
     const lost = 100;
-    const h = harness({ nodes: 120, sharedLimiter: true, qps: 20, burst: 30, workers: RECONCILE_WORKERS });
+    const h = harness({
+      nodes: 120,
+      sharedLimiter: true,
+      qps: 20,
+      burst: 30,
+      workers: RECONCILE_WORKERS,
+      ordinaryWorkers: ORDINARY_WORKERS,
+    });
     try {
       for (let n = 0; n < lost; n++)
         for (let p = 0; p < 3; p++) h.sim.addPod('default', `web-${n}-${p}`, `node-${n}`);

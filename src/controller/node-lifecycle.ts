@@ -22,9 +22,12 @@ export type { LeadershipControl } from './sight-driver.js';
 export const WORK_QUEUE_NAME = 'node_lifecycle_controller';
 
 type Options = Required<
-  Omit<NodeLifecycleOptions, 'onObservation' | 'election' | 'ticker' | 'markPodsNotReady' | 'outOfService'>
+  Omit<
+    NodeLifecycleOptions,
+    'onObservation' | 'election' | 'ticker' | 'markPodsNotReady' | 'outOfService' | 'ordinaryWorkers'
+  >
 > &
-  Pick<NodeLifecycleOptions, 'onObservation' | 'election' | 'ticker' | 'outOfService'>;
+  Pick<NodeLifecycleOptions, 'onObservation' | 'election' | 'ticker' | 'outOfService' | 'ordinaryWorkers'>;
 
 /**
  * The node lifecycle reconciler: feeds watch events to the pure health tracker and disruption
@@ -109,6 +112,7 @@ export class NodeLifecycleController {
       onWake: () => this.onDeadline(),
       onDone: (name) => this.passDone(name),
       workers: this.o.workers,
+      ...(this.o.ordinaryWorkers !== undefined ? { ordinaryWorkers: this.o.ordinaryWorkers } : {}),
       metrics: {
         reconciles: metrics.reconciles,
         duration: metrics.updateNodeHealthDuration,

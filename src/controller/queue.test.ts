@@ -37,6 +37,54 @@ describe('WorkQueue', () => {
     expect(q.inFlight).toBe(1);
   });
 
+  it('maxOrdinary: at most that many ordinary keys processed at once; urgent keys go to the other workers; a freed room goes to a waiting worker', async () => {
+    const q = new WorkQueue<string>(new VirtualTimeScheduler(), { maxOrdinary: 2 });
+    for (const k of ['a', 'b', 'c', 'd']) q.add(k);
+    const taken: string[] = [];
+    // Five workers waiting for keys.
+    for (let i = 0; i < 5; i++) void q.get().then((k) => taken.push(k!));
+    await Promise.resolve();
+    expect(taken).toEqual(['a', 'b']);
+    expect(q.length).toBe(2);
+    // An urgent key does not wait for the ordinary room: a waiting worker takes it at once.
+    q.addUrgent('x');
+    q.add('e');
+    await Promise.resolve();
+    expect(taken).toEqual(['a', 'b', 'x']);
+    // x done frees no ordinary room; a done frees one, and c goes to a worker still waiting.
+    q.done('x');
+    await Promise.resolve();
+    expect(taken).toEqual(['a', 'b', 'x']);
+    q.done('a');
+    await Promise.resolve();
+    expect(taken).toEqual(['a', 'b', 'x', 'c']);
+    // A key re-added while processed comes back within the bound too.
+    q.add('b');
+    q.done('b');
+    await Promise.resolve();
+    expect(taken).toEqual(['a', 'b', 'x', 'c', 'd']);
+    expect(q.inFlight).toBe(2);
+    expect(await Promise.race([q.get(), Promise.resolve('none')])).toBe('none');
+  });
+
+  it('maxOrdinary: get() takes an urgent key while the ordinary room is full, and an ordinary one once it is not', async () => {
+    const q = new WorkQueue<string>(new VirtualTimeScheduler(), { maxOrdinary: 1 });
+    q.add('a');
+    q.add('b');
+    expect(await q.get()).toBe('a');
+    q.addUrgent('u');
+    expect(await q.get()).toBe('u');
+    let next: string | undefined;
+    void q.get().then((k) => {
+      next = k;
+    });
+    await Promise.resolve();
+    expect(next).toBeUndefined();
+    q.done('a');
+    await Promise.resolve();
+    expect(next).toBe('b');
+  });
+
   it('addUrgent: ahead of every ordinary key, FIFO among urgent ones; a waiting key moves ahead once', async () => {
     const q = new WorkQueue<string>(new VirtualTimeScheduler());
     for (let i = 0; i < 1000; i++) q.add(`startup-${i}`);

@@ -9,7 +9,9 @@ import type { QueueMetrics } from './workqueue-metrics.js';
  * (controller-runtime's 5 ms doubling, capped). Delays run on an injected scheduler.
  *
  * Beyond client-go: `addUrgent` puts a key ahead of every ordinary one (FIFO among urgent keys), so a
- * lost node's mark does not wait behind a thousand start-up writes through a 20 QPS client.
+ * lost node's mark does not wait behind a thousand start-up writes through a 20 QPS client; and
+ * `maxOrdinary` bounds how many ordinary keys are processed at once (start-up, resyncs), so that
+ * many workers can stand ready for urgent keys without a thousand ordinary ones in flight at once.
  */
 export class WorkQueue<K = string> {
   private readonly queue: K[] = [];
@@ -28,12 +30,25 @@ export class WorkQueue<K = string> {
   private readonly delayed = new Map<K, { at: number; sub: Subscription }>();
   private readonly failures = new Map<K, number>();
   private readonly takers: ((k: K | undefined) => void)[] = [];
+  /** Keys processed that were taken as ordinary ones (at most opts.maxOrdinary). */
+  private readonly ordinary = new Set<K>();
   private shuttingDown = false;
 
   constructor(
     private readonly scheduler: SchedulerLike,
-    private readonly opts: { baseDelayMs?: number; maxDelayMs?: number; metrics?: QueueMetrics<K> } = {},
+    private readonly opts: {
+      baseDelayMs?: number;
+      maxDelayMs?: number;
+      metrics?: QueueMetrics<K>;
+      /** Ordinary keys processed at once, at most (default: no bound but the workers). */
+      maxOrdinary?: number;
+    } = {},
   ) {}
+
+  /** Whether another ordinary key may be processed now. */
+  private ordinaryRoom(): boolean {
+    return this.opts.maxOrdinary === undefined || this.ordinary.size < this.opts.maxOrdinary;
+  }
 
   get length(): number {
     return this.queue.length - this.head - this.movedCount + this.urgent.length;
@@ -84,16 +99,33 @@ export class WorkQueue<K = string> {
 
   private enqueue(key: K, urgent = false): void {
     this.waiting.add(key);
-    const taker = this.takers.shift();
-    if (taker) {
-      this.waiting.delete(key);
-      this.processing.add(key);
-      this.opts.metrics?.get(key);
-      taker(key);
+    if (!urgent) {
+      // Behind the ordinary keys already waiting (they may wait for room while workers wait).
+      this.queue.push(key);
+      this.feed();
       return;
     }
-    if (urgent) this.pushUrgent(key);
-    else this.queue.push(key);
+    const taker = this.takers.shift();
+    if (taker) this.hand(taker, key, true);
+    else this.pushUrgent(key);
+  }
+
+  /** Ordinary keys to waiting workers, first come first served, while there is room. */
+  private feed(): void {
+    while (this.takers.length > 0 && this.ordinaryRoom()) {
+      const next = this.nextOrdinary();
+      if (next === undefined) return;
+      this.hand(this.takers.shift()!, next, false);
+    }
+  }
+
+  /** Gives a waiting key to a worker. */
+  private hand(taker: (k: K | undefined) => void, key: K, urgent: boolean): void {
+    this.waiting.delete(key);
+    this.processing.add(key);
+    if (!urgent) this.ordinary.add(key);
+    this.opts.metrics?.get(key);
+    taker(key);
   }
 
   private pushUrgent(key: K): void {
@@ -101,13 +133,22 @@ export class WorkQueue<K = string> {
     this.urgentWaiting.add(key);
   }
 
-  /** The next waiting key, urgent ones first; undefined when none waits. */
-  private next(): K | undefined {
+  /**
+   * The next waiting key, urgent ones first, and whether it was urgent; undefined when none waits
+   * (or only ordinary ones while maxOrdinary of them are processed).
+   */
+  private next(): { key: K; urgent: boolean } | undefined {
     const urgent = this.urgent.shift();
     if (urgent !== undefined) {
       this.urgentWaiting.delete(urgent);
-      return urgent;
+      return { key: urgent, urgent: true };
     }
+    if (!this.ordinaryRoom()) return undefined;
+    const key = this.nextOrdinary();
+    return key === undefined ? undefined : { key, urgent: false };
+  }
+
+  private nextOrdinary(): K | undefined {
     while (this.head < this.queue.length) {
       const key = this.queue[this.head++] as K;
       if (this.head > 1024 && this.head * 2 > this.queue.length) {
@@ -159,12 +200,9 @@ export class WorkQueue<K = string> {
 
   /** Resolves with the next key, or undefined once shut down. */
   get(): Promise<K | undefined> {
-    const key = this.next();
-    if (key !== undefined) {
-      this.waiting.delete(key);
-      this.processing.add(key);
-      this.opts.metrics?.get(key);
-      return Promise.resolve(key);
+    const next = this.next();
+    if (next !== undefined) {
+      return new Promise((resolve) => this.hand(resolve, next.key, next.urgent));
     }
     if (this.shuttingDown) return Promise.resolve(undefined);
     return new Promise((resolve) => this.takers.push(resolve));
@@ -174,9 +212,12 @@ export class WorkQueue<K = string> {
   done(key: K): void {
     this.opts.metrics?.done(key);
     this.processing.delete(key);
+    const wasOrdinary = this.ordinary.delete(key);
     // Counted as an add when it was re-added during processing.
     const urgent = this.dirtyUrgent.delete(key);
     if (this.dirty.delete(key) && !this.shuttingDown) this.enqueue(key, urgent);
+    // Its room for an ordinary key: to a worker waiting, if one waits.
+    if (wasOrdinary) this.feed();
   }
 
   /** Drops pending and delayed keys (processing ones finish); wakes idle workers with undefined. */

@@ -28,6 +28,8 @@ export interface ReconcileRunnerOptions<K> {
   /** A key's reconcile ended, however it ended. */
   onDone?: (key: K) => void;
   workers: number;
+  /** Ordinary (not urgent) keys processed at once, at most (default: `workers`). */
+  ordinaryWorkers?: number;
   metrics: {
     /** By result: success, requeue, error. */
     reconciles: Counter<'result'>;
@@ -62,6 +64,7 @@ export class ReconcileRunner<K> {
       baseDelayMs: o.baseDelayMs,
       maxDelayMs: o.maxDelayMs,
       metrics: o.metrics.queue,
+      ...(o.ordinaryWorkers !== undefined ? { maxOrdinary: o.ordinaryWorkers } : {}),
     });
   }
 

@@ -76,8 +76,9 @@ export function harness(o: {
   /** The writer's client-side rate limit (default 50 QPS, burst 100). */
   qps?: number;
   burst?: number;
-  /** The controller's workers (default 8). */
+  /** The controller's workers (default 8), and how many may take ordinary keys (default: all). */
   workers?: number;
+  ordinaryWorkers?: number;
   /**
    * One client-side rate limiter (qps, burst) for every request, reads and writes alike, as
    * run.ts wires it (default: the writer's own, reads unthrottled).
@@ -162,6 +163,7 @@ export function harness(o: {
     policy: o.policy,
     ...(o.outOfService ? { outOfService: o.outOfService } : {}),
     ...(o.workers !== undefined ? { workers: o.workers } : {}),
+    ...(o.ordinaryWorkers !== undefined ? { ordinaryWorkers: o.ordinaryWorkers } : {}),
     blindStepDownMs: o.blindStepDownMs,
     ticker: o.ticker,
     election: {
