@@ -24,7 +24,7 @@ import type { ControllerName } from './compare/controllers.js';
 import type { CompareRecord } from './compare/record.js';
 import { percentile } from './compare/stats.js';
 import { ratio } from './compare/table.js';
-import { DEFAULT_SET, describePlan, formatMinutes, type Part, plan } from './published.js';
+import { DEFAULT_SET, describePlan, formatMinutes, MASS_LOSS, type Part, plan } from './published.js';
 import type {
   DecisionsRecord,
   HandoverRecord,
@@ -523,13 +523,43 @@ export function allMarkedS(r: CompareRecord): number | undefined {
   return worst;
 }
 
+/** kube-controller-manager's mass-loss run of the same case (nodes lost of nodes) as `r`. */
+function kcmOfCase(ls: ReadonlyArray<Loaded<CompareRecord>>, r: CompareRecord): CompareRecord | undefined {
+  return ls.find(
+    (k) =>
+      k.record.controller === 'kcm' &&
+      k.record.options.fail === r.options.fail &&
+      k.record.options.nodes === r.options.nodes,
+  )?.record;
+}
+
+/** Ours at its shipped client rate limit (MASS_LOSS's first run of ours) in each mass-loss case. */
+const OURS_DEFAULT_QPS = MASS_LOSS.runs.find((x) => x.controller === 'ours')!.qps;
+
+/**
+ * The headline of each mass-loss case: ours at its defaults, its overheads pooled, beside
+ * kube-controller-manager's at its own (undefined without its run).
+ */
+function massLossHeadlines(ls: ReadonlyArray<Loaded<CompareRecord>>) {
+  return ls
+    .filter((l) => l.record.controller === 'ours' && l.record.options.qps === OURS_DEFAULT_QPS)
+    .map((l) => {
+      const kcm = kcmOfCase(ls, l.record);
+      return {
+        file: l.file,
+        options: l.record.options,
+        ours: pooled(overheads(l.record)),
+        kcm: kcm ? pooled(overheads(kcm)) : undefined,
+      };
+    });
+}
+
 /**
  * The mass-loss runs, one row each, grouped by case: overhead percentiles over the run's lost
  * nodes (the observer's watch), time until every lost node is marked, CPU and peak RSS beside
  * kube-controller-manager's run of the same case.
  */
 export function massLossBlock(ls: ReadonlyArray<Loaded<CompareRecord>>): string {
-  const key = (r: CompareRecord) => `${r.options.fail}/${r.options.nodes}`;
   const out = [
     '| lost at once | controller | client QPS / burst | overhead p50 / p99 / max (ms) | every lost node marked after (s) | Unknown to NoSchedule, max (ms) | Unknown to pods not ready, max (ms) | kube-apiserver per write p50 / p99 (ms) | CPU, whole run (s) | peak RSS (MiB) | CPU / RSS vs kcm |',
     '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
@@ -538,7 +568,7 @@ export function massLossBlock(ls: ReadonlyArray<Loaded<CompareRecord>>): string 
     const r = l.record;
     const o = pooled(overheads(r));
     const max = (xs: Array<number | null | undefined>) => pooled(xs).max;
-    const kcm = ls.find((k) => k.record.controller === 'kcm' && key(k.record) === key(r))?.record;
+    const kcm = kcmOfCase(ls, r);
     const vs =
       r.controller === 'kcm' || !kcm
         ? '-'
@@ -666,15 +696,9 @@ function summaryBlock(m: Material): string {
     );
   }
   if (m.massLoss.length === 0) pending('mass loss', 'mass-loss');
-  for (const l of m.massLoss.filter((x) => x.record.controller === 'ours' && x.record.options.qps === 50)) {
-    const r = l.record;
-    const o = pooled(overheads(r));
-    const kcm = m.massLoss.find(
-      (k) => k.record.controller === 'kcm' && k.record.options.nodes === r.options.nodes,
-    )?.record;
-    const k = kcm ? pooled(overheads(kcm)) : undefined;
+  for (const { file, options: o, ours, kcm: k } of massLossHeadlines(m.massLoss)) {
     rows.push(
-      `| mass loss, ${r.options.fail} of ${nodesLabel(r.options.nodes)} at once, ours at its defaults | marked ${num(o.p50)} / ${num(o.p99)} ms (p50 / p99) past the grace${k ? `; kube-controller-manager at its defaults ${num(k.p50)} / ${num(k.p99)} ms` : ''} | \`${SET_COMMAND} -- --parts mass-loss\` | \`${l.file}\` |`,
+      `| mass loss, ${o.fail} of ${nodesLabel(o.nodes)} at once, ours at its defaults | marked ${num(ours.p50)} / ${num(ours.p99)} ms (p50 / p99) past the grace${k ? `; kube-controller-manager at its defaults ${num(k.p50)} / ${num(k.p99)} ms` : ''} | \`${SET_COMMAND} -- --parts mass-loss\` | \`${file}\` |`,
     );
   }
   return rows.join('\n');
@@ -752,19 +776,14 @@ function readmeBlock(m: Material): string {
           .join('; ')}.`
       : "Leader election's cost (`bench/replicas-cost.ts`): pending re-run.",
   );
-  const massOurs = m.massLoss.filter((l) => l.record.controller === 'ours' && l.record.options.qps === 50);
+  const massOurs = massLossHeadlines(m.massLoss);
   items.push(
     massOurs.length
       ? `Many nodes lost at once, ours at its defaults and kube-controller-manager at its own: ${massOurs
-          .map((l) => {
-            const r = l.record;
-            const o = pooled(overheads(r));
-            const kcm = m.massLoss.find(
-              (k) => k.record.controller === 'kcm' && k.record.options.nodes === r.options.nodes,
-            )?.record;
-            const k = kcm ? pooled(overheads(kcm)) : undefined;
-            return `${r.options.fail} of ${nodesLabel(r.options.nodes)} marked ${num(o.p50)} / ${num(o.p99)} ms (p50 / p99) past the grace${k ? ` (kube-controller-manager ${num(k.p50)} / ${num(k.p99)} ms)` : ''}`;
-          })
+          .map(
+            ({ options: o, ours, kcm: k }) =>
+              `${o.fail} of ${nodesLabel(o.nodes)} marked ${num(ours.p50)} / ${num(ours.p99)} ms (p50 / p99) past the grace${k ? ` (kube-controller-manager ${num(k.p50)} / ${num(k.p99)} ms)` : ''}`,
+          )
           .join('; ')} ([docs/benchmarks.md](docs/benchmarks.md#mass-loss-many-nodes-lost-at-once)).`
       : 'Many nodes lost at once (`bench/compare/run.ts --wave-until marked`): pending re-run.',
   );

@@ -165,6 +165,48 @@ const nodeTs = (script: string, ...args: string[]) => [
   ...args,
 ];
 
+/** One run of bench/compare/run.ts (zones and --wave-until only when given: the harness's defaults otherwise). */
+function compareRun(r: {
+  controller: ControllerName;
+  nodes: number;
+  zones?: number;
+  fail: number;
+  waves: number;
+  waveUntil?: 'marked';
+  grace: string;
+  steady: string;
+  qps: number;
+  burst: number;
+  out: string;
+  json: string;
+}): string[] {
+  return tsx(
+    'bench/compare/run.ts',
+    '--controller',
+    r.controller,
+    '--nodes',
+    String(r.nodes),
+    ...(r.zones !== undefined ? ['--zones', String(r.zones)] : []),
+    '--fail',
+    String(r.fail),
+    '--waves',
+    String(r.waves),
+    ...(r.waveUntil !== undefined ? ['--wave-until', r.waveUntil] : []),
+    '--grace',
+    r.grace,
+    '--steady',
+    r.steady,
+    '--qps',
+    String(r.qps),
+    '--burst',
+    String(r.burst),
+    '--out',
+    r.out,
+    '--json',
+    r.json,
+  );
+}
+
 export function plan(o: SetOptions): Step[] {
   const dir = path.join('bench', 'results', o.set);
   const file = (name: string) => path.join(dir, name);
@@ -182,29 +224,7 @@ export function plan(o: SetOptions): Step[] {
           name,
           nodes,
           controller: c,
-          argv: tsx(
-            'bench/compare/run.ts',
-            '--controller',
-            c,
-            '--nodes',
-            String(nodes),
-            '--fail',
-            String(o.fail),
-            '--waves',
-            String(o.waves),
-            '--grace',
-            o.grace,
-            '--steady',
-            o.steady,
-            '--qps',
-            String(o.qps),
-            '--burst',
-            String(o.burst),
-            '--out',
-            path.join(o.raw, name),
-            '--json',
-            results,
-          ),
+          argv: compareRun({ ...o, controller: c, nodes, out: path.join(o.raw, name), json: results }),
           results,
           estimateS: estimateSideBySide(c, nodes, o),
         });
@@ -303,33 +323,20 @@ export function plan(o: SetOptions): Step[] {
           name,
           nodes,
           controller: c,
-          argv: tsx(
-            'bench/compare/run.ts',
-            '--controller',
-            c,
-            '--nodes',
-            String(nodes),
-            '--zones',
-            String(MASS_LOSS.zones),
-            '--fail',
-            String(fail),
-            '--waves',
-            '1',
-            '--wave-until',
-            'marked',
-            '--grace',
-            MASS_LOSS.grace,
-            '--steady',
-            MASS_LOSS.steady,
-            '--qps',
-            String(qps),
-            '--burst',
-            String(burst),
-            '--out',
-            path.join(o.raw, name),
-            '--json',
-            results,
-          ),
+          argv: compareRun({
+            controller: c,
+            nodes,
+            zones: MASS_LOSS.zones,
+            fail,
+            waves: 1,
+            waveUntil: 'marked',
+            grace: MASS_LOSS.grace,
+            steady: MASS_LOSS.steady,
+            qps,
+            burst,
+            out: path.join(o.raw, name),
+            json: results,
+          }),
           results,
           estimateS: estimateMassLoss(c, nodes, fail, qps),
         });

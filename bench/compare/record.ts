@@ -8,7 +8,7 @@ import { publicPath, type RecordHeader, scrubPaths } from '../results.js';
 import type { ControllerName } from './controllers.js';
 import type { MachineShare } from './proc.js';
 import { round } from './stats.js';
-import type { ControllerResult, NodeDetection, Options } from './table.js';
+import { type ControllerResult, markedAt, type NodeDetection, type Options } from './table.js';
 
 /** One failed node, ms relative to its own events; null where the event was not seen. */
 export interface FailureRecord {
@@ -78,12 +78,6 @@ export interface CompareRecord extends RecordHeader {
 const after = (to: number | undefined, from: number | undefined): number | null =>
   to === undefined || from === undefined ? null : round(to - from, 1);
 
-/** When the node was marked: the last of Ready=Unknown, its NoSchedule taint, its pods not ready. */
-function markedAt(d: NodeDetection): number | undefined {
-  const at = [d.unknownAt, d.noScheduleAt, ...d.podsNotReadyAt];
-  return at.some((t) => t === undefined) ? undefined : Math.max(...(at as number[]));
-}
-
 export function failureRecord(d: NodeDetection): FailureRecord {
   return {
     node: d.node,
@@ -94,7 +88,7 @@ export function failureRecord(d: NodeDetection): FailureRecord {
     taintAfterFailMs: after(d.taintAt, d.failAt),
     podsNotReadyAfterUnknownMs: d.podsNotReadyAt.map((p) => after(p, d.unknownAt)),
     noScheduleAfterUnknownMs: after(d.noScheduleAt, d.unknownAt),
-    markedAfterFailMs: markedAt(d) === undefined ? null : after(markedAt(d), d.failAt),
+    markedAfterFailMs: after(markedAt(d), d.failAt),
     taintsRemovedAfterReadyMs: after(d.taintsGoneAt, d.readyAgainAt),
   };
 }

@@ -149,12 +149,18 @@ function lastTaintS(r: ControllerResult): number {
 export function allMarkedS(r: ControllerResult): number {
   let worst = Number.NaN;
   for (const d of r.detections) {
-    const at = [d.unknownAt, d.noScheduleAt, ...d.podsNotReadyAt];
-    if (at.some((t) => t === undefined)) return Number.POSITIVE_INFINITY;
-    const s = (Math.max(...(at as number[])) - d.failAt) / 1000;
+    const at = markedAt(d);
+    if (at === undefined) return Number.POSITIVE_INFINITY;
+    const s = (at - d.failAt) / 1000;
     if (!(s <= worst)) worst = s;
   }
   return worst;
+}
+
+/** When a node was marked: the last of Ready=Unknown, its NoSchedule taint, its pods not ready. */
+export function markedAt(d: NodeDetection): number | undefined {
+  const at = [d.unknownAt, d.noScheduleAt, ...d.podsNotReadyAt];
+  return at.some((t) => t === undefined) ? undefined : Math.max(...(at as number[]));
 }
 
 /**
