@@ -34,6 +34,25 @@ try {
 }
 writeBuildStamp(stamp);
 
+// Node's own modules are loaded with require(), not import: an ES import of a built-in module
+// builds its whole namespace, which runs every lazy getter on it (node:http's WebSocket loads
+// undici, node:crypto's webcrypto, node:tls's rootCertificates parses the bundled CAs), about 4 MiB
+// resident the controller never uses (docs/benchmarks.md, "Node's own modules by require").
+const builtinsByRequire = {
+  name: 'builtins-by-require',
+  setup(b) {
+    b.onResolve({ filter: /^node:/ }, (args) =>
+      args.namespace === 'builtin'
+        ? { path: args.path, external: true }
+        : { path: args.path, namespace: 'builtin' },
+    );
+    b.onLoad({ filter: /.*/, namespace: 'builtin' }, (args) => ({
+      contents: `module.exports = require(${JSON.stringify(args.path)});`,
+      loader: 'js',
+    }));
+  },
+};
+
 const result = await build({
   entryPoints: { controller: 'dist/main.js' },
   outdir: 'dist',
@@ -50,6 +69,7 @@ const result = await build({
     js: "import { createRequire as __nlcCreateRequire } from 'node:module';\nconst require = __nlcCreateRequire(import.meta.url);",
   },
   define: { NLC_BUILD_STAMP: JSON.stringify(stamp) },
+  plugins: [builtinsByRequire],
   legalComments: 'linked',
   metafile: true,
   logLevel: 'warning',
