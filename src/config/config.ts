@@ -8,6 +8,7 @@ import {
   resolveLeaderElectionConfig,
 } from '../election/index.js';
 import { FENCE_SIGNALS, type FenceSignal, type OutOfServiceSettings } from '../remediation/index.js';
+import { DEFAULT_SECOND_OPINION, type SecondOpinionSettings } from '../second-opinion/index.js';
 import { FlagError, type ParsedArgs, parseAddress, parseArgs } from './flags.js';
 
 export interface BindAddress {
@@ -40,6 +41,8 @@ export interface Config {
   companion: { taintKey: string; evictAfterMs: number; markPodsNotReady: boolean };
   /** --out-of-service: the signals trusted and the delay; undefined: off. */
   outOfService: OutOfServiceSettings | undefined;
+  /** --second-opinion=kubelet: when to probe, how long to hold; undefined: off. */
+  secondOpinion: SecondOpinionSettings | undefined;
   disruption: {
     evictionRate: number;
     secondaryEvictionRate: number;
@@ -119,6 +122,7 @@ export function buildConfig(args: ParsedArgs, env: ConfigEnv, hostname: string):
     },
     companion: companionFlags(args),
     outOfService: outOfServiceFlags(args),
+    secondOpinion: secondOpinionFlags(args, unschedulableMonitor),
     disruption: {
       evictionRate: num('node-eviction-rate'),
       secondaryEvictionRate: num('secondary-node-eviction-rate'),
@@ -348,6 +352,29 @@ function outOfServiceFlags(args: ParsedArgs): OutOfServiceSettings | undefined {
     );
   }
   return { signals: [...new Set(items as FenceSignal[])], afterMs: v['out-of-service-after'] as number };
+}
+
+/** --confirm-after, --cut-off-hold: only with --second-opinion=kubelet; the confirmation ends inside the grace. */
+function secondOpinionFlags(args: ParsedArgs, monitorGraceMs: number): SecondOpinionSettings | undefined {
+  const v = args.values;
+  if (v['second-opinion'] !== 'kubelet') {
+    const set = ['confirm-after', 'cut-off-hold'].filter((f) => args.explicit.has(f));
+    if (set.length > 0)
+      throw new FlagError(
+        `${onlyWith(set)} only used with --second-opinion=kubelet: add --second-opinion=kubelet or remove ${set.length === 1 ? 'it' : 'them'}`,
+      );
+    return undefined;
+  }
+  const d = DEFAULT_SECOND_OPINION;
+  const confirmAfterMs = v['confirm-after'] as number;
+  // The confirming probe starts retryMs after the first and may take timeoutMs: all before the grace.
+  const latest = monitorGraceMs - d.retryMs - d.timeoutMs;
+  if (confirmAfterMs >= latest) {
+    throw new FlagError(
+      `invalid value ${JSON.stringify(formatDuration(confirmAfterMs))} for flag --confirm-after: with --node-monitor-grace-period=${formatDuration(monitorGraceMs)} accepted: 10s to below ${formatDuration(latest)} (the grace less the confirming probe's ${formatDuration(d.retryMs)} wait and ${formatDuration(d.timeoutMs)} timeout)`,
+    );
+  }
+  return { ...d, confirmAfterMs, holdMs: v['cut-off-hold'] as number };
 }
 
 /** The feature gates this controller has, with their defaults (kube-controller-manager's names). */

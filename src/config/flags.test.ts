@@ -424,6 +424,7 @@ interface FlagRow {
 
 const companion = (...argv: string[]) => ['--mode=companion', ...argv];
 const oos = (...argv: string[]) => ['--out-of-service', ...argv];
+const so = (...argv: string[]) => ['--second-opinion=kubelet', ...argv];
 const boolRow = (flag: string, pick: (c: Config) => unknown, extra: string[] = []): FlagRow => ({
   ok: [
     [[...extra, `--${flag}`], pick, true],
@@ -650,6 +651,55 @@ const ROWS: Record<string, FlagRow> = {
       [
         ['--out-of-service-after=1m', '--out-of-service-signals=fence-annotation'],
         '--out-of-service-signals, --out-of-service-after are only used with --out-of-service: add --out-of-service or remove them',
+      ],
+    ],
+  },
+  'second-opinion': {
+    ok: [
+      [[], (c) => c.secondOpinion, undefined],
+      ['--second-opinion=off', (c) => c.secondOpinion, undefined],
+      [
+        '--second-opinion=kubelet',
+        (c) => c.secondOpinion,
+        { confirmAfterMs: 20_000, retryMs: 3_000, intervalMs: 10_000, timeoutMs: 3_000, holdMs: 600_000 },
+      ],
+    ],
+    bad: [['--second-opinion=on', bad('second-opinion', 'on', 'one of off, kubelet')]],
+  },
+  'confirm-after': {
+    ok: [
+      [so('--confirm-after=10s'), (c) => c.secondOpinion?.confirmAfterMs, 10_000],
+      // The confirming probe (3 s later, 3 s long) ends before the 50 s grace.
+      [so('--confirm-after=43999ms'), (c) => c.secondOpinion?.confirmAfterMs, 43_999],
+      [
+        so('--node-monitor-grace-period=2m', '--confirm-after=1m'),
+        (c) => c.secondOpinion?.confirmAfterMs,
+        60_000,
+      ],
+    ],
+    bad: [
+      [so('--confirm-after=9s'), bad('confirm-after', '9s', `${DUR} >= 10s and <= 24h0m0s`)],
+      [
+        so('--confirm-after=44s'),
+        'invalid value "44s" for flag --confirm-after: with --node-monitor-grace-period=50s accepted: 10s to ' +
+          "below 44s (the grace less the confirming probe's 3s wait and 3s timeout)",
+      ],
+      [
+        '--confirm-after=30s',
+        '--confirm-after is only used with --second-opinion=kubelet: add --second-opinion=kubelet or remove it',
+      ],
+    ],
+  },
+  'cut-off-hold': {
+    ok: [
+      [so('--cut-off-hold=0s'), (c) => c.secondOpinion?.holdMs, 0],
+      [so('--cut-off-hold=24h'), (c) => c.secondOpinion?.holdMs, 86_400_000],
+    ],
+    bad: [
+      [so('--cut-off-hold=24h1ms'), bad('cut-off-hold', '24h1ms', `${DUR} >= 0s and <= 24h0m0s`)],
+      [
+        ['--second-opinion=off', '--cut-off-hold=1m', '--confirm-after=30s'],
+        '--confirm-after, --cut-off-hold are only used with --second-opinion=kubelet: add --second-opinion=kubelet or remove them',
       ],
     ],
   },

@@ -237,6 +237,34 @@ export const FLAGS: readonly FlagSpec[] = [
     help: 'With --out-of-service: how long a node must have been seen marked, silent and fenced (on our clock, from the first time all three held) before the taint.',
   },
 
+  // A second opinion before each verdict (src/second-opinion/).
+  {
+    group: 'Second opinion',
+    name: 'second-opinion',
+    kind: 'enum',
+    default: 'off',
+    values: ['off', 'kubelet'],
+    help: "kubelet: before judging a silent node by its lease alone, ask its kubelet: a TCP connect and TLS handshake to the endpoint the Node reports (InternalIP, daemonEndpoints.kubeletEndpoint.Port; no credentials, no request). A node silent --confirm-after whose kubelet fails two probes 3s apart is marked then, not at the grace; a node past its grace whose kubelet still answers is cut off from the control plane, not down: marked Unknown and NoSchedule, but its NoExecute taint is held while it answers, up to --cut-off-hold. Needs egress from the controller to the nodes' kubelet port. docs/operations.md, 'A second opinion'.",
+  },
+  {
+    group: 'Second opinion',
+    name: 'confirm-after',
+    kind: DUR,
+    default: '20s',
+    min: 10_000,
+    max: MAX_GRACE_MS,
+    help: 'With --second-opinion=kubelet: how long a node must have been silent (no lease renewal seen, on our clock) before its kubelet is probed. At least one renew interval (10s); with the confirming probe (3s later, 3s timeout) it must end before --node-monitor-grace-period.',
+  },
+  {
+    group: 'Second opinion',
+    name: 'cut-off-hold',
+    kind: DUR,
+    default: '10m',
+    min: 0,
+    max: 24 * 3600_000,
+    help: 'With --second-opinion=kubelet: the longest the NoExecute taint of a node past its grace is held while its kubelet still answers (0: never held: only the sooner mark). Then it is applied as usual (zone rates, the cap); at once if the kubelet stops answering.',
+  },
+
   // Leader election (kube-controller-manager's flag names).
   {
     group: 'Leader election',

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import type { ProbeOutcome } from '../second-opinion/index.js';
 import { createWorkQueueMetrics } from './workqueue-metrics.js';
 
 /** Metrics of the node-lifecycle reconciler (the wiring of health, disruption and writer). */
@@ -25,6 +26,8 @@ export interface ControllerMetrics {
   leading: Gauge;
   /** The out-of-service taint (src/controller/out-of-service.ts): decisions, and fenced -> tainted. */
   outOfService: { decisions: Counter<'decision' | 'signal'>; delay: Histogram };
+  /** The second opinion (--second-opinion): probes by outcome, nodes confirmed down, nodes held. */
+  secondOpinion: { probes: Counter<'outcome'>; confirmedDown: Counter; held: Gauge };
   /** client-go's workqueue_* families; the reconciler's queue is named node_lifecycle_controller. */
   workqueue: ReturnType<typeof createWorkQueueMetrics>;
 }
@@ -45,11 +48,15 @@ export const TRANSITION_KINDS = [
   'pods_evicted',
 ] as const;
 
+/** The `outcome`s of nlc_second_opinion_probes_total (src/second-opinion/kubelet-probe.ts). */
+const PROBE_OUTCOMES: readonly ProbeOutcome[] = ['answers', 'refused', 'unreachable', 'timeout'];
+
 export function createControllerMetrics(registry: Registry): ControllerMetrics {
   const m = build(registry);
   // Every kind exists from the start at 0: an alert on increase() or rate() then sees the first
   // transition after a restart too (a series that first appears at 1 shows no increase).
   for (const kind of TRANSITION_KINDS) m.transitions.inc({ kind }, 0);
+  for (const outcome of PROBE_OUTCOMES) m.secondOpinion.probes.inc({ outcome }, 0);
   return m;
 }
 
@@ -161,6 +168,24 @@ function build(registry: Registry): ControllerMetrics {
         name: 'nlc_out_of_service_delay_seconds',
         help: 'Time from when a node was first seen marked, silent and fenced until its out-of-service taint was applied (the delay, the zone rates and the cap).',
         buckets: [1, 5, 10, 30, 60, 120, 300, 600, 1800],
+        registers: [registry],
+      }),
+    },
+    secondOpinion: {
+      probes: new Counter({
+        name: 'nlc_second_opinion_probes_total',
+        help: "Kubelet probes (--second-opinion=kubelet: TCP connect + TLS handshake to the Node's kubelet endpoint) by outcome: answers, refused, unreachable, timeout.",
+        labelNames: ['outcome'] as const,
+        registers: [registry],
+      }),
+      confirmedDown: new Counter({
+        name: 'nlc_second_opinion_confirmed_down_total',
+        help: 'Silent nodes whose kubelet failed two probes in a row: timed out before their grace (--confirm-after), or their NoExecute hold ended.',
+        registers: [registry],
+      }),
+      held: new Gauge({
+        name: 'nlc_second_opinion_held_nodes',
+        help: 'Nodes past their grace whose kubelet still answers: NoExecute held (at most --cut-off-hold).',
         registers: [registry],
       }),
     },

@@ -8,8 +8,10 @@ import type { Lease, Node } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import type { MarkingPolicy } from '../policy/index.js';
 import type { OutOfServiceSettings } from '../remediation/index.js';
+import type { SecondOpinionSettings } from '../second-opinion/index.js';
 import type { Reflector } from '../watch/index.js';
 import type { ControllerMetrics } from './metrics.js';
+import type { Probe } from './second-opinion.js';
 import type { LeadershipControl } from './sight-driver.js';
 
 /** What NodeLifecycleController is built from (src/cli/assemble/node-lifecycle.ts gives it). */
@@ -58,6 +60,11 @@ export interface NodeLifecycleOptions {
    * signal says is down (src/remediation/); absent: off.
    */
   outOfService?: OutOfServiceSettings;
+  /**
+   * --second-opinion=kubelet: probe a silent node's kubelet before the verdict (src/second-opinion/);
+   * absent: off. `probe` replaces the real probe (tests).
+   */
+  secondOpinion?: { settings: SecondOpinionSettings; probe?: Probe };
   /** Called for each lease or node event before it is processed (benchmarks, tests). */
   onObservation?: (kind: 'lease' | 'node', result: ObservationResult) => void;
 }

@@ -1,6 +1,7 @@
 import type { Lease, Node } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import { upstreamPolicy } from '../policy/index.js';
+import { SecondOpinion } from '../second-opinion/index.js';
 import type { WatchEvent } from '../watch/index.js';
 import { AnomalyReporter } from './anomalies.js';
 import { LeaseRecheck } from './lease-recheck.js';
@@ -9,6 +10,7 @@ import { NodeReconciler, observeZone } from './node-reconcile.js';
 import { NodeStateGauge } from './node-states.js';
 import { outOfServiceHeld } from './out-of-service.js';
 import { ReconcileRunner } from './reconcile-runner.js';
+import { SecondOpinionDriver } from './second-opinion.js';
 import type { BlindReason, SightChange, WatchBlindReason } from './sight.js';
 import { SightDriver } from './sight-driver.js';
 import { taintsInPlace } from './taints-in-place.js';
@@ -24,10 +26,19 @@ export const WORK_QUEUE_NAME = 'node_lifecycle_controller';
 type Options = Required<
   Omit<
     NodeLifecycleOptions,
-    'onObservation' | 'election' | 'ticker' | 'markPodsNotReady' | 'outOfService' | 'ordinaryWorkers'
+    | 'onObservation'
+    | 'election'
+    | 'ticker'
+    | 'markPodsNotReady'
+    | 'outOfService'
+    | 'ordinaryWorkers'
+    | 'secondOpinion'
   >
 > &
-  Pick<NodeLifecycleOptions, 'onObservation' | 'election' | 'ticker' | 'outOfService' | 'ordinaryWorkers'>;
+  Pick<
+    NodeLifecycleOptions,
+    'onObservation' | 'election' | 'ticker' | 'outOfService' | 'ordinaryWorkers' | 'secondOpinion'
+  >;
 
 /**
  * The node lifecycle reconciler: feeds watch events to the pure health tracker and disruption
@@ -47,6 +58,7 @@ export class NodeLifecycleController {
   private readonly recheckLease: LeaseRecheck;
   private readonly zones: ZoneTicks;
   private readonly nodeStates: NodeStateGauge;
+  private readonly secondOpinion: SecondOpinionDriver | undefined;
   /**
    * Aborted by stop(): the reads in flight (lease re-reads, pod lists) end at once. A shutdown
    * waits for the writes on the wire only (the writer's idle()); the fence refuses new ones.
@@ -89,6 +101,22 @@ export class NodeLifecycleController {
       { watchSilenceThresholdMs: o.watchSilenceThresholdMs, blindStepDownMs: opts.blindStepDownMs ?? 0 },
       this.now(),
     );
+    this.secondOpinion = o.secondOpinion
+      ? new SecondOpinionDriver({
+          clock: o.clock,
+          log,
+          metrics: o.metrics.secondOpinion,
+          tracker: o.tracker,
+          nodes: o.nodes.store,
+          opinion: new SecondOpinion(o.secondOpinion.settings),
+          acting,
+          reads,
+          deadlinesMoved: () => this.armDeadlineTimer(),
+          reconcile: (name) => this.runner.addUrgent(name),
+          emit: (e) => void this.nodeReconciler.emit(e),
+          ...(o.secondOpinion.probe ? { probe: o.secondOpinion.probe } : {}),
+        })
+      : undefined;
     this.nodeReconciler = new NodeReconciler({
       ...o,
       log,
@@ -97,6 +125,7 @@ export class NodeLifecycleController {
       reads,
       blind: () => this.sightDriver.machine.blind,
       admissionRequested: () => this.zones.soon(),
+      secondOpinion: this.secondOpinion,
     });
     this.zones = this.newZoneTicks(acting, stopped);
   }
@@ -151,7 +180,10 @@ export class NodeLifecycleController {
     this.subs.push(leases.events$.subscribe((ev) => this.onLeaseEvent(ev)));
     for (const r of [nodes, leases]) this.subs.push(r.health$.subscribe(() => this.evaluateSight()));
     // Time-based parts of sight (silence), and the safety net.
-    this.runner.every(1000, () => this.evaluateSight());
+    this.runner.every(1000, () => {
+      this.evaluateSight();
+      this.secondOpinion?.tick();
+    });
     this.runner.every(this.o.monitorPeriodMs, () => this.recheck('now'));
     this.runner.start();
   }

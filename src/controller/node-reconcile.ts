@@ -78,6 +78,17 @@ export interface NodeReconcilerOptions {
   admissionRequested: () => void;
   /** --out-of-service: the taint for a node known to be down (absent: off). */
   outOfService?: OutOfServiceSettings | undefined;
+  /** --second-opinion: what the node's kubelet probes say (absent: off). */
+  secondOpinion?: SecondOpinionView | undefined;
+}
+
+/** What the reconciler asks of the second opinion (src/controller/second-opinion.ts). */
+export interface SecondOpinionView {
+  /** How long more the node's NoExecute is held (ms), or undefined: not held. */
+  heldFor(name: string, now: number): number | undefined;
+  /** What confirmed the node down before its grace, for the Ready message (undefined: not). */
+  confirmedNote(name: string, now: number): string | undefined;
+  forget(name: string): void;
 }
 
 /**
@@ -166,6 +177,7 @@ export class NodeReconciler {
     this.stepSince.delete(name);
     this.dryRunMarked.delete(name);
     this.writtenNodes.forget(name);
+    this.o.secondOpinion?.forget(name);
   }
 
   private acting(): boolean {
@@ -332,11 +344,16 @@ export class NodeReconciler {
   view(name: string, now: number): NodeView {
     const h = this.o.tracker.health(name);
     const timedOut = this.o.tracker.isTimedOut(name, now) && !this.dryRunMarked.has(name);
+    const second = this.o.secondOpinion;
+    const heldMs = timedOut ? second?.heldFor(name, now) : undefined;
+    const confirmedDown = timedOut ? second?.confirmedNote(name, now) : undefined;
     return {
       timedOut,
       lastRenewal: h?.lastSeenRenewTime ?? h?.lastSeenReadyHeartbeat,
       graceMs: h?.graceMs ?? 0,
       overdueMs: timedOut && h?.deadline !== undefined ? now - h.deadline : undefined,
+      ...(heldMs !== undefined ? { heldMs } : {}),
+      ...(confirmedDown !== undefined ? { confirmedDown } : {}),
     };
   }
 }

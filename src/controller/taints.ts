@@ -81,6 +81,7 @@ export class TaintStep {
   /** Why a write adding the rate-limited step is no longer wanted (asked after its waits). */
   private renewedSinceWanted(name: string): string | undefined {
     const view = this.o.view(name, this.now());
+    if (view.heldMs !== undefined) return 'its kubelet still answers (NoExecute held)';
     return this.renewedSince(name, view) ? 'node renewed since its NoExecute taint was asked for' : undefined;
   }
 

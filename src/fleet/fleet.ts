@@ -1,6 +1,12 @@
 import { timerDelay } from '../clock/clock.js';
 import type { KubeClient } from '../kube/client.js';
-import { type KubeletSpec, type KubeletTiming, SimulatedKubelet } from './kubelet.js';
+import {
+  type KubeletSpec,
+  type KubeletTiming,
+  SimulatedKubelet,
+  type SimulatedKubeletOptions,
+  simulatedKubeletCert,
+} from './kubelet.js';
 
 export interface FleetOptions {
   /** Number of nodes, named `${namePrefix}${zone}-${index}`; or explicit specs. */
@@ -13,6 +19,13 @@ export interface FleetOptions {
   timing?: Partial<KubeletTiming>;
   /** Parallel registrations during start (API server friendliness). */
   startConcurrency?: number;
+  /**
+   * Each kubelet serves a TLS endpoint on 127.0.0.1 (its own port, chosen by the OS; one
+   * self-signed certificate for the fleet) and its Node reports that address and port, for the
+   * controller's --second-opinion=kubelet to probe. `fleet.node(name).endpoint` closes and reopens
+   * it; kill() and stop() close it. Off: Nodes report 10.x.y.10:10250, where nothing listens.
+   */
+  kubeletEndpoints?: boolean;
 }
 
 export const DEFAULT_TIMING: KubeletTiming = {
@@ -56,9 +69,10 @@ export class SimulatedFleet {
     readonly client: KubeClient,
     specs: KubeletSpec[],
     timing: KubeletTiming,
+    options: SimulatedKubeletOptions,
   ) {
     this.timing = timing;
-    for (const s of specs) this.kubelets.set(s.name, new SimulatedKubelet(client, s, timing));
+    for (const s of specs) this.kubelets.set(s.name, new SimulatedKubelet(client, s, timing, options));
   }
 
   static async start(client: KubeClient, opts: FleetOptions): Promise<SimulatedFleet> {
@@ -66,7 +80,10 @@ export class SimulatedFleet {
     if (opts.timing?.leaseDurationSeconds !== undefined && opts.timing.renewIntervalMs === undefined) {
       timing.renewIntervalMs = (timing.leaseDurationSeconds * 1000) / 4;
     }
-    const fleet = new SimulatedFleet(client, fleetSpecs(opts), timing);
+    const options: SimulatedKubeletOptions = opts.kubeletEndpoints
+      ? { endpoint: simulatedKubeletCert() }
+      : {};
+    const fleet = new SimulatedFleet(client, fleetSpecs(opts), timing, options);
     await fleet.forEachLimited(opts.startConcurrency ?? 16, (k) => k.start());
     return fleet;
   }
@@ -110,7 +127,7 @@ export class SimulatedFleet {
     );
   }
 
-  /** Stops every kubelet's timers. Objects stay in the API server. */
+  /** Stops every kubelet's timers, and closes their endpoints. Objects stay in the API server. */
   stop(): void {
     for (const k of this.kubelets.values()) k.kill();
   }

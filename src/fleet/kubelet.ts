@@ -1,5 +1,8 @@
+import type { AddressInfo, Socket } from 'node:net';
+import tls from 'node:tls';
 import type { V1Lease, V1Node, V1NodeCondition, V1Pod } from '@kubernetes/client-node';
 import { timerDelay } from '../clock/clock.js';
+import { selfSignedCert } from '../http/x509.js';
 import { KubeApiError, type KubeClient, PatchType, paths } from '../kube/client.js';
 
 import { NODE_LEASE_NAMESPACE } from '../kube/types.js';
@@ -53,6 +56,133 @@ export interface KubeletStats {
   lastRenewAcceptedAt: number | undefined;
 }
 
+/** The TLS identity simulated kubelet endpoints serve. Nobody verifies it. */
+export interface KubeletServingCert {
+  /** PEM chain. */
+  cert: string;
+  /** PEM private key. */
+  key: string;
+}
+
+/**
+ * A self-signed serving certificate for 127.0.0.1, made once per fleet and shared by all its
+ * kubelets: key generation is the costly part, and what is in the certificate does not matter to a
+ * peer that checks nothing (the controller's second opinion only asks whether a handshake completes).
+ */
+export function simulatedKubeletCert(now = Date.now()): KubeletServingCert {
+  const { certPem, keyPem } = selfSignedCert({ hosts: ['127.0.0.1'], commonName: 'sim-kubelet', now });
+  return { cert: certPem, key: keyPem };
+}
+
+export interface SimulatedKubeletOptions {
+  /**
+   * Serve a kubelet endpoint with this certificate: a TLS server on 127.0.0.1, port chosen by the
+   * OS, which the Node reports as its InternalIP and daemonEndpoints.kubeletEndpoint. Without it the
+   * Node reports 10.x.y.10:10250, where nothing may ever be connected to.
+   */
+  endpoint?: KubeletServingCert;
+}
+
+/**
+ * A simulated kubelet's serving port on 127.0.0.1: it completes TLS handshakes and serves nothing
+ * (no HTTP). Open while the kubelet process runs (start() opens it, kill() closes it), whether or
+ * not its heartbeats reach the API server; close() and open() take it away and bring it back on
+ * their own, for a kubelet that is up but whose port does not answer.
+ */
+export class KubeletEndpoint {
+  readonly host = '127.0.0.1';
+  private server: tls.Server | undefined;
+  private boundPort = 0;
+  /** open() and close() run one after the other, in the order called. */
+  private queue: Promise<void> = Promise.resolve();
+  private readonly sockets = new Set<Socket>();
+
+  constructor(
+    private readonly cert: KubeletServingCert,
+    /** Called when a re-open had to take another port than before (the status must say so). */
+    private readonly onPortChange: () => void,
+  ) {}
+
+  /** The port it serves on, or last served on when closed; 0 before the first open. */
+  get port(): number {
+    return this.boundPort;
+  }
+  get isOpen(): boolean {
+    return this.server !== undefined;
+  }
+
+  /** Listens (again): on the port it had, so that the Node's status stays right. Idempotent. */
+  open(): Promise<void> {
+    return this.serially(() => this.listen());
+  }
+
+  /**
+   * Stops listening (connections to the port are refused from then on) and drops the connections
+   * it holds. Idempotent; resolves when the server has closed.
+   */
+  close(): Promise<void> {
+    return this.serially(async () => {
+      const server = this.server;
+      if (!server) return;
+      this.server = undefined;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const s of this.sockets) s.destroy();
+      await closed;
+    });
+  }
+
+  private serially(op: () => Promise<void>): Promise<void> {
+    const run = this.queue.then(op);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private async listen(): Promise<void> {
+    if (this.server) return;
+    let server: tls.Server;
+    try {
+      server = await this.listenOn(this.boundPort);
+    } catch (err) {
+      // Another socket took the port while it was closed (the OS hands out freed ports again).
+      if (this.boundPort === 0 || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+      server = await this.listenOn(0);
+    }
+    const port = (server.address() as AddressInfo).port;
+    const moved = this.boundPort !== 0 && port !== this.boundPort;
+    this.boundPort = port;
+    this.server = server;
+    if (moved) this.onPortChange();
+  }
+
+  private listenOn(port: number): Promise<tls.Server> {
+    const server = tls.createServer({ cert: this.cert.cert, key: this.cert.key });
+    // 'connection' is the TCP socket: close() destroys these, whatever state their TLS is in.
+    server.on('connection', (s: Socket) => {
+      this.sockets.add(s);
+      s.on('error', () => undefined);
+      s.on('close', () => this.sockets.delete(s));
+    });
+    // Probes hang up as soon as their handshake completes, often before the server's side of it.
+    server.on('tlsClientError', () => undefined);
+    // Nothing is served: read and drop, so that a peer's end is seen and the socket closes.
+    server.on('secureConnection', (s) => {
+      s.on('error', () => undefined);
+      s.resume();
+    });
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, this.host, () => {
+        server.off('error', reject);
+        // Accept errors (EMFILE under load) must not end the process: the peer sees a reset.
+        server.on('error', () => undefined);
+        // As the kubelet's timers: a fleet left running does not keep the process alive.
+        server.unref();
+        resolve(server);
+      });
+    });
+  }
+}
+
 type ReadyOverride = { status: 'False'; reason: string; message: string } | undefined;
 
 /** MicroTime as the API server formats it: RFC 3339 with microseconds. */
@@ -94,16 +224,26 @@ export class SimulatedKubelet {
   private lastStatusPost = Number.NEGATIVE_INFINITY;
   private readonly conditionTransitions = new Map<string, string>();
   private readonly podNames: string[] = [];
+  /** Its serving port (with the `endpoint` option): close() and open() it to stop and resume answering. */
+  readonly endpoint: KubeletEndpoint | undefined;
+  /** The endpoint port in the last status posted. */
+  private postedPort: number | undefined;
 
   constructor(
     private readonly client: KubeClient,
     private readonly spec: KubeletSpec,
     private readonly timing: KubeletTiming,
+    options: SimulatedKubeletOptions = {},
   ) {
     this.name = spec.name;
     this.zone = spec.zone;
     this.region = spec.region;
     for (let i = 0; i < (spec.pods ?? 0); i++) this.podNames.push(`${spec.name}-pod-${i}`);
+    if (options.endpoint) {
+      this.endpoint = new KubeletEndpoint(options.endpoint, () => {
+        if (this.isHeartbeating) void this.syncStatus(false);
+      });
+    }
   }
 
   get podNamespace(): string {
@@ -120,9 +260,11 @@ export class SimulatedKubelet {
     return Date.now() + this.clockOffsetMs;
   }
 
-  /** Registers the Node (if absent), its Lease and pods, then starts heartbeating. */
+  /** Opens its endpoint (if any), registers the Node (if absent), its Lease and pods, then starts heartbeating. */
   async start(): Promise<void> {
     if (this.running) return;
+    // Before the first status post, which reports the port.
+    await this.endpoint?.open();
     await this.register();
     this.running = true;
     this.heartbeating = true;
@@ -133,14 +275,21 @@ export class SimulatedKubelet {
     this.scheduleStatus();
   }
 
-  /** The kubelet process dies: no more renewals or status posts. `start()` brings it back. */
+  /**
+   * The kubelet process dies: no more renewals or status posts, and its endpoint stops listening
+   * (`await endpoint.close()` to know it has closed). `start()` brings it back.
+   */
   kill(): void {
     this.running = false;
     this.heartbeating = false;
     this.clearTimers();
+    void this.endpoint?.close();
   }
 
-  /** Heartbeats stop (lease and status) but the kubelet stays "up"; resume with resumeHeartbeats. */
+  /**
+   * Heartbeats stop (lease and status) but the kubelet stays "up", its endpoint answering (a node
+   * cut off from the API server); resume with resumeHeartbeats.
+   */
   pauseHeartbeats(): void {
     this.heartbeating = false;
     this.clearTimers();
@@ -360,16 +509,17 @@ export class SimulatedKubelet {
 
   private statusBody(nowIso: string) {
     const idx = Number.parseInt(this.name.replace(/\D+/g, '').slice(-4) || '1', 10) % 250;
+    const internalIP = this.endpoint?.host ?? `10.${Math.floor(idx / 250) + 1}.${idx}.10`;
     return {
       status: {
         capacity: { cpu: '4', memory: '16393244Ki', pods: '110', 'ephemeral-storage': '102626232Ki' },
         allocatable: { cpu: '3800m', memory: '15576092Ki', pods: '110', 'ephemeral-storage': '94580335255' },
         conditions: this.desiredConditions(nowIso),
         addresses: [
-          { type: 'InternalIP', address: `10.${Math.floor(idx / 250) + 1}.${idx}.10` },
+          { type: 'InternalIP', address: internalIP },
           { type: 'Hostname', address: this.name },
         ],
-        daemonEndpoints: { kubeletEndpoint: { Port: 10250 } },
+        daemonEndpoints: { kubeletEndpoint: { Port: this.endpoint?.port ?? 10250 } },
         nodeInfo: {
           machineID: this.name,
           systemUUID: this.name,
@@ -407,14 +557,17 @@ export class SimulatedKubelet {
         return !h || h.status !== w.status || h.reason !== w.reason;
       });
       const due = Date.now() - this.lastStatusPost >= this.timing.statusReportIntervalMs;
-      if (force || differs || due) {
+      const moved = this.endpoint !== undefined && this.endpoint.port !== this.postedPort;
+      if (force || differs || due || moved) {
+        const body = this.statusBody(nowIso);
         await this.client.request({
           method: 'PATCH',
           path: paths.nodeStatus(this.name),
           contentType: PatchType.strategic,
-          body: this.statusBody(nowIso),
+          body,
           timeoutMs: this.timing.heartbeatTimeoutMs,
         });
+        this.postedPort = body.status.daemonEndpoints.kubeletEndpoint.Port;
         this.lastStatusPost = Date.now();
         this.stats.statusPosts++;
       }

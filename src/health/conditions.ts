@@ -99,6 +99,8 @@ export interface UnknownConditionsOptions {
    * when only the other three conditions would change.
    */
   onlyWhenReadyChanges?: boolean;
+  /** Appended to the Ready condition's message (after upstream's own): why it is Unknown so soon. */
+  readyNote?: string;
 }
 
 /**
@@ -147,15 +149,19 @@ export function unknownConditionsDecision(
       });
       if (type === NodeConditionType.Ready) readyChanged = true;
     } else if (current.status !== ConditionStatusValue.Unknown) {
+      const message =
+        type === NodeConditionType.Ready && options.readyNote
+          ? `${NodeConditionMessage.StoppedPosting} ${options.readyNote}`
+          : NodeConditionMessage.StoppedPosting;
       current.status = ConditionStatusValue.Unknown;
       current.reason = NodeConditionReason.NodeStatusUnknown;
-      current.message = NodeConditionMessage.StoppedPosting;
+      current.message = message;
       current.lastTransitionTime = now;
       patch.push({
         type,
         status: ConditionStatusValue.Unknown,
         reason: NodeConditionReason.NodeStatusUnknown,
-        message: NodeConditionMessage.StoppedPosting,
+        message,
         lastTransitionTime: now,
       });
       if (type === NodeConditionType.Ready) readyChanged = true;

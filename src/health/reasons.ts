@@ -89,6 +89,11 @@ export const EventReason = {
   OutOfServiceTaintRemoved: 'OutOfServiceTaintRemoved',
   /** --out-of-service: on the Node (Normal) once no VolumeAttachment is left on it. */
   OutOfServiceVolumesDetached: 'OutOfServiceVolumesDetached',
+  /**
+   * --second-opinion (ours): on the Node (Warning) when its lease is past the grace but its kubelet
+   * still answers on the node network: cut off from the control plane, its NoExecute held.
+   */
+  KubeletStillAnswering: 'KubeletStillAnswering',
 } as const;
 export type EventReason = (typeof EventReason)[keyof typeof EventReason];
 

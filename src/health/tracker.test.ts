@@ -643,6 +643,51 @@ describe('grace and timeout', () => {
   });
 });
 
+describe('confirmDown (a second opinion before the grace ends)', () => {
+  it('times the node out at once, for the silence it judged, and a renewal undoes it', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('a', [ready('True', 1)]), 0);
+    t.observeNode(node('b', [ready('True', 1)]), 0);
+    t.observeLease(lease('a', micro(1_000)), 1_000);
+    expect(t.confirmDown('a', 1_000, 25_000)).toBe(true);
+    expect(t.isTimedOut('a', 25_000)).toBe(true);
+    expect(t.health('a')).toMatchObject({ deadline: 25_000 - DEADLINE_EPSILON_MS, confirmedAt: 24_999 });
+    expect(t.nextDeadline()).toBe(25_000);
+    expect(t.popDue(25_000)).toEqual(['a']);
+    expect(t.isTimedOut('b', 25_000)).toBe(false);
+    // A renewal: a new silence, judged afresh (its full grace).
+    t.observeLease(lease('a', micro(26_000)), 26_000);
+    expect(t.isTimedOut('a', 26_001)).toBe(false);
+    expect(t.health('a')).toMatchObject({ deadline: 76_000, confirmedAt: undefined });
+  });
+
+  it('refuses a silence that no longer stands, an untracked node, one already timed out', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('a', [ready('True', 1)]), 0);
+    t.observeLease(lease('a', micro(1_000)), 1_000);
+    expect(t.confirmDown('a', 0, 25_000)).toBe(false);
+    expect(t.isTimedOut('a', 25_000)).toBe(false);
+    expect(t.confirmDown('zz', 1_000, 25_000)).toBe(false);
+    t.observeLease(lease('lease-only', micro(1_000)), 1_000);
+    expect(t.confirmDown('lease-only', 1_000, 25_000)).toBe(false);
+    expect(t.confirmDown('a', 1_000, 51_001)).toBe(false);
+    expect(t.health('a')?.confirmedAt).toBeUndefined();
+  });
+
+  it('forgiveness (an outage, a blind spell) moves the silence: the confirmation goes with it', () => {
+    const t = new NodeHealthTracker();
+    t.observeNode(node('a', [ready('True', 1)]), 0);
+    t.observeLease(lease('a', micro(1_000)), 1_000);
+    t.confirmDown('a', 1_000, 25_000);
+    t.forgiveOutage(10_000, 30_000);
+    expect(t.isTimedOut('a', 30_000)).toBe(false);
+    expect(t.health('a')).toMatchObject({ probeTimestamp: 11_000, confirmedAt: undefined, deadline: 61_000 });
+    t.confirmDown('a', 11_000, 35_000);
+    t.extendBlind(5_000, 40_000);
+    expect(t.isTimedOut('a', 40_000)).toBe(false);
+  });
+});
+
 describe('markUnknown through the tracker', () => {
   it('only after the grace expired; the written status echoed back is not a heartbeat', () => {
     const t = new NodeHealthTracker();

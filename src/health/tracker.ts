@@ -87,8 +87,13 @@ export interface NodeHealthSnapshot {
   readyStatus: string | undefined;
   graceMs: number;
   graceKind: 'startup' | 'monitor';
-  /** probe + grace: timed out when now > deadline. undefined for a lease without a node. */
+  /**
+   * probe + grace (or a second opinion's confirmation, if earlier): timed out when now > deadline.
+   * undefined for a lease without a node.
+   */
   deadline: number | undefined;
+  /** A second opinion confirmed this silence down at (our clock); undefined: it did not. */
+  confirmedAt: number | undefined;
   /** popDue/recheckAll reported it and nothing has refreshed it since. */
   reported: boolean;
 }
@@ -138,11 +143,18 @@ interface Entry extends Scheduled {
    * renewals the lagging watch still delivers are the watch catching up, not renewals going back.
    */
   readAhead: number | undefined;
+  /**
+   * A second opinion confirmed the node down at this moment (our clock), during the silence that
+   * began at `probe`: it is timed out from then. Cleared when `probe` moves (a renewal, a fresh
+   * grace, forgiveness): the confirmation was of a silence that no longer stands.
+   */
+  confirmed: number | undefined;
 }
 
 /** The moment a tracked node times out: it is timed out when `now > deadlineOf(entry)`. */
 function deadlineOf(entry: Entry): number {
-  return entry.probe + entry.graceMs;
+  const grace = entry.probe + entry.graceMs;
+  return entry.confirmed === undefined ? grace : Math.min(grace, entry.confirmed);
 }
 
 /**
@@ -532,7 +544,9 @@ export class NodeHealthTracker {
   private rescheduleAll(move: (entry: Entry) => void): void {
     const scheduled: Entry[] = [];
     for (const entry of this.entries.values()) {
+      const probe = entry.probe;
       move(entry);
+      if (entry.probe !== probe) entry.confirmed = undefined;
       entry.reported = false;
       if (entry.hasNode) {
         entry.due = deadlineOf(entry);
@@ -540,6 +554,22 @@ export class NodeHealthTracker {
       }
     }
     this.heap.rebuild(scheduled);
+  }
+
+  /**
+   * A second opinion confirmed the node down (src/second-opinion): it is timed out from `now`,
+   * before its grace ends, as long as the silence the opinion judged (the one that began at
+   * `silentSince`, our clock) still stands. Returns whether it took effect: false for a node we
+   * do not track, one that renewed since (`silentSince` is not its probe any more), or one
+   * already timed out. The caller re-arms its deadline timer: the node is due at once.
+   */
+  confirmDown(name: string, silentSince: number, now: number): boolean {
+    const entry = this.entries.get(name);
+    if (!entry?.hasNode || entry.probe !== silentSince || !Number.isFinite(now)) return false;
+    if (now > deadlineOf(entry)) return false;
+    entry.confirmed = now - DEADLINE_EPSILON_MS;
+    this.reschedule(entry, now);
+    return true;
   }
 
   /**
@@ -653,6 +683,7 @@ export class NodeHealthTracker {
       graceMs: e.graceMs,
       graceKind: e.graceKind,
       deadline: e.hasNode ? deadlineOf(e) : undefined,
+      confirmedAt: e.confirmed,
       reported: e.reported,
     };
   }
@@ -694,6 +725,7 @@ export class NodeHealthTracker {
         renewRaw: undefined,
         history: [],
         readAhead: undefined,
+        confirmed: undefined,
         due: 0,
         heapAt: -1,
       };
@@ -723,6 +755,7 @@ export class NodeHealthTracker {
     if (entry.reported) result.recovered = true;
     entry.probe = now;
     entry.forgiven = 0;
+    entry.confirmed = undefined;
     entry.reported = false;
     this.reschedule(entry, now);
   }

@@ -80,9 +80,20 @@ export interface Taint {
   timeAdded?: string | null;
 }
 
+export interface NodeAddress {
+  type: string;
+  address: string;
+}
+
 export interface Node extends KubeObject {
   spec?: { unschedulable?: boolean; taints?: Taint[]; providerID?: string };
-  status?: { conditions?: NodeCondition[] };
+  status?: {
+    conditions?: NodeCondition[];
+    /** Kept by the node watch only with --second-opinion (stripNodeWithKubelet): InternalIP entries. */
+    addresses?: NodeAddress[];
+    /** Kept only with --second-opinion: where the kubelet serves. */
+    daemonEndpoints?: { kubeletEndpoint?: { Port?: number } };
+  };
 }
 
 export interface PodCondition {

@@ -167,6 +167,20 @@ describe('companion policy: its own taint', () => {
     expect(keys(admitted.taints)).toEqual([`${KEY}=evicting:NoSchedule`]);
     expect(admitted.addsNoExecute).toBe(true);
     expect(admitted.admission).toBe('none');
+    // Its kubelet still answers (a second opinion): no evicting step while held, a pending ask dropped.
+    for (const a of [false, true]) {
+      const held = evicting.taints(
+        lost,
+        WALL,
+        ctx({ view: { ...lostView, overdueMs: 61_000, heldMs: 4_000 }, admitted: a }),
+      );
+      expect(held).toEqual({
+        admission: 'cancel',
+        taints: undefined,
+        addsNoExecute: false,
+        recheckInMs: 4_000,
+      });
+    }
     // Not timed out on our clock (a restart): nothing asked until it is.
     expect(evicting.taints(lost, WALL, ctx({ view: aliveView })).admission).toBe('none');
   });

@@ -241,7 +241,11 @@ function companionTaints(
     value = inStep && canEvict && !master ? Companion.EvictingValue : undefined;
     if (canEvict && !inStep && !master) {
       const wait = view.overdueMs === undefined ? undefined : o.evictAfterMs - view.overdueMs;
-      if (wait !== undefined && wait <= 0) {
+      if (wait !== undefined && wait <= 0 && view.heldMs !== undefined) {
+        // Its kubelet still answers (a second opinion): no evicting step while it does, up to the hold.
+        admission = 'cancel';
+        recheckInMs = view.heldMs;
+      } else if (wait !== undefined && wait <= 0) {
         admission = admitted ? 'none' : 'request';
         if (admitted) {
           value = Companion.EvictingValue;

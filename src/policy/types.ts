@@ -20,6 +20,16 @@ export interface NodeView {
   graceMs: number;
   /** How long ago (ms) the grace ran out, when it did. */
   overdueMs: number | undefined;
+  /**
+   * A second opinion confirmed the node down before its grace ran out (src/second-opinion): what
+   * it found, for the Ready condition's message. Absent otherwise.
+   */
+  confirmedDown?: string;
+  /**
+   * A second opinion holds the node's rate-limited step (upstream: NoExecute) for this long more
+   * (ms): its kubelet still answers on the node network. Absent: not held.
+   */
+  heldMs?: number;
 }
 
 /** A write to nodes/status for a lost node (after the Lease re-read confirms it), or a renewed one. */

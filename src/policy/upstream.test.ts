@@ -60,6 +60,20 @@ describe('upstream policy: status', () => {
     expect(w?.said.applied).toBe('Marked node Unknown');
   });
 
+  it("a second opinion's confirmation: upstream's message on Ready, with what the probes found", () => {
+    const note = 'Confirmed down: its kubelet (10.0.0.5:10250) did not answer 2 probes (connection refused).';
+    const w = policy.status(node('True'), { ...lost, confirmedDown: note }, WALL);
+    const conditions =
+      (w?.patch as { status: { conditions: NodeCondition[] } } | undefined)?.status.conditions ?? [];
+    expect(conditions.map((c) => c.message)).toEqual([
+      `Kubelet stopped posting node status. ${note}`,
+      'Kubelet never posted node status.',
+      'Kubelet never posted node status.',
+      'Kubelet never posted node status.',
+    ]);
+    expect(w?.after.status?.conditions?.find((c) => c.type === 'Ready')?.message).toContain(note);
+  });
+
   it('writes nothing when Ready is already Unknown', () => {
     expect(policy.status(node('Unknown'), lost, WALL)).toBeUndefined();
   });
@@ -84,6 +98,30 @@ describe('upstream policy: zones, taints, pods, events', () => {
     expect(a.admission).toBe('none');
     expect(keys(a.taints)).toEqual([`${UR}:NoSchedule`, `${UR}:NoExecute`]);
     expect(a.addsNoExecute).toBe(true);
+  });
+
+  it('a kubelet that still answers (held): NoSchedule, no NoExecute, a pending ask dropped, looked at when the hold ends', () => {
+    const held: NodeView = { ...lost, heldMs: 7_000 };
+    for (const admitted of [false, true]) {
+      const t = policy.taints(node('Unknown'), WALL, { view: held, admitted, master: false });
+      expect(t).toEqual({
+        admission: 'cancel',
+        taints: [expect.objectContaining({ key: UR, effect: 'NoSchedule' })],
+        addsNoExecute: false,
+        recheckInMs: 7_000,
+      });
+    }
+    // A NoExecute taint already on stays (the hold only keeps a new one off).
+    const has = [
+      { key: UR, effect: 'NoSchedule' },
+      { key: UR, effect: 'NoExecute' },
+    ];
+    expect(
+      policy.taints(node('Unknown', has), WALL, { view: held, admitted: false, master: false }).taints,
+    ).toBeUndefined();
+    // Master disruption still takes ours off.
+    const m = policy.taints(node('Unknown', has), WALL, { view: held, admitted: false, master: true });
+    expect(keys(m.taints)).toEqual([`${UR}:NoSchedule`]);
   });
 
   it('master disruption: no NoExecute taint is added and the ones present come off', () => {

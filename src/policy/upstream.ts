@@ -16,7 +16,7 @@ import {
   withoutHealthNoExecute,
 } from '../health/index.js';
 import type { Node, Taint } from '../kube/types.js';
-import type { MarkingPolicy, StatusWrite, TaintWork } from './types.js';
+import type { MarkingPolicy, StatusWrite, TaintContext, TaintWork } from './types.js';
 
 export interface UpstreamPolicyOptions {
   /** --mark-pods-not-ready: 'upstream' only when we flip Ready from True, 'always' while not Ready. */
@@ -35,7 +35,11 @@ export function upstreamPolicy(o: UpstreamPolicyOptions): MarkingPolicy {
 
     status(node, view, wallNow): StatusWrite | undefined {
       if (!view.timedOut) return undefined;
-      const d = unknownConditionsDecision(node, wallNow);
+      const d = unknownConditionsDecision(
+        node,
+        wallNow,
+        view.confirmedDown ? { readyNote: view.confirmedDown } : undefined,
+      );
       if (!d) return undefined;
       return {
         kind: 'lost',
@@ -55,18 +59,7 @@ export function upstreamPolicy(o: UpstreamPolicyOptions): MarkingPolicy {
       return s === 'True' || s === 'False' ? s : 'Unknown';
     },
 
-    taints(node, wallNow, { admitted, master }): TaintWork {
-      const p = planTaints(node, wallNow);
-      const add = p.noExecute.kind === 'add';
-      const addsNoExecute = add && !master && admitted;
-      let taints = addsNoExecute ? p.finalTaints : p.immediateTaints;
-      if (master) {
-        // Master disruption: no NoExecute taint of ours stays on any node.
-        const base: Node = { ...node, spec: { ...node.spec, taints: taints ?? node.spec?.taints ?? [] } };
-        taints = withoutHealthNoExecute(base) ?? taints;
-      }
-      return { admission: add ? (admitted || master ? 'none' : 'request') : 'cancel', taints, addsNoExecute };
-    },
+    taints: upstreamTaints,
 
     podsWanted(node, flipped, listedBefore) {
       if (readyStatus(node) === 'True') return false;
@@ -95,4 +88,26 @@ export function upstreamPolicy(o: UpstreamPolicyOptions): MarkingPolicy {
       return kind === 'registered' ? registeredNodeEvent(name, uid) : removingNodeEvent(name, uid);
     },
   };
+}
+
+/**
+ * The node.kubernetes.io taints that follow from the node's conditions: NoSchedule at once, a NEW
+ * NoExecute only when admitted (zone rates, the cap), none while a second opinion holds it (its
+ * kubelet still answers), and none of ours at all under master disruption.
+ */
+function upstreamTaints(node: Node, wallNow: number, { admitted, master, view }: TaintContext): TaintWork {
+  const p = planTaints(node, wallNow);
+  const add = p.noExecute.kind === 'add';
+  if (add && !master && view.heldMs !== undefined) {
+    // Its kubelet still answers (a second opinion): no NoExecute while it does, up to the hold.
+    return { admission: 'cancel', taints: p.immediateTaints, addsNoExecute: false, recheckInMs: view.heldMs };
+  }
+  const addsNoExecute = add && !master && admitted;
+  let taints = addsNoExecute ? p.finalTaints : p.immediateTaints;
+  if (master) {
+    // Master disruption: no NoExecute taint of ours stays on any node.
+    const base: Node = { ...node, spec: { ...node.spec, taints: taints ?? node.spec?.taints ?? [] } };
+    taints = withoutHealthNoExecute(base) ?? taints;
+  }
+  return { admission: add ? (admitted || master ? 'none' : 'request') : 'cancel', taints, addsNoExecute };
 }

@@ -20,7 +20,7 @@ export {
   watchBlindness,
 } from './status.js';
 export { type IndexFunc, Store, type StoreOptions } from './store.js';
-export { basicMeta, stripLease, stripNode, stripPod, stripToMeta } from './strip.js';
+export { basicMeta, stripLease, stripNode, stripNodeWithKubelet, stripPod, stripToMeta } from './strip.js';
 export {
   type KubeTransportOptions,
   kubeTransport,

@@ -10,7 +10,7 @@ import type { WatchReadPacer } from './read-pacer.js';
 import type { ServerRewindSignal } from './rewind.js';
 import { WatchStatus } from './status.js';
 import { type IndexFunc, Store } from './store.js';
-import { stripLease, stripNode, stripPod } from './strip.js';
+import { stripLease, stripNode, stripNodeWithKubelet, stripPod } from './strip.js';
 import { kubeTransport, leaseTarget, nodeTarget, podTarget, type WatchTarget } from './transport.js';
 import type { StripFn, WatchEvent, WatchHealth, WatchTransport, WatchTuningOverrides } from './types.js';
 import { consumerErrorReporter, rawWatch } from './watcher.js';
@@ -182,8 +182,16 @@ export function watchNodeLeases(
 }
 
 /** Nodes, keyed by name. Not started. */
-export function watchNodes(deps: ResourceWatchDeps, opts: { labelSelector?: string } = {}): Reflector<Node> {
-  return reflectorFor(deps, 'nodes', nodeTarget(opts), stripNode);
+export function watchNodes(
+  deps: ResourceWatchDeps,
+  opts: { labelSelector?: string; kubeletEndpoint?: boolean } = {},
+): Reflector<Node> {
+  return reflectorFor(
+    deps,
+    'nodes',
+    nodeTarget(opts),
+    opts.kubeletEndpoint ? stripNodeWithKubelet : stripNode,
+  );
 }
 
 /** Name of the pods-by-node index: `store.byIndex(POD_NODE_INDEX, nodeName)`. */

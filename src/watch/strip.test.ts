@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { stripLease, stripNode, stripPod, stripToMeta } from './strip.js';
+import { stripLease, stripNode, stripNodeWithKubelet, stripPod, stripToMeta } from './strip.js';
 
 const managedFields = [{ manager: 'kubelet', operation: 'Update', fieldsV1: { 'f:spec': {} } }];
 const meta = {
@@ -45,6 +45,44 @@ describe('strip functions', () => {
       spec: { taints: [{ key: 'k', effect: 'NoSchedule' }], unschedulable: true },
       status: { conditions: [{ type: 'Ready', status: 'True' }] },
     });
+  });
+
+  it('node with its kubelet endpoint (--second-opinion): the InternalIP entries and the port, nothing more', () => {
+    const raw = {
+      metadata: { name: 'n1' },
+      status: {
+        conditions: [{ type: 'Ready', status: 'True' }],
+        addresses: [
+          { type: 'Hostname', address: 'n1' },
+          { type: 'InternalIP', address: '10.0.0.1' },
+          { type: 'ExternalIP', address: '203.0.113.9' },
+          { type: 'InternalIP', address: 'fd00::1' },
+          null,
+        ],
+        daemonEndpoints: { kubeletEndpoint: { Port: 10250 }, other: 1 },
+        images: [{ names: ['x'] }],
+      },
+    };
+    const n = stripNodeWithKubelet(raw)!;
+    expect(n.status).toEqual({
+      conditions: [{ type: 'Ready', status: 'True' }],
+      addresses: [
+        { type: 'InternalIP', address: '10.0.0.1' },
+        { type: 'InternalIP', address: 'fd00::1' },
+      ],
+      daemonEndpoints: { kubeletEndpoint: { Port: 10250 } },
+    });
+    // Junk where the endpoint should be: kept out, never a throw (kubeletTargetOf judges what is kept).
+    for (const status of [
+      null,
+      { addresses: 'x', daemonEndpoints: 7 },
+      { daemonEndpoints: { kubeletEndpoint: null } },
+    ]) {
+      const j = stripNodeWithKubelet({ metadata: { name: 'n' }, status })!;
+      expect(j.status?.addresses).toBeUndefined();
+      expect(j.status?.daemonEndpoints).toBeUndefined();
+    }
+    expect(stripNodeWithKubelet({ metadata: {} })).toBeUndefined();
   });
 
   it('lease: metadata basics and spec, no annotations or managedFields', () => {

@@ -51,6 +51,31 @@ export function stripLease(raw: unknown): Lease | undefined {
 }
 
 /**
+ * As {@link stripNode}, and where the node's kubelet serves (--second-opinion probes it): the
+ * InternalIP entries of status.addresses and status.daemonEndpoints.kubeletEndpoint.Port, as sent
+ * (judged by src/second-opinion/kubelet-probe.ts kubeletTargetOf).
+ */
+export function stripNodeWithKubelet(raw: unknown): Node | undefined {
+  const node = stripNode(raw);
+  if (!node) return undefined;
+  const status = (raw as Node).status;
+  const addresses: unknown = status?.addresses;
+  const endpoints: unknown = status?.daemonEndpoints;
+  const port: unknown =
+    endpoints && typeof endpoints === 'object'
+      ? (endpoints as { kubeletEndpoint?: { Port?: unknown } }).kubeletEndpoint?.Port
+      : undefined;
+  node.status = {
+    conditions: node.status?.conditions,
+    addresses: Array.isArray(addresses)
+      ? addresses.filter((a: unknown) => (a as { type?: unknown } | null)?.type === 'InternalIP')
+      : undefined,
+    daemonEndpoints: port === undefined ? undefined : { kubeletEndpoint: { Port: port as number } },
+  };
+  return node;
+}
+
+/**
  * Node: metadata basics plus annotations; spec.taints and spec.unschedulable; status.conditions.
  * Dropped: images, nodeInfo, addresses, capacity, allocatable, daemonEndpoints, volumes, podCIDRs...
  */

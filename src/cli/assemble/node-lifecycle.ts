@@ -140,7 +140,7 @@ export function poolGrace(o: {
 
 export interface NodeLifecycleOptions {
   config: Pick<Config, 'health' | 'mode' | 'companion' | 'concurrentController' | 'dryRun' | 'kubeApi'> &
-    Partial<Pick<Config, 'outOfService'>> & {
+    Partial<Pick<Config, 'outOfService' | 'secondOpinion'>> & {
       leaderElection: Pick<Config['leaderElection'], 'identity' | 'leaseDurationMs' | 'blindStepDownMs'>;
     };
   clock: Clock;
@@ -322,6 +322,7 @@ function reconcilerOf(o: NodeLifecycleOptions, writer: ApiWriter): NodeLifecycle
     election: o.election,
     blindStepDownMs: o.election ? config.leaderElection.blindStepDownMs : 0,
     ...(config.outOfService ? { outOfService: config.outOfService } : {}),
+    ...(config.secondOpinion ? { secondOpinion: { settings: config.secondOpinion } } : {}),
   });
 }
 

@@ -34,7 +34,7 @@ export interface Watches {
 }
 
 export function assembleWatches(o: {
-  config: Pick<Config, 'health'>;
+  config: Pick<Config, 'health'> & Partial<Pick<Config, 'secondOpinion'>>;
   client: KubeClient;
   clock: Pick<Clock, 'scheduler'>;
   logger: Logger;
@@ -65,7 +65,11 @@ export function assembleWatches(o: {
     rewind: new ServerRewindSignal(),
   };
   const transport = o.transport;
-  const nodes = watchNodes({ ...deps, ...(transport && { wrapTransport: () => transport('nodes') }) });
+  // --second-opinion probes the kubelet endpoint the Node reports: its node watch keeps it.
+  const nodes = watchNodes(
+    { ...deps, ...(transport && { wrapTransport: () => transport('nodes') }) },
+    { kubeletEndpoint: o.config.secondOpinion !== undefined },
+  );
   // A quiet lease watch reconnects well before it would count as silent (blind).
   const leases = watchNodeLeases({
     ...deps,

@@ -17,11 +17,13 @@ import { memoryLogger } from '../../log/logger.js';
 import type { MarkingPolicy } from '../../policy/index.js';
 import type { OutOfServiceSettings } from '../../remediation/index.js';
 import { asyncScheduler, type SchedulerLike } from '../../rx/index.js';
+import type { SecondOpinionSettings } from '../../second-opinion/index.js';
 import { Reflector } from '../../watch/reflector.js';
-import { stripLease, stripNode } from '../../watch/strip.js';
+import { stripLease, stripNode, stripNodeWithKubelet } from '../../watch/strip.js';
 import type { WatchHealth } from '../../watch/types.js';
 import { createControllerMetrics } from '../metrics.js';
 import { NodeLifecycleController } from '../node-lifecycle.js';
+import type { Probe } from '../second-opinion.js';
 import { SimApiServer } from './sim-api.js';
 
 export const GRACE_MS = 50_000;
@@ -71,6 +73,8 @@ export function harness(o: {
   policy?: MarkingPolicy;
   /** --out-of-service (default: off). */
   outOfService?: OutOfServiceSettings;
+  /** --second-opinion=kubelet with these settings and this probe (default: off). */
+  secondOpinion?: { settings: SecondOpinionSettings; probe: Probe };
   /** The writer computes and logs but sends nothing. */
   dryRun?: boolean;
   /** The writer's client-side rate limit (default 50 QPS, burst 100). */
@@ -117,7 +121,7 @@ export function harness(o: {
     resource: 'nodes',
     transport: sim.transport('nodes'),
     scheduler: clock.scheduler,
-    strip: stripNode,
+    strip: o.secondOpinion ? stripNodeWithKubelet : stripNode,
     random,
   });
   const leases = new Reflector<Lease>({
@@ -162,6 +166,7 @@ export function harness(o: {
     markPodsNotReady: 'always',
     policy: o.policy,
     ...(o.outOfService ? { outOfService: o.outOfService } : {}),
+    ...(o.secondOpinion ? { secondOpinion: o.secondOpinion } : {}),
     ...(o.workers !== undefined ? { workers: o.workers } : {}),
     ...(o.ordinaryWorkers !== undefined ? { ordinaryWorkers: o.ordinaryWorkers } : {}),
     blindStepDownMs: o.blindStepDownMs,

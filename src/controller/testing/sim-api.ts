@@ -88,6 +88,8 @@ export class SimApiServer {
   readonly patches: Array<{ at: number; path: string; body: unknown }> = [];
   /** Pods (not watched: listed by node, patched, evicted), by namespace/name. */
   readonly pods = new Map<string, Pod>();
+  /** Events posted (monotonic time, body), in order. */
+  readonly events: Array<{ at: number; body: unknown }> = [];
   /** Pods evicted (monotonic time, namespace/name), in order. */
   readonly evictions: Array<{ at: number; pod: string }> = [];
   /** VolumeAttachments (listed, not watched): the node each is on. */
@@ -133,6 +135,9 @@ export class SimApiServer {
       metadata: { name, uid: `uid-${name}`, creationTimestamp: new Date(wall - 3_600_000).toISOString() },
       spec: {},
       status: {
+        // Where its kubelet would answer (never connected to: tests probe through a fake).
+        addresses: [{ type: 'InternalIP', address: '127.0.0.1' }],
+        daemonEndpoints: { kubeletEndpoint: { Port: 20_000 + this.kubelets.size } },
         conditions: [
           {
             type: 'Ready',
@@ -482,7 +487,10 @@ export class SimApiServer {
     }
     const pod = POD_PATH.exec(req.path);
     if (pod) return this.podRequest(req, `${pod[1]}/${pod[2]}`, pod[3] as 'status' | 'eviction' | undefined);
-    if (req.method === 'POST' && req.path.endsWith('/events')) return {};
+    if (req.method === 'POST' && req.path.endsWith('/events')) {
+      this.events.push({ at: this.now(), body: req.body });
+      return {};
+    }
     const node = NODE_PATH.exec(req.path);
     if (node) {
       const name = decodeURIComponent(node[1]!);

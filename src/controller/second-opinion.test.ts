@@ -1,0 +1,258 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { ProbeOutcome, SecondOpinionSettings } from '../second-opinion/index.js';
+import type { Probe } from './second-opinion.js';
+import { advance, GRACE_MS, type Harness, harness, metric } from './testing/harness.js';
+
+/** --second-opinion=kubelet in the controller as run.ts wires it, against the in-memory server, in virtual time. */
+const T0 = Date.parse('2026-05-01T08:00:00.000Z');
+const SETTINGS: SecondOpinionSettings = {
+  confirmAfterMs: 20_000,
+  retryMs: 3_000,
+  intervalMs: 10_000,
+  timeoutMs: 3_000,
+  holdMs: 60_000,
+};
+const UR = 'node.kubernetes.io/unreachable';
+
+beforeEach(() => {
+  vi.useFakeTimers({ now: T0 });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+/** Simulated kubelet endpoints: what each node's port answers (default: answers), and every probe. */
+class Kubelets {
+  readonly outcomes = new Map<string, ProbeOutcome>();
+  readonly probes: Array<{ at: number; node: string; outcome: ProbeOutcome }> = [];
+  readonly probe: Probe = async (target, { timeoutMs }) => {
+    const node = `node-${target.port - 20_000}`;
+    const outcome = this.outcomes.get(node) ?? 'answers';
+    this.probes.push({ at: Date.now(), node, outcome });
+    if (outcome === 'timeout') await new Promise((r) => setTimeout(r, timeoutMs));
+    return { outcome, detail: outcome === 'refused' ? 'connection refused' : outcome };
+  };
+  of(node: string) {
+    return this.probes.filter((p) => p.node === node);
+  }
+}
+
+function start(k: Kubelets, settings: Partial<SecondOpinionSettings> = {}): Harness {
+  return harness({ nodes: 10, secondOpinion: { settings: { ...SETTINGS, ...settings }, probe: k.probe } });
+}
+
+const taintsOf = (h: Harness, name: string) =>
+  (h.sim.nodes.get(name)?.spec?.taints ?? []).map((t) => `${t.key}:${t.effect}`);
+const noExecuteAt = (h: Harness, name: string) =>
+  h.sim.patches.find(
+    (p) => p.path === `/api/v1/nodes/${name}` && JSON.stringify(p.body).includes('"effect":"NoExecute"'),
+  )?.at;
+const readyMessage = (h: Harness, name: string) =>
+  h.sim.nodes.get(name)?.status?.conditions?.find((c) => c.type === 'Ready')?.message;
+
+describe('--second-opinion=kubelet: down nodes marked sooner', () => {
+  it('a node whose lease and kubelet both stopped is marked at confirm-after + the confirming probe, not at the grace', async () => {
+    const k = new Kubelets();
+    const h = start(k);
+    try {
+      await advance(30_000);
+      // Live nodes past confirm-after? None: every lease renews every 10 s.
+      expect(k.probes).toEqual([]);
+      const last = h.sim.stopKubelet('node-3');
+      k.outcomes.set('node-3', 'refused');
+      await advance(GRACE_MS + 10_000);
+      const probes = k.of('node-3');
+      // First probed once silent 20 s (on the 1 s tick), the confirming one 3 s later; no more after.
+      expect(probes.length).toBe(2);
+      expect(probes[0]!.at - last).toBeGreaterThanOrEqual(20_000);
+      expect(probes[0]!.at - last).toBeLessThanOrEqual(21_000);
+      expect(probes[1]!.at - probes[0]!.at).toBeGreaterThanOrEqual(3_000);
+      expect(probes[1]!.at - probes[0]!.at).toBeLessThanOrEqual(4_000);
+      const marked = h.sim.markedUnknownAt('node-3');
+      expect(marked).toBeDefined();
+      expect(marked! - probes[1]!.at).toBeLessThan(100);
+      expect(marked! - last).toBeLessThan(GRACE_MS / 2);
+      expect(readyMessage(h, 'node-3')).toBe(
+        'Kubelet stopped posting node status. Confirmed down before the grace: its kubelet at 127.0.0.1:20003 did not answer two probes (connection refused).',
+      );
+      // The rest follows as for any lost node: NoSchedule, and NoExecute (the zone's first token).
+      expect(taintsOf(h, 'node-3')).toEqual([`${UR}:NoSchedule`, `${UR}:NoExecute`]);
+      for (let i = 0; i < 10; i++) if (i !== 3) expect(h.sim.readyOf(`node-${i}`)).toBe('True');
+      expect(await metric(h.registry, 'nlc_second_opinion_confirmed_down_total')).toBe(1);
+      expect(await metric(h.registry, 'nlc_second_opinion_probes_total', { outcome: 'refused' })).toBe(2);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('timeouts confirm too; the mark waits for the second probe to time out', async () => {
+    const k = new Kubelets();
+    const h = start(k);
+    try {
+      await advance(30_000);
+      const last = h.sim.stopKubelet('node-3');
+      k.outcomes.set('node-3', 'timeout');
+      await advance(GRACE_MS + 10_000);
+      const probes = k.of('node-3');
+      expect(probes.length).toBe(2);
+      const marked = h.sim.markedUnknownAt('node-3')!;
+      expect(marked - probes[1]!.at).toBeGreaterThanOrEqual(SETTINGS.timeoutMs);
+      expect(marked - last).toBeLessThanOrEqual(20_000 + 1_000 + 4_000 + SETTINGS.timeoutMs + 100);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a node that renews between the two probes is not marked (the first failure is forgotten)', async () => {
+    const k = new Kubelets();
+    const h = start(k);
+    try {
+      await advance(30_000);
+      h.sim.stopKubelet('node-3');
+      k.outcomes.set('node-3', 'refused');
+      await advance(21_500);
+      expect(k.of('node-3').length).toBe(1);
+      h.sim.startKubelet('node-3');
+      k.outcomes.set('node-3', 'answers');
+      await advance(GRACE_MS + 10_000);
+      expect(h.sim.markedUnknownAt('node-3')).toBeUndefined();
+      expect(await metric(h.registry, 'nlc_second_opinion_confirmed_down_total')).toBe(0);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('the lease re-read still decides: a renewal the watch has not shown stops the early mark', async () => {
+    const k = new Kubelets();
+    const h = start(k);
+    try {
+      await advance(30_000);
+      // Its kubelet renews, but the controller's watch does not show it; the port refuses.
+      h.sim.holdLease('node-3', true);
+      k.outcomes.set('node-3', 'refused');
+      await advance(26_000);
+      expect(k.of('node-3').length).toBeGreaterThanOrEqual(2);
+      expect(h.sim.markedUnknownAt('node-3')).toBeUndefined();
+      expect(await metric(h.registry, 'nlc_watch_lag_detected_total')).toBeGreaterThanOrEqual(1);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('no probe while blind (the watches cut): act on nothing you cannot see', async () => {
+    const k = new Kubelets();
+    const h = start(k);
+    try {
+      await advance(30_000);
+      h.sim.stopKubelet('node-3');
+      k.outcomes.set('node-3', 'refused');
+      h.sim.setPath('refuse');
+      h.sim.cut();
+      await advance(5_000);
+      expect(h.controller.sight.blind).toBeDefined();
+      const before = k.probes.length;
+      await advance(40_000);
+      expect(k.probes.length).toBe(before);
+      expect(h.sim.markedUnknownAt('node-3')).toBeUndefined();
+    } finally {
+      h.sim.setPath('up');
+      await h.stop();
+    }
+  });
+});
+
+describe('--second-opinion=kubelet: cut-off nodes not evicted', () => {
+  it('a node whose lease stopped but whose kubelet answers: Unknown and NoSchedule at the grace, NoExecute held, then at once when it stops answering', async () => {
+    const k = new Kubelets();
+    const h = start(k);
+    try {
+      await advance(30_000);
+      const last = h.sim.stopKubelet('node-3');
+      await advance(GRACE_MS + 1_000);
+      const marked = h.sim.markedUnknownAt('node-3');
+      expect(marked).toBeDefined();
+      // At the grace, not before (its kubelet answers: nothing confirmed).
+      expect(marked! - last).toBeGreaterThan(GRACE_MS);
+      expect(readyMessage(h, 'node-3')).toBe('Kubelet stopped posting node status.');
+      await advance(30_000);
+      expect(taintsOf(h, 'node-3')).toEqual([`${UR}:NoSchedule`]);
+      expect(noExecuteAt(h, 'node-3')).toBeUndefined();
+      expect(await metric(h.registry, 'nlc_second_opinion_held_nodes')).toBe(1);
+      const events = h.sim.events.filter((e) => JSON.stringify(e.body).includes('KubeletStillAnswering'));
+      expect(events).toHaveLength(1);
+      expect(JSON.stringify(events[0]!.body)).toContain('the kubelet at 127.0.0.1:20003 answers');
+      // Its kubelet stops answering: two failures, then NoExecute.
+      const stopped = Date.now();
+      k.outcomes.set('node-3', 'refused');
+      await advance(20_000);
+      const ne = noExecuteAt(h, 'node-3');
+      expect(ne).toBeDefined();
+      // The next probe within the 10 s interval (+1 s tick), the confirming one 3-4 s later.
+      expect(ne! - stopped).toBeLessThanOrEqual(SETTINGS.intervalMs + 1_000 + 4_000 + 100);
+      expect(await metric(h.registry, 'nlc_second_opinion_held_nodes')).toBe(0);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('the hold ends at grace + --cut-off-hold however long the kubelet answers; probes stop there', async () => {
+    const k = new Kubelets();
+    const h = start(k);
+    try {
+      await advance(30_000);
+      const last = h.sim.stopKubelet('node-3');
+      await advance(GRACE_MS + SETTINGS.holdMs + 5_000);
+      const ne = noExecuteAt(h, 'node-3');
+      expect(ne).toBeDefined();
+      expect(ne! - last).toBeGreaterThanOrEqual(GRACE_MS + SETTINGS.holdMs);
+      expect(ne! - last).toBeLessThanOrEqual(GRACE_MS + SETTINGS.holdMs + 1_100);
+      const n = k.of('node-3').length;
+      await advance(60_000);
+      expect(k.of('node-3').length).toBe(n);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('--cut-off-hold=0: the sooner mark only, nothing held', async () => {
+    const k = new Kubelets();
+    const h = start(k, { holdMs: 0 });
+    try {
+      await advance(30_000);
+      const last = h.sim.stopKubelet('node-3');
+      await advance(GRACE_MS + 5_000);
+      const ne = noExecuteAt(h, 'node-3');
+      expect(ne).toBeDefined();
+      expect(ne! - last).toBeLessThanOrEqual(GRACE_MS + 1_100);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('a NoExecute taint waiting for its token is withdrawn once the kubelet is heard answering', async () => {
+    const k = new Kubelets();
+    // One write token every 20 s: the mark at the grace (80 s) takes the burst, NoSchedule goes at
+    // 100 s, and the NoExecute write decided then (admitted) waits for its token until 120 s. The
+    // kubelet is first probed at 105 s (past what the flags allow: the seam alone) and answers.
+    const h = harness({
+      nodes: 10,
+      qps: 0.05,
+      burst: 1,
+      secondOpinion: { settings: { ...SETTINGS, confirmAfterMs: GRACE_MS + 25_000 }, probe: k.probe },
+    });
+    try {
+      await advance(30_000);
+      h.sim.stopKubelet('node-3');
+      await advance(GRACE_MS + 60_000);
+      expect(h.sim.readyOf('node-3')).toBe('Unknown');
+      expect(k.of('node-3').length).toBeGreaterThanOrEqual(1);
+      expect(taintsOf(h, 'node-3')).toEqual([`${UR}:NoSchedule`]);
+      expect(noExecuteAt(h, 'node-3')).toBeUndefined();
+      expect(
+        h.logs.some((l) => JSON.stringify(l).includes('its kubelet still answers (NoExecute held)')),
+      ).toBe(true);
+    } finally {
+      await h.stop();
+    }
+  });
+});

@@ -1,0 +1,195 @@
+import type { Clock } from '../clock/clock.js';
+import { formatDuration } from '../clock/duration.js';
+import {
+  EventReason,
+  type EventRecord,
+  EventType,
+  type NodeHealthTracker,
+  nodeRef,
+} from '../health/index.js';
+import type { Node } from '../kube/types.js';
+import type { Logger } from '../log/logger.js';
+import type { SecondOpinion, SilentNode } from '../second-opinion/index.js';
+import {
+  type KubeletTarget,
+  kubeletTargetOf,
+  type ProbeResult,
+  probeKubelet,
+} from '../second-opinion/index.js';
+import type { Store } from '../watch/index.js';
+import type { ControllerMetrics } from './metrics.js';
+
+/** Probes on the wire at once, at most (each is one socket for at most the probe timeout). */
+export const MAX_PROBES_IN_FLIGHT = 32;
+
+export type Probe = (
+  target: KubeletTarget,
+  options: { timeoutMs: number; signal?: AbortSignal },
+) => Promise<ProbeResult>;
+
+export interface SecondOpinionDriverOptions {
+  clock: Clock;
+  log: Logger;
+  metrics: ControllerMetrics['secondOpinion'];
+  tracker: NodeHealthTracker;
+  /** The node watch's store (the kubelet endpoints come from the Nodes' status). */
+  nodes: Store<Node>;
+  opinion: SecondOpinion;
+  /** Whether we act now (leader, not blind): no probes otherwise. */
+  acting: () => boolean;
+  /** Aborted on stop: probes on the wire end at once. */
+  reads: AbortSignal;
+  /** A node's deadline moved earlier (confirmed down): re-arm the deadline timer. */
+  deadlinesMoved: () => void;
+  /** A node needs a reconcile now (its hold ended early: its kubelet stopped answering). */
+  reconcile: (name: string) => void;
+  emit: (e: EventRecord) => void;
+  /** The probe (tests inject one); the real one by default. */
+  probe?: Probe;
+  maxInFlight?: number;
+}
+
+/**
+ * The wiring of the second opinion (src/second-opinion/verdict.ts): on each tick, the nodes silent
+ * for --confirm-after with a kubelet endpoint are probed as the core plans (bounded: at most
+ * MAX_PROBES_IN_FLIGHT at once); a node confirmed down is timed out at once in the tracker (its
+ * mark then goes the way every mark goes: the lease re-read, blindness, the fence); a node past its
+ * grace whose kubelet answers has its NoExecute held (the reconciler's view asks heldFor).
+ */
+export class SecondOpinionDriver {
+  private inFlight = 0;
+  /** Nodes whose hold was announced (an Event), per silence. */
+  private readonly announced = new Map<string, number>();
+  private readonly probe: Probe;
+  private readonly maxInFlight: number;
+
+  constructor(private readonly o: SecondOpinionDriverOptions) {
+    this.probe = o.probe ?? probeKubelet;
+    this.maxInFlight = o.maxInFlight ?? MAX_PROBES_IN_FLIGHT;
+  }
+
+  private now(): number {
+    return this.o.clock.scheduler.now();
+  }
+
+  /** The node as the core sees it, or undefined: not tracked, not silent long enough, or no endpoint. */
+  private silentNode(node: Node, now: number): (SilentNode & { target: KubeletTarget }) | undefined {
+    const name = node.metadata.name;
+    const h = this.o.tracker.health(name);
+    if (!h?.hasNode || now - h.probeTimestamp < this.o.opinion.settings.confirmAfterMs) return undefined;
+    const target = kubeletTargetOf(node);
+    if (target === undefined) return undefined;
+    return { name, silentSince: h.probeTimestamp, graceEnds: h.probeTimestamp + h.graceMs, target };
+  }
+
+  /** The core's view of one node by name (undefined: not silent long enough, no endpoint). */
+  private silentByName(name: string, now: number): SilentNode | undefined {
+    const node = this.o.nodes.get(name);
+    return node ? this.silentNode(node, now) : undefined;
+  }
+
+  /** One pass: probe the nodes due (call it every second or so). */
+  tick(): void {
+    if (!this.o.acting()) return;
+    const now = this.now();
+    const silent: (SilentNode & { target: KubeletTarget })[] = [];
+    for (const node of this.o.nodes.values()) {
+      const s = this.silentNode(node, now);
+      if (s) silent.push(s);
+    }
+    const since = new Map(silent.map((x) => [x.name, x.silentSince]));
+    for (const [name, at] of this.announced) if (since.get(name) !== at) this.announced.delete(name);
+    let held = 0;
+    for (const x of silent) {
+      if (this.o.opinion.holdFor(x, now) === undefined) continue;
+      held++;
+      this.holding(x, now);
+    }
+    this.o.metrics.held.set(held);
+    for (const node of this.o.opinion.plan(silent, now, this.maxInFlight - this.inFlight)) {
+      this.start(node, now);
+    }
+  }
+
+  private start(node: SilentNode & { target: KubeletTarget }, now: number): void {
+    const { opinion } = this.o;
+    opinion.started(node, now);
+    this.inFlight++;
+    void this.probe(node.target, { timeoutMs: opinion.settings.timeoutMs, signal: this.o.reads })
+      .catch((err: unknown): ProbeResult => ({ outcome: 'unreachable', detail: String(err) }))
+      .then((r) => {
+        this.inFlight--;
+        this.o.metrics.probes.inc({ outcome: r.outcome });
+        if (this.o.reads.aborted) return;
+        if (opinion.finished(node, now, r.outcome, r.detail)) this.confirmed(node, r);
+      });
+  }
+
+  /** The core confirmed `node` down: timed out now (or, past its grace already, its hold is over). */
+  private confirmed(node: SilentNode & { target: KubeletTarget }, r: ProbeResult): void {
+    const now = this.now();
+    const name = node.name;
+    this.o.metrics.confirmedDown.inc();
+    const silentFor = formatDuration(Math.round(now - node.silentSince));
+    this.o.log.info('Kubelet not answering: node confirmed down', {
+      node: name,
+      kubelet: endpoint(node.target),
+      outcome: r.outcome,
+      detail: r.detail,
+      silentFor,
+    });
+    if (this.o.tracker.confirmDown(name, node.silentSince, now)) this.o.deadlinesMoved();
+    else if (this.o.tracker.isTimedOut(name, now)) this.o.reconcile(name);
+  }
+
+  /** `node` is held (past its grace, its kubelet answers): said once per silence. */
+  private holding(node: SilentNode & { target: KubeletTarget }, now: number): void {
+    if (this.announced.get(node.name) === node.silentSince) return;
+    this.announced.set(node.name, node.silentSince);
+    const hold = formatDuration(this.o.opinion.settings.holdMs);
+    const silentFor = formatDuration(Math.round(now - node.silentSince));
+    this.o.log.info('Kubelet still answers: NoExecute held', {
+      node: node.name,
+      kubelet: endpoint(node.target),
+      silentFor,
+      holdAtMost: hold,
+    });
+    const n = this.o.nodes.get(node.name);
+    this.o.emit({
+      involvedObject: nodeRef(node.name, n?.metadata.uid),
+      type: EventType.Warning,
+      reason: EventReason.KubeletStillAnswering,
+      message: `Lease not renewed for ${silentFor} but the kubelet at ${endpoint(node.target)} answers: cut off from the control plane, not down. Pods not evicted while it answers, for at most ${hold} past the grace (--cut-off-hold)`,
+    });
+  }
+
+  /**
+   * How long more `name`'s NoExecute is held (ms), or undefined: not held. Asked by the
+   * reconciler's view of the node.
+   */
+  heldFor(name: string, now: number): number | undefined {
+    const s = this.silentByName(name, now);
+    return s ? this.o.opinion.holdFor(s, now) : undefined;
+  }
+
+  /** What confirmed `name` down, for the Ready condition's message (undefined: it was not). */
+  confirmedNote(name: string, now: number): string | undefined {
+    const h = this.o.tracker.health(name);
+    if (h?.confirmedAt === undefined) return undefined;
+    const node = this.o.nodes.get(name);
+    const s = node ? this.silentNode(node, now) : undefined;
+    if (!s) return undefined;
+    const o = this.o.opinion.opinion(s, now);
+    if (o.kind !== 'down') return undefined;
+    return `Confirmed down before the grace: its kubelet at ${endpoint(s.target)} did not answer two probes (${o.detail}).`;
+  }
+
+  forget(name: string): void {
+    this.o.opinion.forget(name);
+    this.announced.delete(name);
+  }
+}
+
+function endpoint(t: KubeletTarget): string {
+  return t.host.includes(':') ? `[${t.host}]:${t.port}` : `${t.host}:${t.port}`;
+}

@@ -1,0 +1,2 @@
+export * from './kubelet-probe.js';
+export * from './verdict.js';
