@@ -195,6 +195,29 @@ describe('--second-opinion=kubelet: cut-off nodes not evicted', () => {
     }
   });
 
+  it('a blind spell (the watches cut for 5 s) does not lift the hold: the answers before it still count', async () => {
+    const k = new Kubelets();
+    const h = start(k);
+    try {
+      await advance(30_000);
+      h.sim.stopKubelet('node-3');
+      await advance(GRACE_MS + 5_000);
+      expect(h.sim.readyOf('node-3')).toBe('Unknown');
+      h.sim.setPath('refuse');
+      h.sim.cut();
+      await advance(5_000);
+      expect(h.controller.sight.blind).toBeDefined();
+      h.sim.setPath('up');
+      await advance(30_000);
+      expect(h.controller.sight.blind).toBeUndefined();
+      expect(noExecuteAt(h, 'node-3')).toBeUndefined();
+      expect(taintsOf(h, 'node-3')).toEqual([`${UR}:NoSchedule`]);
+    } finally {
+      h.sim.setPath('up');
+      await h.stop();
+    }
+  });
+
   it('the hold ends at grace + --cut-off-hold however long the kubelet answers; probes stop there', async () => {
     const k = new Kubelets();
     const h = start(k);

@@ -79,7 +79,13 @@ export class SecondOpinionDriver {
     if (!h?.hasNode || now - h.probeTimestamp < this.o.opinion.settings.confirmAfterMs) return undefined;
     const target = kubeletTargetOf(node);
     if (target === undefined) return undefined;
-    return { name, silentSince: h.probeTimestamp, graceEnds: h.probeTimestamp + h.graceMs, target };
+    return {
+      name,
+      silence: h.heartbeats,
+      silentSince: h.probeTimestamp,
+      graceEnds: h.probeTimestamp + h.graceMs,
+      target,
+    };
   }
 
   /** The core's view of one node by name (undefined: not silent long enough, no endpoint). */
@@ -97,7 +103,7 @@ export class SecondOpinionDriver {
       const s = this.silentNode(node, now);
       if (s) silent.push(s);
     }
-    const since = new Map(silent.map((x) => [x.name, x.silentSince]));
+    const since = new Map(silent.map((x) => [x.name, x.silence]));
     for (const [name, at] of this.announced) if (since.get(name) !== at) this.announced.delete(name);
     let held = 0;
     for (const x of silent) {
@@ -121,7 +127,11 @@ export class SecondOpinionDriver {
         this.inFlight--;
         this.o.metrics.probes.inc({ outcome: r.outcome });
         if (this.o.reads.aborted) return;
-        if (opinion.finished(node, now, r.outcome, r.detail)) this.confirmed(node, r);
+        // Judged on the node as the tracker has it now: an outage or a blind spell may have moved
+        // its silence's start since (same silence), a renewal ended it (a new one: dropped).
+        const current = this.silentByName(node.name, this.now()) ?? node;
+        if (opinion.finished(current, now, r.outcome, r.detail))
+          this.confirmed({ ...current, target: node.target }, r);
       });
   }
 
@@ -144,8 +154,8 @@ export class SecondOpinionDriver {
 
   /** `node` is held (past its grace, its kubelet answers): said once per silence. */
   private holding(node: SilentNode & { target: KubeletTarget }, now: number): void {
-    if (this.announced.get(node.name) === node.silentSince) return;
-    this.announced.set(node.name, node.silentSince);
+    if (this.announced.get(node.name) === node.silence) return;
+    this.announced.set(node.name, node.silence);
     const hold = formatDuration(this.o.opinion.settings.holdMs);
     const silentFor = formatDuration(Math.round(now - node.silentSince));
     this.o.log.info('Kubelet still answers: NoExecute held', {

@@ -656,7 +656,9 @@ describe('confirmDown (a second opinion before the grace ends)', () => {
     expect(t.popDue(25_000)).toEqual(['a']);
     expect(t.isTimedOut('b', 25_000)).toBe(false);
     // A renewal: a new silence, judged afresh (its full grace).
+    const heartbeats = t.health('a')!.heartbeats;
     t.observeLease(lease('a', micro(26_000)), 26_000);
+    expect(t.health('a')!.heartbeats).toBe(heartbeats + 1);
     expect(t.isTimedOut('a', 26_001)).toBe(false);
     expect(t.health('a')).toMatchObject({ deadline: 76_000, confirmedAt: undefined });
   });
@@ -679,7 +681,10 @@ describe('confirmDown (a second opinion before the grace ends)', () => {
     t.observeNode(node('a', [ready('True', 1)]), 0);
     t.observeLease(lease('a', micro(1_000)), 1_000);
     t.confirmDown('a', 1_000, 25_000);
+    const heartbeats = t.health('a')!.heartbeats;
     t.forgiveOutage(10_000, 30_000);
+    // The same silence, moved: not a heartbeat.
+    expect(t.health('a')!.heartbeats).toBe(heartbeats);
     expect(t.isTimedOut('a', 30_000)).toBe(false);
     expect(t.health('a')).toMatchObject({ probeTimestamp: 11_000, confirmedAt: undefined, deadline: 61_000 });
     t.confirmDown('a', 11_000, 35_000);

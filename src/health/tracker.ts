@@ -94,6 +94,11 @@ export interface NodeHealthSnapshot {
   deadline: number | undefined;
   /** A second opinion confirmed this silence down at (our clock); undefined: it did not. */
   confirmedAt: number | undefined;
+  /**
+   * Heartbeats observed so far (renewals, first sight): names the current silence. Outages, blind
+   * spells and fresh graces move probeTimestamp, not this.
+   */
+  heartbeats: number;
   /** popDue/recheckAll reported it and nothing has refreshed it since. */
   reported: boolean;
 }
@@ -149,6 +154,11 @@ interface Entry extends Scheduled {
    * grace, forgiveness): the confirmation was of a silence that no longer stands.
    */
   confirmed: number | undefined;
+  /**
+   * Heartbeats observed (renewals, first sight): the current silence's identity. Forgiveness and
+   * fresh graces move `probe` but not this: the silence they extend is the same one.
+   */
+  heartbeats: number;
 }
 
 /** The moment a tracked node times out: it is timed out when `now > deadlineOf(entry)`. */
@@ -684,6 +694,7 @@ export class NodeHealthTracker {
       graceKind: e.graceKind,
       deadline: e.hasNode ? deadlineOf(e) : undefined,
       confirmedAt: e.confirmed,
+      heartbeats: e.heartbeats,
       reported: e.reported,
     };
   }
@@ -726,6 +737,7 @@ export class NodeHealthTracker {
         history: [],
         readAhead: undefined,
         confirmed: undefined,
+        heartbeats: 0,
         due: 0,
         heapAt: -1,
       };
@@ -756,6 +768,7 @@ export class NodeHealthTracker {
     entry.probe = now;
     entry.forgiven = 0;
     entry.confirmed = undefined;
+    entry.heartbeats++;
     entry.reported = false;
     this.reschedule(entry, now);
   }

@@ -15,8 +15,8 @@ const S: SecondOpinionSettings = {
 };
 const GRACE = 50_000;
 
-function silent(name: string, since = 0): SilentNode {
-  return { name, silentSince: since, graceEnds: since + GRACE };
+function silent(name: string, since = 0, silence = since): SilentNode {
+  return { name, silence, silentSince: since, graceEnds: since + GRACE };
 }
 
 /** Probes `node` at `at` with `outcome`, as the wiring does: plan, started, finished. */
@@ -84,6 +84,17 @@ describe('SecondOpinion', () => {
     expect(o.opinion(renewed, 41_000)).toEqual({ kind: 'none' });
     expect(o.plan([renewed], 41_000, 8)).toEqual([renewed]);
     expect(probe(o, renewed, 41_000, 'refused')).toBeUndefined();
+  });
+
+  it('the same silence moved later (an outage forgiven, a blind spell) keeps what was probed', () => {
+    const o = new SecondOpinion(S);
+    probe(o, silent('a', 0, 7), 48_000, 'answers');
+    const moved = silent('a', 5_000, 7);
+    expect(o.plan([moved], 50_000, 8)).toEqual([]);
+    expect(o.opinion(moved, 56_000)).toEqual({ kind: 'answers', at: 48_000, holdUntil: 115_000 });
+    expect(o.holdFor(moved, 56_000)).toBe(4_001);
+    probe(o, moved, 58_000, 'refused');
+    expect(probe(o, moved, 61_000, 'refused')).toMatchObject({ kind: 'down' });
   });
 
   it('a result for a probe that is not the one on the wire is dropped', () => {

@@ -42,6 +42,11 @@ export const FAILURES_TO_CONFIRM = 2;
 /** A node as the tracker sees it now, with a kubelet endpoint to probe. */
 export interface SilentNode {
   name: string;
+  /**
+   * Names the silence (the tracker's count of heartbeats): a renewal starts a new one and what was
+   * probed before no longer counts; an outage or a blind spell that moves silentSince does not.
+   */
+  silence: number;
   /** Our clock: the node's last observed renewal (or its grace's last restart): the silence's start. */
   silentSince: number;
   /** Our clock: when its grace ends (silentSince + grace): the hold is counted from here. */
@@ -65,8 +70,8 @@ interface Result {
 }
 
 interface State {
-  /** The silence these probes belong to: a renewal (a new silentSince) starts over. */
-  silentSince: number;
+  /** The silence these probes belong to: a renewal (a new silence) starts over. */
+  silence: number;
   /** A probe of this silence is on the wire since then. */
   inFlight: number | undefined;
   /** The newest finished probes of this silence, newest last (at most FAILURES_TO_CONFIRM). */
@@ -87,8 +92,8 @@ export class SecondOpinion {
   /** The state of `node`'s current silence; a different silence (it renewed) starts over. */
   private stateOf(node: SilentNode): State {
     let s = this.states.get(node.name);
-    if (s === undefined || s.silentSince !== node.silentSince) {
-      s = { silentSince: node.silentSince, inFlight: undefined, results: [], down: undefined };
+    if (s === undefined || s.silence !== node.silence) {
+      s = { silence: node.silence, inFlight: undefined, results: [], down: undefined };
       this.states.set(node.name, s);
     }
     return s;
@@ -101,7 +106,7 @@ export class SecondOpinion {
   nextProbe(node: SilentNode): number | undefined {
     const s = this.states.get(node.name);
     const first = node.silentSince + this.settings.confirmAfterMs;
-    if (s === undefined || s.silentSince !== node.silentSince) return first;
+    if (s === undefined || s.silence !== node.silence) return first;
     if (s.down !== undefined || s.inFlight !== undefined) return undefined;
     const last = s.results.at(-1);
     if (last === undefined) return first;
@@ -121,7 +126,7 @@ export class SecondOpinion {
     for (const node of silent) {
       seen.add(node.name);
       // A different silence (the node renewed): what was probed before, and a probe on the wire, no longer count.
-      if (this.states.get(node.name)?.silentSince !== node.silentSince) this.states.delete(node.name);
+      if (this.states.get(node.name)?.silence !== node.silence) this.states.delete(node.name);
       const at = this.nextProbe(node);
       if (at !== undefined && at <= now) due.push({ node, at });
     }
@@ -148,7 +153,7 @@ export class SecondOpinion {
     detail: string,
   ): Extract<Opinion, { kind: 'down' }> | undefined {
     const s = this.states.get(node.name);
-    if (s === undefined || s.silentSince !== node.silentSince || s.inFlight !== startedAt) return undefined;
+    if (s === undefined || s.silence !== node.silence || s.inFlight !== startedAt) return undefined;
     s.inFlight = undefined;
     if (s.down !== undefined) return undefined;
     s.results.push({ at: startedAt, outcome, detail });
@@ -171,7 +176,7 @@ export class SecondOpinion {
   /** What the probes of `node`'s current silence say at `now`. */
   opinion(node: SilentNode, now: number): Opinion {
     const s = this.states.get(node.name);
-    if (s === undefined || s.silentSince !== node.silentSince) return { kind: 'none' };
+    if (s === undefined || s.silence !== node.silence) return { kind: 'none' };
     if (s.down !== undefined) {
       const last = s.results.at(-1)!;
       return { kind: 'down', at: s.down, outcome: last.outcome, detail: last.detail };
