@@ -189,7 +189,7 @@ export class SecondOpinionDriver {
     const node = this.o.nodes.get(name);
     const s = node ? this.silentNode(node, now) : undefined;
     if (!s) return undefined;
-    const o = this.o.opinion.opinion(s, now);
+    const o = this.o.opinion.opinion(s);
     if (o.kind !== 'down') return undefined;
     return `Confirmed down before the grace: its kubelet at ${endpoint(s.target)} did not answer two probes (${o.detail}).`;
   }

@@ -173,20 +173,19 @@ export class SecondOpinion {
     return true;
   }
 
-  /** What the probes of `node`'s current silence say at `now`. */
-  opinion(node: SilentNode, now: number): Opinion {
+  /** What the probes of `node`'s current silence say. */
+  opinion(node: SilentNode): Opinion {
     const s = this.states.get(node.name);
     if (s === undefined || s.silence !== node.silence) return { kind: 'none' };
     if (s.down !== undefined) {
       const last = s.results.at(-1)!;
       return { kind: 'down', at: s.down, outcome: last.outcome, detail: last.detail };
     }
-    // The newest answer, if it is recent enough that the next probe (intervalMs later, timeoutMs
-    // long) would have replaced it: a kubelet that answered once and then was not heard from (a
-    // failure since, probes held back) stops counting as answering.
+    // The newest answer stands until two failures in a row say otherwise (down, above), however
+    // old it is: probes held back (a blind spell, a leader busy with a mass partition) are not
+    // news that the kubelet stopped, and the hold is bounded by holdMs anyway.
     const answer = s.results.findLast((r) => r.outcome === 'answers');
-    if (answer === undefined || now - answer.at > this.settings.intervalMs + this.settings.timeoutMs)
-      return { kind: 'none' };
+    if (answer === undefined) return { kind: 'none' };
     return { kind: 'answers', at: answer.at, holdUntil: node.graceEnds + this.settings.holdMs };
   }
 
@@ -195,11 +194,11 @@ export class SecondOpinion {
    * its grace, while its kubelet answers, and not beyond the hold.
    */
   holdFor(node: SilentNode, now: number): number | undefined {
-    const o = this.opinion(node, now);
+    const o = this.opinion(node);
     if (o.kind !== 'answers' || now < node.graceEnds || now >= o.holdUntil) return undefined;
-    // Looked at again when the answer would have been replaced, or the hold ends, whichever first.
-    const answerExpires = o.at + this.settings.intervalMs + this.settings.timeoutMs + 1;
-    return Math.max(1, Math.min(o.holdUntil, answerExpires) - now);
+    // Looked at again when the hold ends; two failures before that end it at once (the caller
+    // reconciles the node when the core confirms it down).
+    return o.holdUntil - now;
   }
 
   /** Nodes with probes on record (for a gauge and tests). */
