@@ -109,7 +109,7 @@ export class NodeLifecycleController {
           tracker: o.tracker,
           nodes: o.nodes.store,
           opinion: new SecondOpinion(o.secondOpinion.settings),
-          acting,
+          leading: () => this.sightDriver.machine.isLeading,
           reads,
           deadlinesMoved: () => this.armDeadlineTimer(),
           reconcile: (name) => this.runner.addUrgent(name),

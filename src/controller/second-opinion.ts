@@ -35,8 +35,11 @@ export interface SecondOpinionDriverOptions {
   /** The node watch's store (the kubelet endpoints come from the Nodes' status). */
   nodes: Store<Node>;
   opinion: SecondOpinion;
-  /** Whether we act now (leader, not blind): no probes otherwise. */
-  acting: () => boolean;
+  /**
+   * Whether this replica leads: only the leader probes. Blind or not: a probe reads the node
+   * network, it writes nothing, and what it finds waits for sight like every mark.
+   */
+  leading: () => boolean;
   /** Aborted on stop: probes on the wire end at once. */
   reads: AbortSignal;
   /** A node's deadline moved earlier (confirmed down): re-arm the deadline timer. */
@@ -96,7 +99,7 @@ export class SecondOpinionDriver {
 
   /** One pass: probe the nodes due (call it every second or so). */
   tick(): void {
-    if (!this.o.acting()) return;
+    if (!this.o.leading()) return;
     const now = this.now();
     const silent: (SilentNode & { target: KubeletTarget })[] = [];
     for (const node of this.o.nodes.values()) {
