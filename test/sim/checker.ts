@@ -13,6 +13,12 @@
  * - S3 never two writers: every write of a replica lands while the lock names it the holder.
  * - S5 nothing is sent while the sender is blind: its lease watch broken (for over a few seconds:
  *   a reconnect in flight) or silent for longer than the silence threshold.
+ * - S2 with --second-opinion=kubelet: a write of that kind may come --confirm-after after the
+ *   heartbeat instead of a grace, only for a node whose kubelet was stopped (its probe fails) at
+ *   some moment of the CONFIRM_WINDOW_MS before it was sent.
+ * - S6 with --second-opinion=kubelet and a hold: a node whose kubelet ran (answering its probes)
+ *   from its last heartbeat on gets no new unreachable NoExecute taint before that heartbeat +
+ *   grace + --cut-off-hold (cut off from the control plane is not down).
  * - S4 guardrails: a zone gets a new NoExecute taint at most at the eviction rate (decisions 1/rate
  *   apart), and the blast-radius cap is never exceeded in any window, across leader terms for the
  *   taints still in place; a small zone partially disrupted, or every zone fully, for longer than
@@ -23,6 +29,9 @@
  *   With the storage slow (S) and no other fault, by its last heartbeat + grace + 8 s + 6 x S + 2 s
  *   (the reconnect hold a silent fleet gets, its re-read and its status write and those of nodes
  *   that died with it, queued ahead of it), unless a kubelet came back meanwhile.
+ *   With --second-opinion=kubelet, a node whose kubelet stopped (its probe fails) within
+ *   --confirm-after of its last heartbeat and stayed stopped is marked in the same quiet stretch
+ *   by its last heartbeat + --confirm-after + 2 ticks + the retry + the probe timeout + QUIET_MARK_MS.
  * - L2 every stopped node is marked by its last heartbeat + 2 x grace + the time faults kept the
  *   controller from seeing or leading (each fault counted with a recovery allowance), or by a new
  *   leader's taking the lock + a grace + the same, whichever is later.
@@ -37,9 +46,17 @@
  * - B1 each replica's work queue, the open watches and the pending timers stay within bounds.
  */
 import type { Landed, Obj, SimServer } from './api-server.js';
-import { readyOf, ZONE_LABEL } from './kubelet.js';
+import { ranThroughout, readyOf, runningAt, ZONE_LABEL } from './kubelet.js';
 
 export const QUIET_MARK_MS = 100;
+/**
+ * S2 with a second opinion: how recently before a write the kubelet must have been stopped for a
+ * write sooner than a grace after the heartbeat (the confirming probe's retry and timeout, with
+ * the 1 s tick and slack).
+ */
+export const CONFIRM_WINDOW_MS = 10_000;
+/** The controller's 1 s tick, at which the second opinion plans its probes: twice (first and confirming). */
+const PROBE_TICKS_MS = 2_000;
 export const POD_MARK_MS = 10_000;
 /**
  * The longest an admitted NoExecute taint may wait before its first attempt: a worker, the
@@ -177,6 +194,12 @@ export class Checker {
       evictionRate: number;
       cap: { max: number; windowMs: number } | undefined;
       outOfService: { afterMs: number } | undefined;
+      /** --second-opinion=kubelet: its timings (undefined: off). */
+      secondOpinion?:
+        | { confirmAfterMs: number; retryMs: number; timeoutMs: number; holdMs: number }
+        | undefined;
+      /** When each kubelet ran (what its probe finds: answers exactly while it runs). */
+      kubeletRuns?: (node: string) => readonly { from: number; to: number | undefined }[];
       silenceMs: number;
       now: () => number;
     },
@@ -502,17 +525,41 @@ export class Checker {
             typeof w.body === 'object' &&
             w.body !== null &&
             (this.sentOrder.get(w.body) ?? 0) > s.lastFreshOrder));
-      if (s && sentAfter && w.sentAt < s.lastFreshAt + g) {
+      const window = this.confirmedDown(node, w.sentAt) ? this.o.secondOpinion!.confirmAfterMs : g;
+      if (s && sentAfter && w.sentAt < s.lastFreshAt + window) {
         this.fail(
           'S2 acts on what it saw',
           node,
-          `${kind} by ${w.by} sent ${((w.sentAt - s.lastFreshAt) / 1000).toFixed(3)}s after it was shown a fresh heartbeat of the node (grace ${g / 1000}s)`,
+          `${kind} by ${w.by} sent ${((w.sentAt - s.lastFreshAt) / 1000).toFixed(3)}s after it was shown a fresh heartbeat of the node (${window === g ? 'grace' : 'confirm-after, its kubelet stopped'} ${window / 1000}s)`,
         );
       }
+      if (kind === 'unreachable-noexecute') this.cutOffNotEvicted(w, node);
     }
     if (kind === 'unreachable-noexecute' || kind === 'not-ready-noexecute' || kind === 'out-of-service') {
       this.guardrails(w, node, kind);
     }
+  }
+
+  /** Whether a second opinion could have confirmed `node` down by `at`: its kubelet stopped at some moment of the CONFIRM_WINDOW_MS before. */
+  private confirmedDown(node: string, at: number): boolean {
+    if (!this.o.secondOpinion || !this.o.kubeletRuns) return false;
+    const runs = this.o.kubeletRuns(node);
+    for (let t = at - CONFIRM_WINDOW_MS; t <= at; t += 100) if (!runningAt(runs, t)) return true;
+    return false;
+  }
+
+  /** S6: a kubelet that ran (answering) since its node's last heartbeat keeps its pods for the hold. */
+  private cutOffNotEvicted(w: Landed, node: string): void {
+    const so = this.o.secondOpinion;
+    const h = this.truth.get(node)?.lastHeartbeatAt;
+    if (!so || so.holdMs <= 0 || !this.o.kubeletRuns || h === undefined) return;
+    const until = h + this.o.graceMs + so.holdMs;
+    if (w.sentAt >= until || !ranThroughout(this.o.kubeletRuns(node), h, w.sentAt)) return;
+    this.fail(
+      'S6 cut off, not evicted',
+      node,
+      `unreachable NoExecute by ${w.by} sent ${((w.sentAt - h) / 1000).toFixed(3)}s after its last heartbeat while its kubelet answered throughout (hold until ${((until - h) / 1000).toFixed(0)}s)`,
+    );
   }
 
   /**
@@ -798,7 +845,8 @@ export class Checker {
     if (!t || since === undefined) return false;
     const h = t.lastHeartbeatAt;
     const g = this.o.graceMs;
-    const due = h + g + QUIET_MARK_MS;
+    const confirmed = this.confirmedBy(node, h);
+    const due = (confirmed ?? h + g) + QUIET_MARK_MS;
     if (at <= due) return false;
     if (
       this.timeline.quiet(h - g, due) &&
@@ -808,11 +856,30 @@ export class Checker {
       this.fail(
         'L1 quiet mark',
         node,
-        `marked ${((at - h - g) / 1000).toFixed(3)}s past its grace (last heartbeat ${(h / 1000).toFixed(3)}s, bound ${QUIET_MARK_MS} ms) in a quiet stretch`,
+        confirmed === undefined
+          ? `marked ${((at - h - g) / 1000).toFixed(3)}s past its grace (last heartbeat ${(h / 1000).toFixed(3)}s, bound ${QUIET_MARK_MS} ms) in a quiet stretch`
+          : `marked ${((at - h) / 1000).toFixed(3)}s after its last heartbeat, its kubelet stopped throughout (second opinion: bound ${((due - h) / 1000).toFixed(3)}s) in a quiet stretch`,
       );
       return true;
     }
     return this.slowMark(node, h, at);
+  }
+
+  /**
+   * With a second opinion: when a node whose kubelet stopped within --confirm-after of its last
+   * heartbeat `h` and has not run since is confirmed down at the latest (undefined: no second
+   * opinion, or its kubelet ran meanwhile): the first probe on the tick after --confirm-after, the
+   * confirming one a retry later on a tick, its timeout.
+   */
+  private confirmedBy(node: string, h: number): number | undefined {
+    const so = this.o.secondOpinion;
+    if (!so || !this.o.kubeletRuns) return undefined;
+    const by = h + so.confirmAfterMs + PROBE_TICKS_MS + so.retryMs + so.timeoutMs;
+    const runs = this.o.kubeletRuns(node);
+    // Stopped from before its first probe, and not started again until the bound.
+    if (runs.some((r) => r.from <= by && (r.to === undefined || r.to > h + so.confirmAfterMs)))
+      return undefined;
+    return by;
   }
 
   /**

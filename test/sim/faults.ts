@@ -206,13 +206,28 @@ export const FAMILIES: Record<string, Partial<Rates>> = {
     crash: 0.3,
     rollingRestart: 0.3,
   },
+  // --second-opinion=kubelet (its world always runs it): nodes dying (probes fail: marked sooner)
+  // and cut off from the API server while their kubelets run (probes answer: NoExecute held), the
+  // watches stalling and cut (no probe result may be lost across a blind spell) and the leader
+  // changing under them.
+  'second-opinion': {
+    kubeletStop: 0.8,
+    kubeletFlap: 0.8,
+    partition: 0.8,
+    massDeath: 0.5,
+    watchStall: 6,
+    watchCut: 4,
+    crash: 2,
+    rollingRestart: 2,
+  },
 };
 
 /** What a family needs of its world, drawn from the seed otherwise. */
 export const FAMILY_WORLD: Record<
   string,
-  { outOfService?: boolean; twoPerZone?: boolean; outOfServiceAfterS?: number[] }
+  { outOfService?: boolean; twoPerZone?: boolean; outOfServiceAfterS?: number[]; secondOpinion?: boolean }
 > = {
+  'second-opinion': { secondOpinion: true },
   threshold: { outOfService: true, twoPerZone: true },
   // --out-of-service-after 0 or 10 s: a taint that skips its zone's token shows beside the node's
   // own unreachable taint (10 s apart at the rate of 0.1).

@@ -359,6 +359,47 @@ export const GUARDS: Guard[] = [
     ],
     found: { family: 'storage', seed: 6, invariant: 'S4 zone rate', hoursSearched: 103.0 },
   },
+  {
+    id: 'second-opinion-hold',
+    what: "a node past its grace whose kubelet answers gets no NoExecute (the taint policy) and a NoExecute write waiting for its token is withdrawn once it is heard answering (--second-opinion's hold; each covers for the other)",
+    edits: [
+      {
+        file: 'src/policy/upstream.ts',
+        find: 'if (add && !master && view.heldMs !== undefined) {',
+        off: 'if (!OFF && add && !master && view.heldMs !== undefined) {',
+      },
+      {
+        file: 'src/controller/taints.ts',
+        find: "if (view.heldMs !== undefined) return 'its kubelet still answers (NoExecute held)';",
+        off: "if (!OFF && view.heldMs !== undefined) return 'its kubelet still answers (NoExecute held)';",
+      },
+    ],
+    found: { family: 'second-opinion', seed: 1, invariant: 'S6 cut off, not evicted', hoursSearched: 20.1 },
+  },
+  {
+    id: 'second-opinion-two-failures',
+    what: 'a node is confirmed down by two failed probes in a row, an answer between them starts over (--second-opinion)',
+    edits: [
+      {
+        file: 'src/second-opinion/verdict.ts',
+        find: "      if (results[i]!.outcome === 'answers') return false;",
+        off: "      if (!OFF && results[i]!.outcome === 'answers') return false;",
+      },
+    ],
+    found: { family: 'second-opinion', seed: 1, invariant: 'S2 acts on what it saw', hoursSearched: 20.1 },
+  },
+  {
+    id: 'second-opinion-same-silence',
+    what: 'a confirmation times a node out only for the silence its probes judged (a renewal since starts over: --second-opinion)',
+    edits: [
+      {
+        file: 'src/health/tracker.ts',
+        find: '    if (!entry?.hasNode || entry.probe !== silentSince || !Number.isFinite(now)) return false;',
+        off: '    if (!entry?.hasNode || (!OFF && entry.probe !== silentSince) || !Number.isFinite(now)) return false;',
+      },
+    ],
+    found: { family: 'second-opinion', seed: 7, invariant: 'S2 acts on what it saw', hoursSearched: 156.9 },
+  },
 ];
 
 /** The expression `OFF` stands for in an edit: true while the test removed guard `id`. */

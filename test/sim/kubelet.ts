@@ -49,6 +49,12 @@ export class SimKubelet {
   renewals = 0;
   /** A new instance of the node (delete + re-create): counts the uid. */
   private generation = 0;
+  /**
+   * When the kubelet ran (true time, ms), oldest first; `to` undefined: it runs. What a second
+   * opinion's probe finds: its endpoint answers exactly while it runs (a kubelet cut off from the
+   * API server still runs and answers).
+   */
+  readonly runs: Array<{ from: number; to: number | undefined }> = [];
 
   constructor(
     private readonly server: SimServer,
@@ -75,6 +81,8 @@ export class SimKubelet {
       spec: {},
       status: {
         conditions: [this.readyCondition(wall, wall)],
+        // Where a second opinion probes it (the simulator's probe, never a connection).
+        addresses: [{ type: 'InternalIP', address: kubeletAddress(name) }],
         daemonEndpoints: { kubeletEndpoint: { Port: 10250 } },
       },
     });
@@ -122,6 +130,7 @@ export class SimKubelet {
   start(statusFirst = false): void {
     if (this.running) return;
     this.running = true;
+    this.runs.push({ from: this.clock.now(), to: undefined });
     this.failures = 0;
     this.ready = { status: 'True', reason: 'KubeletReady', message: 'kubelet is posting ready status' };
     if (!statusFirst) {
@@ -135,6 +144,8 @@ export class SimKubelet {
 
   /** The machine dies: nothing more is sent (a write already on the wire may still land). */
   stop(): void {
+    const last = this.runs.at(-1);
+    if (this.running && last) last.to = this.clock.now();
     this.running = false;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
@@ -268,6 +279,25 @@ export class SimKubelet {
       });
     }
   }
+}
+
+/** The InternalIP a simulated node reports: 127.0.1.N+1 for node-N (loopback, never connected to). */
+export function kubeletAddress(node: string): string {
+  return `127.0.1.${Number(node.slice('node-'.length)) + 1}`;
+}
+
+/** Whether a kubelet that ran in `runs` was running at `t`. */
+export function runningAt(runs: readonly { from: number; to: number | undefined }[], t: number): boolean {
+  return runs.some((r) => r.from <= t && (r.to === undefined || t < r.to));
+}
+
+/** Whether a kubelet that ran in `runs` ran throughout [from, to]. */
+export function ranThroughout(
+  runs: readonly { from: number; to: number | undefined }[],
+  from: number,
+  to: number,
+): boolean {
+  return runs.some((r) => r.from <= from && (r.to === undefined || to < r.to));
 }
 
 export function readyOf(node: Obj | undefined): Record<string, unknown> | undefined {

@@ -10,6 +10,7 @@ import type { AssembledController } from '../../src/cli/assemble/controller.js';
 import { assembleController } from '../../src/cli/assemble/controller.js';
 import type { Clock } from '../../src/clock/clock.js';
 import { buildConfig, parseArgs } from '../../src/config/index.js';
+import type { Probe } from '../../src/controller/second-opinion.js';
 import type { KubeClient } from '../../src/kube/client.js';
 import { RequestRateLimiter } from '../../src/kube/rate-limit.js';
 import { createLogger } from '../../src/log/logger.js';
@@ -46,6 +47,8 @@ export class SimReplica {
       wallSkewMs: number;
       verbosity: number;
       logLines: number;
+      /** --second-opinion's probe of a kubelet (the simulated node network). */
+      kubeletProbe?: Probe;
       onExit: (code: number) => void;
     },
   ) {
@@ -84,6 +87,7 @@ export class SimReplica {
       registry: new Registry(),
       api: { client, limiter, electionClient, runnable: { name: 'api-clients', group: 'process' } },
       tickIntervalMs: 1_000,
+      ...(this.o.kubeletProbe ? { kubeletProbe: this.o.kubeletProbe } : {}),
       exit: (code) => {
         if (this.over) return;
         this.exited = code;

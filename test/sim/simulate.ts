@@ -4,6 +4,7 @@
  * fake timers (vi.useFakeTimers): `simulate` drives time itself.
  */
 import { vi } from 'vitest';
+import { DEFAULT_SECOND_OPINION } from '../../src/second-opinion/index.js';
 import { Checker, type Violation } from './checker.js';
 import {
   BASE_RATES,
@@ -82,7 +83,23 @@ function drawWorld(rng: Prng, need: (typeof FAMILY_WORLD)[string] = {}) {
       : []),
   ];
   const silenceMs = graceMs > 45_000 ? 45_000 : Math.floor((graceMs * 3) / 4);
-  return { graceMs, nodes, zones, flags, cap, silenceMs, outOfService };
+  // Drawn last, and only where the family asks for it: the other families' draws stay as they were.
+  const secondOpinion = need.secondOpinion
+    ? {
+        ...DEFAULT_SECOND_OPINION,
+        // Below the grace less the confirming probe's 6 s (the flag's rule).
+        confirmAfterMs: (graceMs > 20_000 ? rng.pick([10, 20, 30]) : 10) * 1000,
+        holdMs: rng.pick([0, 60, 300]) * 1000,
+      }
+    : undefined;
+  if (secondOpinion) {
+    flags.push(
+      '--second-opinion=kubelet',
+      `--confirm-after=${secondOpinion.confirmAfterMs / 1000}s`,
+      `--cut-off-hold=${secondOpinion.holdMs / 1000}s`,
+    );
+  }
+  return { graceMs, nodes, zones, flags, cap, silenceMs, outOfService, secondOpinion };
 }
 
 export async function simulate(o: RunOptions): Promise<RunResult> {
@@ -127,6 +144,8 @@ export async function simulate(o: RunOptions): Promise<RunResult> {
     evictionRate: 0.1,
     cap: w.cap,
     outOfService: w.outOfService,
+    secondOpinion: w.secondOpinion,
+    kubeletRuns: (node) => world.kubelets.get(node)?.runs ?? [],
     silenceMs: w.silenceMs,
     now: clock.now,
   });

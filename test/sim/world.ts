@@ -3,8 +3,10 @@
  * the controller's replicas, all in virtual time (vitest's fake timers drive it). Built from one
  * seed; everything random comes from that seed.
  */
+import type { Probe } from '../../src/controller/second-opinion.js';
+import type { ProbeResult } from '../../src/second-opinion/index.js';
 import { SimServer } from './api-server.js';
-import { SimKubelet } from './kubelet.js';
+import { kubeletAddress, SimKubelet } from './kubelet.js';
 import type { Prng } from './prng.js';
 import { SimReplica } from './replica.js';
 
@@ -71,6 +73,30 @@ export class World {
     return [...this.o.flags, `--v=${this.o.verbosity}`];
   }
 
+  /**
+   * --second-opinion's probe of a kubelet, as the node network would answer it: a running kubelet
+   * (cut off from the API server or not) completes the handshake in 2 ms; a stopped one's port is
+   * refused at once (even nodes: the machine up, the kubelet gone) or never answers (odd nodes: the
+   * machine off), judged when the probe starts. Nothing random: the run's draws are not touched.
+   */
+  readonly probe: Probe = (target, { timeoutMs, signal }) => {
+    const kubelet = [...this.kubelets.values()].find((k) => kubeletAddress(k.o.name) === target.host);
+    const settle = (ms: number, r: ProbeResult) =>
+      new Promise<ProbeResult>((resolve) => {
+        if (signal?.aborted) return resolve({ outcome: 'timeout', detail: 'aborted' });
+        const t = setTimeout(() => resolve(r), ms);
+        signal?.addEventListener('abort', () => {
+          clearTimeout(t);
+          resolve({ outcome: 'timeout', detail: 'aborted' });
+        });
+      });
+    if (kubelet?.running) return settle(2, { outcome: 'answers', detail: 'TLS handshake completed' });
+    const machineOff = kubelet === undefined || Number(kubelet.o.name.slice('node-'.length)) % 2 === 1;
+    return machineOff
+      ? settle(timeoutMs, { outcome: 'timeout', detail: `no TCP connection within ${timeoutMs}ms` })
+      : settle(1, { outcome: 'refused', detail: 'connection refused' });
+  };
+
   startReplica(id: string): void {
     if (this.stopped) return;
     this.server.revive(id);
@@ -79,6 +105,7 @@ export class World {
       wallSkewMs: 0,
       verbosity: this.o.verbosity,
       logLines: 400,
+      kubeletProbe: this.probe,
       onExit: () => this.restartLater(id),
     });
     this.replicas.set(id, r);

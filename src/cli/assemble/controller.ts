@@ -2,6 +2,7 @@ import type { Registry } from 'prom-client';
 import type { Clock } from '../../clock/clock.js';
 import type { Config } from '../../config/index.js';
 import { createControllerMetrics } from '../../controller/metrics.js';
+import type { Probe } from '../../controller/second-opinion.js';
 import { createDisruptionMetrics } from '../../disruption/index.js';
 import type { KubeClient } from '../../kube/client.js';
 import type { RequestRateLimiter } from '../../kube/rate-limit.js';
@@ -66,6 +67,8 @@ export async function assembleController(o: {
    * often than once a second.
    */
   tickIntervalMs?: number;
+  /** --second-opinion's kubelet probe (the fault simulator's stands in for the node network). */
+  kubeletProbe?: Probe;
 }): Promise<AssembledController> {
   const { config, logger, clock, registry, api } = o;
   const tick = processTicker(registry, config, o.tickIntervalMs);
@@ -99,6 +102,7 @@ export async function assembleController(o: {
     ...{ client: api.client, limiter: api.limiter, nodes: watches.nodes, leases: watches.leases },
     elector: election.elector,
     election: election.control,
+    ...(o.kubeletProbe ? { kubeletProbe: o.kubeletProbe } : {}),
     stopping: () => manager.stopRequested,
   });
   for (const r of [

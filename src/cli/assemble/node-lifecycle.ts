@@ -14,6 +14,7 @@ import { RegisteredNodeSign } from '../../controller/kcm-registered.js';
 import type { ControllerMetrics } from '../../controller/metrics.js';
 import { type LeadershipControl, NodeLifecycleController } from '../../controller/node-lifecycle.js';
 import { livenessChecks, readinessChecks } from '../../controller/probes.js';
+import type { Probe } from '../../controller/second-opinion.js';
 import {
   DisruptionController,
   type DisruptionMetrics,
@@ -160,6 +161,8 @@ export interface NodeLifecycleOptions {
   election: LeadershipControl | undefined;
   /** True once the shutdown began: no write starts after that. */
   stopping(): boolean;
+  /** --second-opinion's kubelet probe (default: the real one). */
+  kubeletProbe?: Probe;
 }
 
 export interface NodeLifecycle {
@@ -322,7 +325,14 @@ function reconcilerOf(o: NodeLifecycleOptions, writer: ApiWriter): NodeLifecycle
     election: o.election,
     blindStepDownMs: o.election ? config.leaderElection.blindStepDownMs : 0,
     ...(config.outOfService ? { outOfService: config.outOfService } : {}),
-    ...(config.secondOpinion ? { secondOpinion: { settings: config.secondOpinion } } : {}),
+    ...(config.secondOpinion
+      ? {
+          secondOpinion: {
+            settings: config.secondOpinion,
+            ...(o.kubeletProbe ? { probe: o.kubeletProbe } : {}),
+          },
+        }
+      : {}),
   });
 }
 

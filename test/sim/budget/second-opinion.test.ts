@@ -1,0 +1,3 @@
+import { familyBudget } from '../budget.js';
+
+familyBudget('second-opinion');
