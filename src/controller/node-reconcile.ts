@@ -103,6 +103,11 @@ export class NodeReconciler {
   private readonly dryRunMarked = new Set<string>();
   /** Nodes in their rate-limited step (companion: evicting) since when, on our clock. */
   private readonly stepSince = new Map<string, number>();
+  /**
+   * Nodes flipped from Ready while a second opinion held them (their kubelet answers): their pods
+   * are looked at as flipped once the hold ends (--mark-pods-not-ready=upstream marks only then).
+   */
+  private readonly flippedWhileHeld = new Set<string>();
   private readonly pods: PodStep;
   private readonly taints: TaintStep;
   private readonly outOfService: OutOfServiceStep | undefined;
@@ -166,6 +171,7 @@ export class NodeReconciler {
    */
   renewed(name: string, seen: boolean): void {
     this.dryRunMarked.delete(name);
+    this.flippedWhileHeld.delete(name);
     if (seen) this.outOfService?.renewed(name);
   }
 
@@ -176,6 +182,7 @@ export class NodeReconciler {
     this.outOfService?.forget(name);
     this.stepSince.delete(name);
     this.dryRunMarked.delete(name);
+    this.flippedWhileHeld.delete(name);
     this.writtenNodes.forget(name);
     this.o.secondOpinion?.forget(name);
   }
@@ -221,6 +228,14 @@ export class NodeReconciler {
         deadline === undefined ? undefined : Math.max(1, deadline - this.now()),
       );
     }
+    // Its kubelet still answers (a second opinion holds it): its pods are left as they are, serving
+    // behind their Services, until the hold ends (two failed probes, or --cut-off-hold).
+    const heldMs = this.view(name, this.now()).heldMs;
+    if (heldMs !== undefined) {
+      if (flipped) this.flippedWhileHeld.add(name);
+      return earliest(taintsDue, oosDue, heldMs);
+    }
+    const flippedBefore = this.flippedWhileHeld.delete(name);
     // How long the node has been in its rate-limited step (companion: evicting), on our clock.
     const since = this.o.policy.inRateLimitedStep(node)
       ? (this.stepSince.get(name) ?? this.now())
@@ -230,7 +245,7 @@ export class NodeReconciler {
     const podsDue = await this.pods.run(
       name,
       node,
-      flipped,
+      flipped || flippedBefore,
       {
         master: this.o.disruption.masterDisruptionActive,
         ...(since !== undefined ? { evictingForMs: this.now() - since } : {}),
@@ -331,6 +346,7 @@ export class NodeReconciler {
     return () => {
       const why = base();
       if (why !== undefined) return why;
+      if (this.view(name, this.now()).heldMs !== undefined) return 'its kubelet still answers (pods held)';
       const node = this.writtenNodes.current(name, this.o.nodes.get(name), this.now());
       if (!node) return 'node deleted';
       if (node.metadata.resourceVersion === decided.metadata.resourceVersion) return undefined;

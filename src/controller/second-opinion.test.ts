@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { upstreamPolicy } from '../policy/index.js';
 import type { ProbeOutcome, SecondOpinionSettings } from '../second-opinion/index.js';
 import type { Probe } from './second-opinion.js';
 import { advance, GRACE_MS, type Harness, harness, metric } from './testing/harness.js';
@@ -224,6 +225,68 @@ describe('--second-opinion=kubelet: cut-off nodes not evicted', () => {
       expect(taintsOf(h, 'node-3')).toEqual([`${UR}:NoSchedule`]);
     } finally {
       h.sim.setPath('up');
+      await h.stop();
+    }
+  });
+
+  for (const mode of ['always', 'upstream'] as const) {
+    it(`--mark-pods-not-ready=${mode}: a held node's pods stay Ready (serving behind their Services) until its kubelet stops answering`, async () => {
+      const k = new Kubelets();
+      const h = harness({
+        nodes: 10,
+        policy: upstreamPolicy({ markPodsNotReady: mode }),
+        secondOpinion: { settings: SETTINGS, probe: k.probe },
+        before: (sim) => {
+          sim.addPod('ns', 'web-0', 'node-3');
+          sim.addPod('ns', 'web-1', 'node-3');
+        },
+      });
+      try {
+        await advance(30_000);
+        h.sim.stopKubelet('node-3');
+        await advance(GRACE_MS + 30_000);
+        expect(h.sim.readyOf('node-3')).toBe('Unknown');
+        expect(h.sim.podReadyOf('ns/web-0')).toBe('True');
+        expect(h.sim.podReadyOf('ns/web-1')).toBe('True');
+        k.outcomes.set('node-3', 'refused');
+        await advance(20_000);
+        expect(noExecuteAt(h, 'node-3')).toBeDefined();
+        // The flip happened while held: upstream's mode marks them now all the same.
+        expect(h.sim.podReadyOf('ns/web-0')).toBe('False');
+        expect(h.sim.podReadyOf('ns/web-1')).toBe('False');
+      } finally {
+        await h.stop();
+      }
+    });
+  }
+
+  it('pod marks waiting for their tokens are withdrawn once the kubelet is heard answering', async () => {
+    const k = new Kubelets();
+    // One write token every 20 s: the mark takes the burst at the grace (80 s), NoSchedule goes at
+    // 100 s, the two pod marks decided then wait until 120 s and 140 s; the kubelet is first probed
+    // at 105 s (past what the flags allow: the seam alone) and answers.
+    const h = harness({
+      nodes: 10,
+      qps: 0.05,
+      burst: 1,
+      secondOpinion: {
+        settings: { ...SETTINGS, confirmAfterMs: GRACE_MS + 25_000, holdMs: 600_000 },
+        probe: k.probe,
+      },
+      before: (sim) => {
+        sim.addPod('ns', 'web-0', 'node-3');
+        sim.addPod('ns', 'web-1', 'node-3');
+      },
+    });
+    try {
+      await advance(30_000);
+      h.sim.stopKubelet('node-3');
+      await advance(GRACE_MS + 80_000);
+      expect(h.sim.readyOf('node-3')).toBe('Unknown');
+      expect(k.of('node-3').length).toBeGreaterThanOrEqual(1);
+      expect(h.sim.podReadyOf('ns/web-0')).toBe('True');
+      expect(h.sim.podReadyOf('ns/web-1')).toBe('True');
+    } finally {
       await h.stop();
     }
   });

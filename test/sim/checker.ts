@@ -17,8 +17,9 @@
  *   heartbeat instead of a grace, only for a node whose kubelet was stopped (its probe fails) at
  *   some moment of the CONFIRM_WINDOW_MS before it was sent.
  * - S6 with --second-opinion=kubelet and a hold: a node whose kubelet ran (answering its probes)
- *   from its last heartbeat on gets no new unreachable NoExecute taint before that heartbeat +
- *   grace + --cut-off-hold (cut off from the control plane is not down).
+ *   from its last heartbeat on gets no new unreachable NoExecute taint, and its pods are not marked
+ *   not ready, before that heartbeat + grace + --cut-off-hold (cut off from the control plane is
+ *   not down).
  * - S4 guardrails: a zone gets a new NoExecute taint at most at the eviction rate (decisions 1/rate
  *   apart), and the blast-radius cap is never exceeded in any window, across leader terms for the
  *   taints still in place; a small zone partially disrupted, or every zone fully, for longer than
@@ -196,7 +197,7 @@ export class Checker {
       outOfService: { afterMs: number } | undefined;
       /** --second-opinion=kubelet: its timings (undefined: off). */
       secondOpinion?:
-        | { confirmAfterMs: number; retryMs: number; timeoutMs: number; holdMs: number }
+        | { confirmAfterMs: number; retryMs: number; intervalMs: number; timeoutMs: number; holdMs: number }
         | undefined;
       /** When each kubelet ran (what its probe finds: answers exactly while it runs). */
       kubeletRuns?: (node: string) => readonly { from: number; to: number | undefined }[];
@@ -533,7 +534,7 @@ export class Checker {
           `${kind} by ${w.by} sent ${((w.sentAt - s.lastFreshAt) / 1000).toFixed(3)}s after it was shown a fresh heartbeat of the node (${window === g ? 'grace' : 'confirm-after, its kubelet stopped'} ${window / 1000}s)`,
         );
       }
-      if (kind === 'unreachable-noexecute') this.cutOffNotEvicted(w, node);
+      if (kind === 'unreachable-noexecute' || kind === 'pod-not-ready') this.cutOffNotEvicted(w, node, kind);
     }
     if (kind === 'unreachable-noexecute' || kind === 'not-ready-noexecute' || kind === 'out-of-service') {
       this.guardrails(w, node, kind);
@@ -548,17 +549,20 @@ export class Checker {
     return false;
   }
 
-  /** S6: a kubelet that ran (answering) since its node's last heartbeat keeps its pods for the hold. */
-  private cutOffNotEvicted(w: Landed, node: string): void {
+  /** S6: a kubelet that ran (answering) since its node's last heartbeat keeps its pods, Ready, for the hold. */
+  private cutOffNotEvicted(w: Landed, node: string, kind: string): void {
     const so = this.o.secondOpinion;
-    const h = this.truth.get(node)?.lastHeartbeatAt;
-    if (!so || so.holdMs <= 0 || !this.o.kubeletRuns || h === undefined) return;
+    // The silence the write was decided in: from the last heartbeat its sender was shown (a
+    // renewal landing while the write is on the wire is S2's business, not this one's).
+    // Shown one after it was sent: it raced a renewal, decided in the silence before (not kept).
+    const h = this.seen.get(w.by)?.get(node)?.lastFreshAt;
+    if (!so || so.holdMs <= 0 || !this.o.kubeletRuns || h === undefined || h > w.sentAt) return;
     const until = h + this.o.graceMs + so.holdMs;
     if (w.sentAt >= until || !ranThroughout(this.o.kubeletRuns(node), h, w.sentAt)) return;
     this.fail(
       'S6 cut off, not evicted',
       node,
-      `unreachable NoExecute by ${w.by} sent ${((w.sentAt - h) / 1000).toFixed(3)}s after its last heartbeat while its kubelet answered throughout (hold until ${((until - h) / 1000).toFixed(0)}s)`,
+      `${kind === 'pod-not-ready' ? 'a pod marked not ready' : 'unreachable NoExecute'} by ${w.by} sent ${((w.sentAt - h) / 1000).toFixed(3)}s after the last heartbeat it was shown while its kubelet answered throughout (hold until ${((until - h) / 1000).toFixed(0)}s)`,
     );
   }
 
@@ -768,7 +772,7 @@ export class Checker {
     if (m === undefined || this.flippedAt.get(node) !== m || this.reported.get(`pods ${node}`) === m) return;
     const faults = this.timeline.controlPlaneFaults(m, now);
     if (faults.total > 30_000) return;
-    const due = Math.max(m, faults.lastEnd ?? m) + POD_MARK_MS;
+    const due = Math.max(m, faults.lastEnd ?? m, this.heldUntil(node, m) ?? m) + POD_MARK_MS;
     if (now <= due) return;
     const ready = this.server
       .list('pods/sim')
@@ -788,6 +792,20 @@ export class Checker {
       node,
       `${ready.length} pod(s) still Ready ${((now - m) / 1000).toFixed(1)}s after the node was marked (due ${((due - m) / 1000).toFixed(1)}s after)`,
     );
+  }
+
+  /**
+   * With a second opinion and a hold: the latest a node marked at `m` whose kubelet answered then
+   * keeps its pods (S6): the hold's end (its grace ended by the mark), or its kubelet's stop + the
+   * next probe, the confirming one and its timeout, whichever is first. Undefined: not held.
+   */
+  private heldUntil(node: string, m: number): number | undefined {
+    const so = this.o.secondOpinion;
+    if (!so || so.holdMs <= 0 || !this.o.kubeletRuns) return undefined;
+    const run = this.o.kubeletRuns(node).find((r) => r.from <= m && (r.to === undefined || m < r.to));
+    if (!run) return undefined;
+    const stopped = run.to === undefined ? Number.POSITIVE_INFINITY : run.to;
+    return Math.min(m + so.holdMs, stopped + so.intervalMs + so.retryMs + so.timeoutMs + PROBE_TICKS_MS);
   }
 
   /** When the node started showing a fence signal the controller trusts (undefined: none now). */

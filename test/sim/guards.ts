@@ -377,6 +377,23 @@ export const GUARDS: Guard[] = [
     found: { family: 'second-opinion', seed: 1, invariant: 'S6 cut off, not evicted', hoursSearched: 20.1 },
   },
   {
+    id: 'second-opinion-pods-held',
+    what: "a held node's pods are left Ready, and pod marks waiting for their tokens are withdrawn once its kubelet is heard answering (each covers for the other: removed together)",
+    edits: [
+      {
+        file: 'src/controller/node-reconcile.ts',
+        find: '    if (heldMs !== undefined) {',
+        off: '    if (!OFF && heldMs !== undefined) {',
+      },
+      {
+        file: 'src/controller/node-reconcile.ts',
+        find: "if (this.view(name, this.now()).heldMs !== undefined) return 'its kubelet still answers (pods held)';",
+        off: "if (!OFF && this.view(name, this.now()).heldMs !== undefined) return 'its kubelet still answers (pods held)';",
+      },
+    ],
+    found: { family: 'second-opinion', seed: 1, invariant: 'S6 cut off, not evicted', hoursSearched: 20.1 },
+  },
+  {
     id: 'second-opinion-two-failures',
     what: 'a node is confirmed down by two failed probes in a row, an answer between them starts over (--second-opinion)',
     edits: [
