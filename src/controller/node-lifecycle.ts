@@ -110,6 +110,7 @@ export class NodeLifecycleController {
           nodes: o.nodes.store,
           opinion: new SecondOpinion(o.secondOpinion.settings),
           leading: () => this.sightDriver.machine.isLeading,
+          acting,
           reads,
           deadlinesMoved: () => this.armDeadlineTimer(),
           reconcile: (name) => this.runner.addUrgent(name),

@@ -206,6 +206,34 @@ describe('--second-opinion=kubelet: cut-off nodes not evicted', () => {
     }
   });
 
+  it('the hold is announced (its Event) only while the controller sees, not when the grace ends during a blind spell', async () => {
+    const k = new Kubelets();
+    const h = start(k);
+    const announced = () =>
+      h.sim.events.filter((e) => JSON.stringify(e.body).includes('KubeletStillAnswering'));
+    try {
+      await advance(20_000);
+      // The lease watch goes silent (blind once silent 45 s); the kubelet stops renewing at 30 s.
+      h.sim.stallWatch('leases', true);
+      await advance(10_000);
+      h.sim.stopKubelet('node-3');
+      await advance(40_000);
+      expect(h.controller.sight.blind).toBeDefined();
+      // Its grace ends while blind (last renewal seen before 20 s): held, its kubelet answering.
+      await advance(25_000);
+      expect(k.of('node-3').length).toBeGreaterThanOrEqual(2);
+      expect(announced()).toEqual([]);
+      h.sim.stallWatch('leases', false);
+      await advance(90_000);
+      expect(h.controller.sight.blind).toBeUndefined();
+      expect(announced()).toHaveLength(1);
+      expect(noExecuteAt(h, 'node-3')).toBeUndefined();
+    } finally {
+      h.sim.stallWatch('leases', false);
+      await h.stop();
+    }
+  });
+
   it('a blind spell (the watches cut for 20 s) does not lift the hold', async () => {
     const k = new Kubelets();
     const h = start(k);

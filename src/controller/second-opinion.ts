@@ -40,6 +40,8 @@ export interface SecondOpinionDriverOptions {
    * network, it writes nothing, and what it finds waits for sight like every mark.
    */
   leading: () => boolean;
+  /** Whether this replica acts (leads and sees): the hold is announced (an Event) only then. */
+  acting: () => boolean;
   /** Aborted on stop: probes on the wire end at once. */
   reads: AbortSignal;
   /** A node's deadline moved earlier (confirmed down): re-arm the deadline timer. */
@@ -112,7 +114,7 @@ export class SecondOpinionDriver {
     for (const x of silent) {
       if (this.o.opinion.holdFor(x, now) === undefined) continue;
       held++;
-      this.holding(x, now);
+      if (this.o.acting()) this.holding(x, now);
     }
     this.o.metrics.held.set(held);
     for (const node of this.o.opinion.plan(silent, now, this.maxInFlight - this.inFlight)) {
