@@ -86,6 +86,8 @@ export interface NodeReconcilerOptions {
 export interface SecondOpinionView {
   /** How long more the node's NoExecute is held (ms), or undefined: not held. */
   heldFor(name: string, now: number): number | undefined;
+  /** Its kubelet answered its newest probe in this silence (vetoes the out-of-service taint). */
+  answers(name: string, now: number): boolean;
   /** What confirmed the node down before its grace, for the Ready message (undefined: not). */
   confirmedNote(name: string, now: number): string | undefined;
   forget(name: string): void;
@@ -119,6 +121,9 @@ export class NodeReconciler {
           ...o,
           settings: o.outOfService,
           silent: (name) => o.tracker.isTimedOut(name, this.now()),
+          ...(o.secondOpinion
+            ? { kubeletAnswers: (name: string) => o.secondOpinion!.answers(name, this.now()) }
+            : {}),
           dryRunMarked: (name) => this.dryRunMarked.has(name),
           observeFresh: (node) => this.observeFresh(node),
           written: (name, node) => this.writtenNodes.remember(name, node, this.now()),

@@ -46,6 +46,8 @@ export interface OutOfServiceStepOptions {
   reads: AbortSignal;
   /** The node's lease is past its grace now (our clock). */
   silent: (name: string) => boolean;
+  /** --second-opinion: its kubelet answered in this silence (a veto). Absent: off. */
+  kubeletAnswers?: (name: string) => boolean;
   /** Dry run: the node's mark was decided but not written (the node does not show it). */
   dryRunMarked: (name: string) => boolean;
   /** Why we do not act now (undefined: we act). */
@@ -172,6 +174,7 @@ export class OutOfServiceStep {
       marked: this.o.policy.markedLost(node) || this.o.dryRunMarked(name),
       silent: this.o.silent(name),
       blind: this.o.blind(),
+      kubeletAnswers: this.o.kubeletAnswers?.(name) ?? false,
     };
   }
 
@@ -240,7 +243,13 @@ export class OutOfServiceStep {
         used = s;
         return outOfServicePatch(current, s, this.o.clock.wall() - Math.max(0, this.now() - admittedAt));
       },
-      () => this.o.blind() ?? (this.o.silent(name) ? undefined : 'node renewed'),
+      () =>
+        this.o.blind() ??
+        (!this.o.silent(name)
+          ? 'node renewed'
+          : this.o.kubeletAnswers?.(name)
+            ? 'its kubelet answers (second opinion)'
+            : undefined),
     );
     const ok = out.kind === 'applied' || out.kind === 'dry-run';
     this.settle(name, ok ? 'applied' : out.kind === 'failed' ? 'failed' : 'dropped');

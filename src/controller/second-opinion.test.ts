@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { upstreamPolicy } from '../policy/index.js';
+import { FENCE_SIGNALS, FENCED_ANNOTATION, OUT_OF_SERVICE_TAINT } from '../remediation/index.js';
 import type { ProbeOutcome, SecondOpinionSettings } from '../second-opinion/index.js';
 import type { Probe } from './second-opinion.js';
 import { advance, GRACE_MS, type Harness, harness, metric } from './testing/harness.js';
@@ -319,7 +320,37 @@ describe('--second-opinion=kubelet: cut-off nodes not evicted', () => {
     }
   });
 
-  it('the hold ends at grace + --cut-off-hold however long the kubelet answers; probes stop there', async () => {
+  // The veto is asked twice, as every out-of-service decision is: when decided (the step's check) and
+  // after the write's waits (its re-check); each covers for the other (red with both removed).
+  it('--out-of-service: a fenced node whose kubelet answers gets no out-of-service taint (a veto), until it stops answering', async () => {
+    const k = new Kubelets();
+    const h = harness({
+      nodes: 10,
+      outOfService: { signals: FENCE_SIGNALS, afterMs: 5_000 },
+      secondOpinion: { settings: { ...SETTINGS, holdMs: 0 }, probe: k.probe },
+    });
+    const oos = () => taintsOf(h, 'node-3').includes(`${OUT_OF_SERVICE_TAINT.key}:NoExecute`);
+    try {
+      await advance(30_000);
+      h.sim.stopKubelet('node-3');
+      h.sim.updateNode('node-3', (n) => ({
+        ...n,
+        metadata: { ...n.metadata, annotations: { ...n.metadata.annotations, [FENCED_ANNOTATION]: 'true' } },
+      }));
+      await advance(GRACE_MS + 60_000);
+      // No hold (0): marked and NoExecute as usual; but the kubelet answers, so no force-deletion.
+      expect(h.sim.readyOf('node-3')).toBe('Unknown');
+      expect(noExecuteAt(h, 'node-3')).toBeDefined();
+      expect(oos()).toBe(false);
+      k.outcomes.set('node-3', 'refused');
+      await advance(60_000);
+      expect(oos()).toBe(true);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('the hold ends at grace + --cut-off-hold however long the kubelet answers; it is probed on every 10 s', async () => {
     const k = new Kubelets();
     const h = start(k);
     try {
@@ -332,7 +363,7 @@ describe('--second-opinion=kubelet: cut-off nodes not evicted', () => {
       expect(ne! - last).toBeLessThanOrEqual(GRACE_MS + SETTINGS.holdMs + 1_100);
       const n = k.of('node-3').length;
       await advance(60_000);
-      expect(k.of('node-3').length).toBe(n);
+      expect(k.of('node-3').length).toBe(n + 6);
     } finally {
       await h.stop();
     }

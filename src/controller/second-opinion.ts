@@ -187,6 +187,12 @@ export class SecondOpinionDriver {
     return s ? this.o.opinion.holdFor(s, now) : undefined;
   }
 
+  /** Whether `name`'s kubelet answered in this silence (and was not confirmed down since). */
+  answers(name: string, now: number): boolean {
+    const s = this.silentByName(name, now);
+    return s !== undefined && this.o.opinion.opinion(s).kind === 'answers';
+  }
+
   /** What confirmed `name` down, for the Ready condition's message (undefined: it was not). */
   confirmedNote(name: string, now: number): string | undefined {
     const h = this.o.tracker.health(name);

@@ -150,6 +150,17 @@ describe('OutOfServiceCore: applied only to a marked, silent, fenced node, after
     });
   });
 
+  it('a kubelet heard answering (a second opinion) drops a pending request, whatever the signal', () => {
+    const c = core();
+    const n = fencedBy['fence-annotation']();
+    expect(c.decide(facts(n), 0).kind).toBe('wait');
+    expect(c.decide({ ...facts(n, { admitted: true }), kubeletAnswers: true }, 2 * AFTER)).toEqual({
+      kind: 'none',
+      why: 'its kubelet answers (second opinion)',
+      cancel: true,
+    });
+  });
+
   it('a fence signal that goes before the taint drops the request and starts the delay again', () => {
     const c = core();
     expect(c.decide(facts(fencedBy['fence-annotation']()), 0).kind).toBe('wait');
@@ -170,6 +181,9 @@ describe('OutOfServiceCore: applied only to a marked, silent, fenced node, after
     expect(c.warranted({ ...check, marked: false })).toBeUndefined();
     expect(c.warranted({ ...check, silent: false })).toBeUndefined();
     expect(c.warranted({ ...check, node: node() })).toBeUndefined();
+    // A second opinion heard its kubelet answer: a veto, whatever the signal.
+    expect(c.warranted({ ...check, kubeletAnswers: true })).toBeUndefined();
+    expect(c.warranted({ ...check, kubeletAnswers: false })).toBe('fence-annotation');
     // The signal of the copy asked about, not of the one the decision was made on.
     expect(c.warranted({ ...check, node: fencedBy['cloud-shutdown-taint']() })).toBe('cloud-shutdown-taint');
   });

@@ -72,6 +72,11 @@ export interface OutOfServiceCheck {
   silent: boolean;
   /** Why we do not act (blind, not leading), or undefined: we act. */
   blind: string | undefined;
+  /**
+   * A second opinion (--second-opinion=kubelet) heard its kubelet answer in this silence: the
+   * machine is up, so it vetoes the taint whatever the signals say.
+   */
+  kubeletAnswers?: boolean;
 }
 
 /** What the wiring knows about one node when it asks for a decision. */
@@ -206,7 +211,8 @@ export class OutOfServiceCore {
     if (signal === undefined) {
       // Lease silence alone, or not our mark: never. A request already made is dropped.
       const had = this.fencedSince.delete(name);
-      return had ? { kind: 'none', why: 'fence signal gone', cancel: true } : { kind: 'none' };
+      const why = f.kubeletAnswers === true ? 'its kubelet answers (second opinion)' : 'fence signal gone';
+      return had ? { kind: 'none', why, cancel: true } : { kind: 'none' };
     }
     if (tainted) return { kind: 'none' };
     const since = this.fencedSince.get(name) ?? now;
@@ -226,7 +232,7 @@ export class OutOfServiceCore {
    * mark, and a dead kubelet's last Ready=True stays on the node.)
    */
   warranted(f: OutOfServiceCheck): FenceSignal | undefined {
-    if (f.blind !== undefined || !f.marked || !f.silent) return undefined;
+    if (f.blind !== undefined || !f.marked || !f.silent || f.kubeletAnswers === true) return undefined;
     return this.signal(f.node);
   }
 

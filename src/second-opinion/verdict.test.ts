@@ -152,14 +152,13 @@ describe('SecondOpinion', () => {
       expect(o.holdFor(n, 110_000)).toBeUndefined();
     });
 
-    it('ends at graceEnds + holdMs however fresh the answer, and probing stops there', () => {
+    it('ends at graceEnds + holdMs however fresh the answer; probing goes on (the out-of-service veto)', () => {
       const o = new SecondOpinion(S);
       const n = silent('a');
       probe(o, n, 105_000, 'answers');
       expect(o.holdFor(n, 109_999)).toBe(1);
       expect(o.holdFor(n, 110_000)).toBeUndefined();
-      // The next probe would come at 115 s, past the hold: none.
-      expect(o.nextProbe(n)).toBeUndefined();
+      expect(o.nextProbe(n)).toBe(115_000);
     });
 
     it('one failure does not end it; the second in a row does (down)', () => {

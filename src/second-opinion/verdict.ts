@@ -101,7 +101,8 @@ export class SecondOpinion {
 
   /**
    * When `node`'s next probe is due (our clock), or undefined: none for this silence (confirmed
-   * down, one on the wire, or its hold is over: NoExecute comes as usual and no answer changes it).
+   * down, or one on the wire). A kubelet that answers is probed on for as long as its node is
+   * silent, past the hold too: its answers veto the out-of-service taint.
    */
   nextProbe(node: SilentNode): number | undefined {
     const s = this.states.get(node.name);
@@ -110,9 +111,7 @@ export class SecondOpinion {
     if (s.down !== undefined || s.inFlight !== undefined) return undefined;
     const last = s.results.at(-1);
     if (last === undefined) return first;
-    const next = last.at + (last.outcome === 'answers' ? this.settings.intervalMs : this.settings.retryMs);
-    if (last.outcome === 'answers' && next >= node.graceEnds + this.settings.holdMs) return undefined;
-    return next;
+    return last.at + (last.outcome === 'answers' ? this.settings.intervalMs : this.settings.retryMs);
   }
 
   /**
