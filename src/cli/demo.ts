@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
-import { createWriteStream, type WriteStream } from 'node:fs';
+import { copyFileSync, createWriteStream, type WriteStream } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { systemClock } from '../clock/clock.js';
 import { formatDuration } from '../clock/duration.js';
@@ -106,9 +107,17 @@ export async function runDemo(argv: string[], env: NodeJS.ProcessEnv): Promise<n
   say(
     `  (${UNREACHABLE_NOEXECUTE} on ${noExecute.length ? noExecute.join(', ') : 'no node'}: admitted per zone by the eviction rate limits, not checked)`,
   );
-  say(failed ? `Demo FAILED: see the controller logs in ${rig.logPath}` : 'Demo checks passed.');
+  say(failed ? 'Demo FAILED.' : 'Demo checks passed.');
   say('Stopping...');
-  await stopRig(rig);
+  // The control plane's folder (the log's) goes with it: a failed run's log is kept outside it.
+  const kept = failed
+    ? path.join(
+        os.tmpdir(),
+        `node-lifecycle-controller-demo-${new Date().toISOString().replace(/[:.]/g, '-')}.log`,
+      )
+    : undefined;
+  await stopRig(rig, kept);
+  if (kept) say(`The controller logs of the failed run: ${kept}`);
   return failed ? 1 : 0;
 }
 
@@ -312,12 +321,17 @@ async function showUntilDone(
   return performance.now() - t0;
 }
 
-async function stopRig(rig: DemoRig): Promise<void> {
+/** Stops everything; `keepLogAs`: the controller log is copied there first (the control plane's folder is removed). */
+export async function stopRig(
+  rig: Pick<DemoRig, 'nodes' | 'leases' | 'fleet' | 'replicas' | 'admin' | 'logFile' | 'logPath' | 'cp'>,
+  keepLogAs?: string,
+): Promise<void> {
   rig.nodes.stop();
   rig.leases.stop();
   rig.fleet.stop();
   await Promise.all(rig.replicas.map((r) => r.ctl.shutdown('demo over')));
   rig.admin.close();
-  rig.logFile.end();
+  await new Promise<void>((resolve) => rig.logFile.end(resolve));
+  if (keepLogAs) copyFileSync(rig.logPath, keepLogAs);
   await rig.cp.stop();
 }
