@@ -333,7 +333,8 @@ function companionFlags(args: ParsedArgs): Config['companion'] {
 /** --out-of-service-*: only with --out-of-service; the signals, a non-empty list of known ones. */
 function outOfServiceFlags(args: ParsedArgs): OutOfServiceSettings | undefined {
   const v = args.values;
-  if (!(v['out-of-service'] as boolean)) {
+  const mode = v['out-of-service'] as boolean | 'dry-run';
+  if (mode === false) {
     const set = ['out-of-service-signals', 'out-of-service-after'].filter((f) => args.explicit.has(f));
     if (set.length > 0)
       throw new FlagError(
@@ -351,7 +352,11 @@ function outOfServiceFlags(args: ParsedArgs): OutOfServiceSettings | undefined {
       }): accepted: a comma-separated list of ${FENCE_SIGNALS.join(', ')} (at least one)`,
     );
   }
-  return { signals: [...new Set(items as FenceSignal[])], afterMs: v['out-of-service-after'] as number };
+  return {
+    signals: [...new Set(items as FenceSignal[])],
+    afterMs: v['out-of-service-after'] as number,
+    ...(mode === 'dry-run' ? { dryRun: true } : {}),
+  };
 }
 
 /** --confirm-after, --cut-off-hold: only with --second-opinion=kubelet; the confirmation ends inside the grace. */

@@ -603,8 +603,18 @@ const ROWS: Record<string, FlagRow> = {
         { signals: ['cloud-shutdown-taint', 'kubelet-shutdown', 'fence-annotation'], afterMs: 60_000 },
       ],
       ['--out-of-service=false', (c) => c.outOfService, undefined],
+      [
+        '--out-of-service=dry-run',
+        (c) => c.outOfService,
+        {
+          signals: ['cloud-shutdown-taint', 'kubelet-shutdown', 'fence-annotation'],
+          afterMs: 60_000,
+          dryRun: true,
+        },
+      ],
+      [['--out-of-service=dry-run', '--out-of-service-after=0s'], (c) => c.outOfService?.afterMs, 0],
     ],
-    bad: [['--out-of-service=yes', bad('out-of-service', 'yes', BOOL)]],
+    bad: [['--out-of-service=yes', bad('out-of-service', 'yes', 'true, false or dry-run')]],
   },
   'out-of-service-signals': {
     ok: [

@@ -31,6 +31,8 @@ export interface FlagSpec {
   /** Exclusive lower bound. */
   greaterThan?: number;
   values?: readonly string[];
+  /** A bool flag's values besides true and false (kept as the string given). */
+  also?: readonly string[];
   /** Other names accepted for the same flag (kube-controller-manager's spelling, ...). */
   aliases?: readonly string[];
   /**
@@ -217,8 +219,9 @@ export const FLAGS: readonly FlagSpec[] = [
     group: 'Remediation',
     name: 'out-of-service',
     kind: 'bool',
+    also: ['dry-run'],
     default: 'false',
-    help: "Apply node.kubernetes.io/out-of-service=nodeshutdown:NoExecute (non-graceful node shutdown: pods force-deleted, volumes detached at once) to a node this controller marked lost whose lease is silent AND that a fence signal (--out-of-service-signals) says is down, --out-of-service-after later, as the zone rates, --max-noexecute-* and the full-disruption stop allow; removed once the node renews and is Ready. Never on lease silence alone. With --dry-run it only logs and counts. docs/operations.md, 'The out-of-service taint'.",
+    help: "Apply node.kubernetes.io/out-of-service=nodeshutdown:NoExecute (non-graceful node shutdown: pods force-deleted, volumes detached at once) to a node this controller marked lost whose lease is silent AND that a fence signal (--out-of-service-signals) says is down, --out-of-service-after later, as the zone rates, --max-noexecute-* and the full-disruption stop allow; removed once the node renews and is Ready. Never on lease silence alone. With --dry-run it only logs and counts; --out-of-service=dry-run does that for this step alone on a live install (no zone token taken). docs/operations.md, 'The out-of-service taint'.",
   },
   {
     group: 'Remediation',
@@ -560,7 +563,7 @@ function describeAccepted(f: FlagSpec): string {
     case 'int':
       return `a whole number${r}`;
     case 'bool':
-      return 'true or false';
+      return f.also?.length ? `true, false or ${f.also.join(', ')}` : 'true or false';
     case 'enum':
       return `one of ${f.values?.join(', ')}`;
     case 'address':
@@ -604,6 +607,7 @@ export function parseFlagValue(f: FlagSpec, raw: string, as = f.name): string | 
     }
     case 'bool': {
       const v = raw.toLowerCase();
+      if (f.also?.includes(v)) return v;
       if (['true', '1', 't'].includes(v)) return true;
       if (['false', '0', 'f'].includes(v)) return false;
       throw bad(f, raw, undefined, as);

@@ -24,7 +24,14 @@ afterEach(() => {
 });
 
 function start(
-  o: { dryRun?: boolean; nodes?: number; cap?: { maxNodes: number }; companion?: boolean } = {},
+  o: {
+    dryRun?: boolean;
+    /** --out-of-service=dry-run: this step alone, on a live install. */
+    stepDryRun?: boolean;
+    nodes?: number;
+    cap?: { maxNodes: number };
+    companion?: boolean;
+  } = {},
 ): Harness {
   return harness({
     nodes: o.nodes ?? 10,
@@ -38,7 +45,7 @@ function start(
           }),
         }
       : {}),
-    outOfService: { signals: FENCE_SIGNALS, afterMs: AFTER },
+    outOfService: { signals: FENCE_SIGNALS, afterMs: AFTER, ...(o.stepDryRun ? { dryRun: true } : {}) },
     ...(o.dryRun ? { dryRun: true } : {}),
     ...(o.cap ? { cap: { ...o.cap, windowMs: 10 * 60_000 } } : {}),
   });
@@ -173,6 +180,32 @@ describe('--out-of-service: the taint for a node known to be down', () => {
     // A new term: a fresh grace, then the delay from the first time it is seen fenced again.
     await advance(GRACE_MS + AFTER + 20_000);
     expect(hasOos(h, 'node-6')).toBe(true);
+    await h.stop();
+  });
+
+  it('--out-of-service=dry-run on a live install: the decision logged and counted once, no taint, no zone token taken', async () => {
+    const h = start({ stepDryRun: true });
+    await advance(1_000);
+    h.sim.stopKubelet('node-7');
+    fence(h, 'node-7');
+    let queued = false;
+    for (let t = 0; t < GRACE_MS + AFTER + 60_000; t += 1_000) {
+      await advance(1_000);
+      queued ||= h.disruption.queued().some((q) => q.name === QUEUED('node-7'));
+      queued ||= h.disruption.inFlightNames().includes(QUEUED('node-7'));
+    }
+    // The live part still works: marked, NoSchedule and NoExecute written.
+    expect(h.sim.readyOf('node-7')).toBe('Unknown');
+    expect(node(h, 'node-7').spec?.taints?.map((t) => `${t.key}:${t.effect}`)).toContain(
+      'node.kubernetes.io/unreachable:NoExecute',
+    );
+    expect(h.sim.patches.filter((p) => JSON.stringify(p.body).includes(OOS))).toEqual([]);
+    expect(queued).toBe(false);
+    expect(
+      logged(h, 'Dry run (--out-of-service=dry-run): would apply the out-of-service taint', 'node-7'),
+    ).toEqual([expect.objectContaining({ signal: 'fence-annotation' })]);
+    expect(await metric(h.registry, 'nlc_out_of_service_decisions_total', { decision: 'dry_run' })).toBe(1);
+    expect(await metric(h.registry, 'nlc_out_of_service_decisions_total', { decision: 'requested' })).toBe(0);
     await h.stop();
   });
 

@@ -148,6 +148,20 @@ export class OutOfServiceStep {
     }
     this.noteFenced(name, d.signal, now);
     if (d.kind === 'wait') return d.inMs;
+    if (d.kind === 'request' && this.o.settings.dryRun) {
+      // --out-of-service=dry-run: what would be asked of the zone is said, once per fenced spell;
+      // nothing is asked (the real NoExecute taints' tokens are not spent on it).
+      if (!this.dryRun.has(name)) {
+        this.dryRun.add(name);
+        this.count('dry_run', d.signal);
+        this.o.log.info('Dry run (--out-of-service=dry-run): would apply the out-of-service taint', {
+          node: name,
+          signal: d.signal,
+          waited: formatDuration(Math.round(now - (this.fenced.get(name)?.since ?? now))),
+        });
+      }
+      return undefined;
+    }
     if (d.kind === 'request') {
       if (this.dryRun.has(name)) return undefined;
       // A second NoExecute taint of the node: the cap counts it on the node's own slot.

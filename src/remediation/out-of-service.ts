@@ -58,6 +58,11 @@ export interface OutOfServiceSettings {
   signals: readonly FenceSignal[];
   /** How long a node must have been marked, silent and fenced (our clock) before the taint. */
   afterMs: number;
+  /**
+   * --out-of-service=dry-run: every decision made, logged and counted, nothing written and no zone
+   * token taken (a live install's NoExecute taints share those tokens).
+   */
+  dryRun?: boolean;
 }
 
 /**
