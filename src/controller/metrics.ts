@@ -27,7 +27,12 @@ export interface ControllerMetrics {
   /** The out-of-service taint (src/controller/out-of-service.ts): decisions, and fenced -> tainted. */
   outOfService: { decisions: Counter<'decision' | 'signal'>; delay: Histogram };
   /** The second opinion (--second-opinion): probes by outcome, nodes confirmed down, nodes held. */
-  secondOpinion: { probes: Counter<'outcome'>; confirmedDown: Counter; held: Gauge };
+  secondOpinion: {
+    probes: Counter<'outcome'>;
+    confirmedDown: Counter;
+    held: Gauge;
+    cutOffZones: Gauge<'zone'>;
+  };
   /** client-go's workqueue_* families; the reconciler's queue is named node_lifecycle_controller. */
   workqueue: ReturnType<typeof createWorkQueueMetrics>;
 }
@@ -186,6 +191,12 @@ function build(registry: Registry): ControllerMetrics {
       held: new Gauge({
         name: 'nlc_second_opinion_held_nodes',
         help: 'Nodes past their grace whose kubelet still answers: NoExecute held (at most --cut-off-hold).',
+        registers: [registry],
+      }),
+      cutOffZones: new Gauge({
+        name: 'nlc_second_opinion_cut_off_zones',
+        help: 'Zones cut off from the control plane, not lost (1 per zone): two or more nodes past their grace, and the kubelets of all of them answer.',
+        labelNames: ['zone'] as const,
         registers: [registry],
       }),
     },

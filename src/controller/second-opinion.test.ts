@@ -350,6 +350,28 @@ describe('--second-opinion=kubelet: cut-off nodes not evicted', () => {
     }
   });
 
+  it('a zone whose silent nodes all answer is reported cut off from the control plane, not lost, until one of them stops answering', async () => {
+    const k = new Kubelets();
+    const h = start(k);
+    const cut = () => metric(h.registry, 'nlc_second_opinion_cut_off_zones', { zone: '' });
+    try {
+      await advance(30_000);
+      for (const n of ['node-3', 'node-4', 'node-5']) h.sim.stopKubelet(n);
+      await advance(GRACE_MS + 3_000);
+      expect(await cut()).toBe(1);
+      expect(h.logs.filter((l) => String(l.msg).startsWith('Zone cut off'))).toEqual([
+        expect.objectContaining({ zone: '', nodes: 3 }),
+      ]);
+      // One of them is down after all: the zone is not cut off, it is losing nodes.
+      k.outcomes.set('node-4', 'refused');
+      await advance(20_000);
+      expect(await cut()).toBe(0);
+      expect(h.logs.filter((l) => l.msg === 'Zone no longer cut off from the control plane')).toHaveLength(1);
+    } finally {
+      await h.stop();
+    }
+  });
+
   it('the hold ends at grace + --cut-off-hold however long the kubelet answers; it is probed on every 10 s', async () => {
     const k = new Kubelets();
     const h = start(k);

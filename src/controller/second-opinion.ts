@@ -1,5 +1,6 @@
 import type { Clock } from '../clock/clock.js';
 import { formatDuration } from '../clock/duration.js';
+import { zoneKeyOf } from '../disruption/index.js';
 import {
   EventReason,
   type EventRecord,
@@ -65,6 +66,8 @@ export class SecondOpinionDriver {
   private inFlight = 0;
   /** Nodes whose hold was announced (an Event), per silence. */
   private readonly announced = new Map<string, number>();
+  /** Zones reported cut off from the control plane (every node past its grace answers). */
+  private readonly cutOff = new Set<string>();
   private readonly probe: Probe;
   private readonly maxInFlight: number;
 
@@ -78,7 +81,10 @@ export class SecondOpinionDriver {
   }
 
   /** The node as the core sees it, or undefined: not tracked, not silent long enough, or no endpoint. */
-  private silentNode(node: Node, now: number): (SilentNode & { target: KubeletTarget }) | undefined {
+  private silentNode(
+    node: Node,
+    now: number,
+  ): (SilentNode & { target: KubeletTarget; zone: string }) | undefined {
     const name = node.metadata.name;
     const h = this.o.tracker.health(name);
     if (!h?.hasNode || now - h.probeTimestamp < this.o.opinion.settings.confirmAfterMs) return undefined;
@@ -90,6 +96,7 @@ export class SecondOpinionDriver {
       silentSince: h.probeTimestamp,
       graceEnds: h.probeTimestamp + h.graceMs,
       target,
+      zone: zoneKeyOf(node.metadata.labels),
     };
   }
 
@@ -103,7 +110,7 @@ export class SecondOpinionDriver {
   tick(): void {
     if (!this.o.leading()) return;
     const now = this.now();
-    const silent: (SilentNode & { target: KubeletTarget })[] = [];
+    const silent: (SilentNode & { target: KubeletTarget; zone: string })[] = [];
     for (const node of this.o.nodes.values()) {
       const s = this.silentNode(node, now);
       if (s) silent.push(s);
@@ -117,8 +124,45 @@ export class SecondOpinionDriver {
       if (this.o.acting()) this.holding(x, now);
     }
     this.o.metrics.held.set(held);
+    if (this.o.acting()) this.reportZones(silent, now);
     for (const node of this.o.opinion.plan(silent, now, this.maxInFlight - this.inFlight)) {
       this.start(node, now);
+    }
+  }
+
+  /**
+   * A zone with two or more nodes past their grace whose kubelets all answer is cut off from the
+   * control plane, not lost: said once (a warning) when it becomes so and when it ends, and shown
+   * by nlc_second_opinion_cut_off_zones{zone}. Nodes without a kubelet endpoint are not counted.
+   */
+  private reportZones(silent: readonly (SilentNode & { zone: string })[], now: number): void {
+    const zones = new Map<string, { past: string[]; answering: number }>();
+    for (const x of silent) {
+      if (now < x.graceEnds) continue;
+      const z = zones.get(x.zone) ?? { past: [], answering: 0 };
+      z.past.push(x.name);
+      if (this.o.opinion.opinion(x).kind === 'answers') z.answering++;
+      zones.set(x.zone, z);
+    }
+    const cut = new Set<string>();
+    for (const [zone, z] of zones) if (z.past.length >= 2 && z.answering === z.past.length) cut.add(zone);
+    for (const zone of cut) {
+      if (this.cutOff.has(zone)) continue;
+      this.cutOff.add(zone);
+      this.o.metrics.cutOffZones.set({ zone }, 1);
+      this.o.log.warn(
+        'Zone cut off from the control plane, not lost: the kubelets of its silent nodes all answer',
+        {
+          zone,
+          nodes: zones.get(zone)!.past.length,
+        },
+      );
+    }
+    for (const zone of [...this.cutOff]) {
+      if (cut.has(zone)) continue;
+      this.cutOff.delete(zone);
+      this.o.metrics.cutOffZones.remove({ zone });
+      this.o.log.info('Zone no longer cut off from the control plane', { zone });
     }
   }
 
