@@ -17,7 +17,7 @@ const skipSim = process.argv.includes('--skip-sim');
 const serial = process.argv.includes('--serial');
 const started = Date.now();
 mkdirSync('.tmp', { recursive: true });
-for (const f of readdirSync('.tmp')) if (/^sim-[a-z]+\.json$/.test(f)) rmSync(`.tmp/${f}`);
+for (const f of readdirSync('.tmp')) if (/^sim-[a-z-]+\.json$/.test(f)) rmSync(`.tmp/${f}`);
 
 // Seconds per phase, for the closing SUMMARY line (CI's log then shows where the time went).
 // Provisioning happens before this script (.ci/run passes its time in NLC_PROVISION_SECONDS).
@@ -33,7 +33,7 @@ function simFigures() {
   let hours = 0;
   let wall = 0;
   let families = 0;
-  for (const f of readdirSync('.tmp').filter((n) => /^sim-[a-z]+\.json$/.test(n))) {
+  for (const f of readdirSync('.tmp').filter((n) => /^sim-[a-z-]+\.json$/.test(n))) {
     const r = JSON.parse(readFileSync(`.tmp/${f}`, 'utf8'));
     seeds += r.seeds;
     hours += r.simulatedHours;

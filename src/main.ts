@@ -13,6 +13,7 @@ const USAGE = `node-lifecycle-controller: marks Kubernetes nodes whose heartbeat
 Usage:
   node-lifecycle-controller [flags]            run the controller
   node-lifecycle-controller status [--watch]   live view of node heartbeats, states, taints and the leader
+  node-lifecycle-controller cleanup [--yes]    after an uninstall: take off the nodes what only it would (dry run without --yes)
   node-lifecycle-controller demo               local control plane + simulated fleet + the controller`;
 
 async function main(argv: string[]): Promise<void> {
@@ -21,6 +22,7 @@ async function main(argv: string[]): Promise<void> {
   const sub = argv[0];
   if (sub === 'status') return await status(argv.slice(1));
   if (sub === 'demo') return await demo(argv.slice(1));
+  if (sub === 'cleanup') return await cleanup(argv.slice(1));
   let loaded: ReturnType<typeof loadConfig>;
   try {
     loaded = loadConfig(
@@ -55,6 +57,17 @@ async function status(argv: string[]): Promise<void> {
   const { runStatus } = await import('./cli/status.js');
   try {
     process.exitCode = await runStatus(argv, process.env);
+  } catch (err) {
+    console.error(`error: ${(err instanceof Error ? err.message : String(err)).split('\n')[0]}`);
+    process.exitCode = 1;
+  }
+}
+
+/** `cleanup`: a command-line tool, as `status`: an error is one line, no stack. */
+async function cleanup(argv: string[]): Promise<void> {
+  const { runCleanup } = await import('./cli/cleanup.js');
+  try {
+    process.exitCode = await runCleanup(argv, process.env);
   } catch (err) {
     console.error(`error: ${(err instanceof Error ? err.message : String(err)).split('\n')[0]}`);
     process.exitCode = 1;

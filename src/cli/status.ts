@@ -10,6 +10,7 @@ import {
   resolveKubeconfig,
 } from '../kube/kubeconfig.js';
 import { proxyEnvOf } from '../kube/proxy.js';
+import type { RequestRateLimiter } from '../kube/rate-limit.js';
 import { COMPONENT_NAME } from '../names/index.js';
 import { watchNodeLeases, watchNodes } from '../watch/index.js';
 import { FleetView } from './view.js';
@@ -110,9 +111,10 @@ export async function runStatus(argv: string[], env: KubeconfigEnv): Promise<num
 }
 
 /** The kubeconfig and a client, or exit code 2 after one line naming the problem. */
-async function connect(
+export async function connect(
   args: ReturnType<typeof parseArgs>,
   env: KubeconfigEnv,
+  opts: { userAgent: string; rateLimiter?: RequestRateLimiter } = { userAgent: `${COMPONENT_NAME}/status` },
 ): Promise<{ kube: KubeconfigResolution; client: KubeClient } | number> {
   try {
     const kube = resolveKubeconfig({
@@ -122,9 +124,7 @@ async function connect(
       processEnv: env as NodeJS.ProcessEnv,
       proxyEnv: proxyEnvOf(env as Record<string, string | undefined>),
     });
-    const client = await KubeClient.fromCredentials(await kube.credentials(), {
-      userAgent: `${COMPONENT_NAME}/status`,
-    });
+    const client = await KubeClient.fromCredentials(await kube.credentials(), opts);
     return { kube, client };
   } catch (err) {
     if (!(err instanceof KubeconfigError)) throw err;

@@ -507,6 +507,58 @@ export const STATUS_FLAGS: readonly FlagSpec[] = [
   },
 ];
 
+/** The flags of `cleanup` (src/cli/cleanup.ts): what an uninstall leaves on the nodes. */
+export const CLEANUP_FLAGS: readonly FlagSpec[] = [
+  {
+    group: 'Cleanup',
+    name: 'kubeconfig',
+    kind: 'string',
+    default: '',
+    help: 'Path to a kubeconfig (same resolution order as the controller).',
+  },
+  {
+    group: 'Cleanup',
+    name: 'yes',
+    kind: 'bool',
+    default: 'false',
+    help: "Write. Without it, each node's plan is printed and nothing is written (a dry run).",
+  },
+  {
+    group: 'Cleanup',
+    name: 'companion-taint-key',
+    kind: 'string',
+    default: Companion.DefaultTaintKey,
+    help: "The companion mode's taint key the controller ran with (--companion-taint-key): taken off every node.",
+  },
+  {
+    group: 'Cleanup',
+    name: 'timeout',
+    kind: 'duration',
+    default: '30s',
+    min: 1000,
+    max: 600_000,
+    help: 'Deadline of each request to the API server.',
+  },
+  {
+    group: 'Cleanup',
+    name: 'kube-api-qps',
+    kind: 'number',
+    default: '20',
+    greaterThan: 0,
+    max: 10_000,
+    help: "Client-side rate limit of its requests (as the controller's --kube-api-qps).",
+  },
+  {
+    group: 'Cleanup',
+    name: 'kube-api-burst',
+    kind: 'int',
+    default: '30',
+    min: 1,
+    max: 100_000,
+    help: 'Burst of that rate limit.',
+  },
+];
+
 /** The flags of `demo` (src/cli/demo.ts), the scripted local demo. */
 export const DEMO_FLAGS: readonly FlagSpec[] = [
   {

@@ -17,6 +17,7 @@ export {
   loadConfig,
 } from './config.js';
 export {
+  CLEANUP_FLAGS,
   DEMO_FLAGS,
   FLAGS,
   FlagError,

@@ -1,5 +1,6 @@
 /** PURE: remediation of a node known to be down (the out-of-service taint, KEP-2268). */
 
+export { type CleanupOptions, cleanupPlan, type NodeCleanup, writes } from './cleanup.js';
 export {
   APPLIED_ANNOTATION,
   announcesShutdown,

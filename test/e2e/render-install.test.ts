@@ -20,7 +20,7 @@ import { kustomizeOverlay } from '../support/kubectl.js';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const { version } = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
 const IMAGE = 'registry.example/platform/node-lifecycle-controller';
-/** What --with=all takes: every component but out-of-service (named on its own, warned). */
+/** What --with=all takes: every component but out-of-service and second-opinion (named, warned). */
 const COMPONENTS = [
   'coordinated-leader-election',
   'networkpolicy',
@@ -157,7 +157,7 @@ describe('npm run render-install: one YAML file, checked by a server-side dry ru
     for (const [args, msg] of [
       [
         ['--with=grafana'],
-        /no component "grafana" \(accepted: coordinated-leader-election, networkpolicy, node-pools, out-of-service, prometheusrule, servicemonitor, all\)/,
+        /no component "grafana" \(accepted: coordinated-leader-election, networkpolicy, node-pools, out-of-service, prometheusrule, second-opinion, servicemonitor, all\)/,
       ],
       [['--image=registry.example/nlc:1.0'], /a repository without a tag/],
       [['--namespace'], /unknown argument/],

@@ -11,7 +11,8 @@ import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FLAGS } from '../../src/config/flags.js';
+import { buildConfig, type Config } from '../../src/config/config.js';
+import { FLAGS, parseArgs } from '../../src/config/flags.js';
 import { parsePoolConfig } from '../../src/disruption/pools/config.js';
 import { type LabelSelector, matchesSelector } from '../../src/disruption/pools/selector.js';
 import { type Manifest, parseManifests } from '../support/apply.js';
@@ -98,6 +99,9 @@ function withoutHelmLabels(objects: Manifest[], release = 'node-lifecycle-contro
 }
 
 const notNamespace = (l: Manifest[]) => l.filter((o) => o.kind !== 'Namespace');
+/** Container args as the controller itself parses them, with the pod's environment. */
+const configOf = (args: string[]): Config =>
+  buildConfig(parseArgs(args), { POD_NAME: 'nlc-0', POD_NAMESPACE: 'nlc-system' }, 'host');
 const pod = (objects: Manifest[]) =>
   (objects.find((o) => o.kind === 'Deployment')!.spec as { template: { spec: Record<string, unknown> } })
     .template.spec as {
@@ -258,6 +262,7 @@ describe('Helm chart', () => {
               companionMarkPodsNotReady: 'true',
               companionTaintKey: 'example.com/lost',
               outOfServiceSignals: 'fence-annotation',
+              secondOpinion: 'kubelet',
               // Numbers in their flags' ranges (values.schema.json).
               nodeEvictionRate: '0.5',
               secondaryNodeEvictionRate: '0.25',
@@ -336,6 +341,71 @@ describe('Helm chart', () => {
         '--out-of-service-after=2m',
       ]),
     );
+  });
+
+  it('controller.secondOpinion=kubelet: the objects of manifests/base with the second-opinion component (with networkPolicy.enabled, after the networkpolicy component); the controller takes the three flags; none by default', () => {
+    const kustomized = (components: string[]) =>
+      notNamespace(
+        kustomizeOverlay({
+          resources: [BASE],
+          components: components.map((c) => join(MANIFESTS, 'components', c)),
+        }),
+      );
+    const chart = withoutHelmLabels(template(['--set', 'controller.secondOpinion=kubelet']));
+    expect(byKey(chart)).toEqual(byKey(kustomized(['second-opinion'])));
+    const locked = withoutHelmLabels(
+      template(['--set', 'controller.secondOpinion=kubelet,networkPolicy.enabled=true']),
+    );
+    expect(byKey(locked)).toEqual(byKey(kustomized(['networkpolicy', 'second-opinion'])));
+    expect(configOf(pod(chart).containers[0]!.args).secondOpinion).toMatchObject({
+      confirmAfterMs: 20_000,
+      holdMs: 600_000,
+    });
+    const tuned = pod(
+      template([
+        '--set',
+        'controller.secondOpinion=kubelet,controller.confirmAfter=15s,controller.cutOffHold=0',
+      ]),
+    ).containers[0]!.args;
+    expect(tuned.slice(-3)).toEqual(['--second-opinion=kubelet', '--confirm-after=15s', '--cut-off-hold=0']);
+    expect(configOf(tuned).secondOpinion).toMatchObject({ confirmAfterMs: 15_000, holdMs: 0 });
+    // None of the three by default; off is passed on as off (the controller's default, no probes).
+    const flags = (args: string[]) =>
+      pod(template(args)).containers[0]!.args.filter((a) =>
+        /^--(second-opinion|confirm-after|cut-off-hold)\b/.test(a),
+      );
+    expect(flags([])).toEqual([]);
+    expect(flags(['--set', 'controller.secondOpinion=off'])).toEqual(['--second-opinion=off']);
+    expect(
+      configOf(pod(template(['--set', 'controller.secondOpinion=off'])).containers[0]!.args).secondOpinion,
+    ).toBeUndefined();
+  });
+
+  it('networkPolicy.kubeletCIDRs: egress to the kubelet port 10250 only with controller.secondOpinion=kubelet, to any address, or to those blocks when set', () => {
+    const kubeletRules = (args: string[]) =>
+      (
+        template(['--set', 'networkPolicy.enabled=true', ...args]).find((o) => o.kind === 'NetworkPolicy')!
+          .spec as { egress: { to?: unknown[]; ports: { protocol: string; port: number }[] }[] }
+      ).egress.filter((r) => r.ports.some((p) => p.port === 10250));
+    const cidrs = ['--set', 'networkPolicy.kubeletCIDRs={10.0.0.0/16,fd00::/64}'];
+    expect(kubeletRules([])).toEqual([]);
+    expect(kubeletRules(cidrs)).toEqual([]);
+    expect(kubeletRules(['--set', 'controller.secondOpinion=off', ...cidrs])).toEqual([]);
+    expect(kubeletRules(['--set', 'controller.secondOpinion=kubelet'])).toEqual([
+      { ports: [{ protocol: 'TCP', port: 10250 }] },
+    ]);
+    expect(kubeletRules(['--set', 'controller.secondOpinion=kubelet', ...cidrs])).toEqual([
+      {
+        ports: [{ protocol: 'TCP', port: 10250 }],
+        to: [{ ipBlock: { cidr: '10.0.0.0/16' } }, { ipBlock: { cidr: 'fd00::/64' } }],
+      },
+    ]);
+    // No NetworkPolicy at all unless enabled.
+    expect(
+      template(['--set', 'controller.secondOpinion=kubelet', ...cidrs]).some(
+        (o) => o.kind === 'NetworkPolicy',
+      ),
+    ).toBe(false);
   });
 
   it('nodePools: a ConfigMap the controller accepts, mounted where --node-pool-config points', () => {
@@ -490,6 +560,40 @@ describe('Helm chart', () => {
     expect(args('controller.watchSilenceThreshold=0').template.spec.containers[0]!.args).toContain(
       '--watch-silence-threshold=0',
     );
+  });
+
+  it('values.schema.json: secondOpinion is "", off or kubelet; confirmAfter and cutOffHold only with kubelet, as Go durations (a number refused with what is wanted); each refusal names the field', () => {
+    const refused = (args: string[]) => {
+      const r = spawnSync(projectHelm(), ['template', 'x', CHART, ...args], { encoding: 'utf8' });
+      return r.status !== 0 ? r.stderr : undefined;
+    };
+    const bad: [string, RegExp][] = [
+      ['controller.secondOpinion=on', /\/controller\/secondOpinion/],
+      // What YAML reads a bare `off` in a values file as.
+      ['controller.secondOpinion=false', /\/controller\/secondOpinion/],
+      ['controller.confirmAfter=15s', /\/controller\/confirmAfter/],
+      ['controller.cutOffHold=0', /\/controller\/cutOffHold/],
+      ['controller.secondOpinion=off,controller.cutOffHold=5m', /\/controller\/cutOffHold/],
+      ['controller.secondOpinion=kubelet,controller.confirmAfter=soon', /\/controller\/confirmAfter/],
+      ['controller.secondOpinion=kubelet,controller.cutOffHold=10min', /\/controller\/cutOffHold/],
+      ['controller.secondOpinion=kubelet,networkPolicy.kubeletCIDRs[0]=', /\/networkPolicy\/kubeletCIDRs/],
+    ];
+    for (const [set, field] of bad) expect(refused(['--set', set]), set).toMatch(field);
+    // A number for a duration: let through by the schema, refused by the template with what is wanted.
+    for (const [key, value] of [
+      ['confirmAfter', '15'],
+      ['cutOffHold', '600'],
+    ] as const)
+      expect(
+        refused(['--set', `controller.secondOpinion=kubelet,controller.${key}=${value}`]),
+        key,
+      ).toContain(`controller.${key}: ${value} is a number; want a Go duration like 50s`);
+    for (const good of [
+      'controller.secondOpinion=off',
+      'controller.secondOpinion=kubelet,controller.confirmAfter=15s,controller.cutOffHold=1h',
+      'controller.secondOpinion=kubelet,controller.cutOffHold=0',
+    ])
+      expect(refused(['--set', good]), good).toBeUndefined();
   });
 
   it('one replica: no PodDisruptionBudget (minAvailable 1 would block every drain of its node); two: one', () => {

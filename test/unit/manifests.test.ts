@@ -10,6 +10,7 @@ import { HELD_BACK_REASONS } from '../../src/disruption/metrics.js';
 import { parsePoolConfig } from '../../src/disruption/pools/config.js';
 import { ZONE_STATES, zoneDisplay, zoneKeyOf } from '../../src/disruption/zones.js';
 import { shutdownBudget } from '../../src/manager/shutdown.js';
+import { DEFAULT_SECOND_OPINION } from '../../src/second-opinion/verdict.js';
 import { kustomizeOverlay } from '../support/kubectl.js';
 import {
   arr,
@@ -47,6 +48,8 @@ const COMPONENT_DIRS = [
   'networkpolicy',
   'coordinated-leader-election',
   'out-of-service',
+  // After networkpolicy: it adds an egress rule to that component's NetworkPolicy.
+  'second-opinion',
 ].map((c) => join(COMPONENTS, c));
 
 const rel = (p: string) => relative(REPO, p);
@@ -115,6 +118,7 @@ describe('manifest files', () => {
         'manifests/components/node-pools',
         'manifests/components/out-of-service',
         'manifests/components/prometheusrule',
+        'manifests/components/second-opinion',
         'manifests/components/servicemonitor',
         'manifests/overlays/companion',
         'manifests/overlays/control-plane',
@@ -695,6 +699,36 @@ describe('overlays', () => {
     });
     const argsOf = (d: Obj) => arr(get(d, 'spec', 'template', 'spec', 'containers', 0, 'args')).map(String);
     expect(argsOf(dep(withOos))).toEqual([...argsOf(dep(base)), '--out-of-service']);
+  });
+
+  it('second-opinion: the component turns on --second-opinion=kubelet at its defaults, nothing else; listed after networkpolicy it adds egress to the kubelet port 10250 to its NetworkPolicy', () => {
+    const dep = (docs: Obj[]) => docs.find((d) => d.kind === 'Deployment')!;
+    const argsOf = (d: Obj) => arr(get(d, 'spec', 'template', 'spec', 'containers', 0, 'args')).map(String);
+    const policy = (docs: Obj[]) => docs.find((d) => d.kind === 'NetworkPolicy');
+    const egress = (docs: Obj[]) => arr(get(policy(docs), 'spec', 'egress'));
+    const so = join(COMPONENTS, 'second-opinion');
+    const np = join(COMPONENTS, 'networkpolicy');
+    const base = kustomize(BASE);
+    const withSo = kustomizeWith([BASE], [so]);
+    expect(configOf(dep(base)).secondOpinion).toBeUndefined();
+    expect(configOf(dep(withSo)).secondOpinion).toEqual({ ...DEFAULT_SECOND_OPINION });
+    expect(argsOf(dep(withSo))).toEqual([...argsOf(dep(base)), '--second-opinion=kubelet']);
+    // No RBAC, no NetworkPolicy of its own: without networkpolicy its second patch does nothing.
+    const others = (docs: Obj[]) => docs.filter((d) => d.kind !== 'Deployment' && d.kind !== 'NetworkPolicy');
+    expect(withSo.filter((d) => d.kind !== 'Deployment')).toEqual(others(base));
+    // With networkpolicy listed before it: that policy's egress plus the kubelets' port, to any address.
+    const locked = kustomizeWith([BASE], [np]);
+    const both = kustomizeWith([BASE], [np, so]);
+    expect(egress(both)).toEqual([...egress(locked), { ports: [{ protocol: 'TCP', port: 10250 }] }]);
+    expect(others(both)).toEqual(others(locked));
+    expect(argsOf(dep(both))).toEqual(argsOf(dep(withSo)));
+    // Listed before networkpolicy it finds no NetworkPolicy yet: no rule (its comment says so).
+    expect(egress(kustomizeWith([BASE], [so, np]))).toEqual(egress(locked));
+    // On a 20s grace (overlays/companion, overlays/kind) the default --confirm-after is refused at
+    // start, as its comment says: it must be added below the grace less 6s.
+    expect(() => configOf(dep(kustomizeWith([join(OVERLAYS, 'companion')], [so])))).toThrow(
+      /--confirm-after/,
+    );
   });
 
   it('metrics-reader: get on the non-resource URL /metrics, nothing else', () => {

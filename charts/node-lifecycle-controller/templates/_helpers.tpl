@@ -68,10 +68,13 @@ kubeApiBurst: kube-api-burst
 logFormat: log-format
 outOfServiceSignals: out-of-service-signals
 outOfServiceAfter: out-of-service-after
+secondOpinion: second-opinion
+confirmAfter: confirm-after
+cutOffHold: cut-off-hold
 {{- end -}}
 
 {{- define "nlc.flagOrder" -}}
-mode nodeMonitorGracePeriod companionTaintKey companionEvictAfter companionMarkPodsNotReady nodeStartupGracePeriod nodeMonitorPeriod nodeEvictionRate secondaryNodeEvictionRate largeClusterSizeThreshold unhealthyZoneThreshold maxNoExecuteTaints maxNoExecutePercent maxNoExecuteWindow markPodsNotReady watchSilenceThreshold kubeApiQps kubeApiBurst logFormat outOfServiceSignals outOfServiceAfter
+mode nodeMonitorGracePeriod companionTaintKey companionEvictAfter companionMarkPodsNotReady nodeStartupGracePeriod nodeMonitorPeriod nodeEvictionRate secondaryNodeEvictionRate largeClusterSizeThreshold unhealthyZoneThreshold maxNoExecuteTaints maxNoExecutePercent maxNoExecuteWindow markPodsNotReady watchSilenceThreshold kubeApiQps kubeApiBurst logFormat outOfServiceSignals outOfServiceAfter secondOpinion confirmAfter cutOffHold
 {{- end -}}
 
 {{/*
@@ -79,7 +82,7 @@ The flags that take a Go duration. values.schema.json lets a number through for 
 the Deployment can refuse it with what is wanted (the schema would say "want string").
 */}}
 {{- define "nlc.durationKeys" -}}
-companionEvictAfter nodeMonitorGracePeriod nodeStartupGracePeriod nodeMonitorPeriod maxNoExecuteWindow watchSilenceThreshold outOfServiceAfter
+companionEvictAfter nodeMonitorGracePeriod nodeStartupGracePeriod nodeMonitorPeriod maxNoExecuteWindow watchSilenceThreshold outOfServiceAfter confirmAfter cutOffHold
 {{- end -}}
 
 {{/* Where the node-pool ConfigMap is mounted. */}}
