@@ -9,9 +9,12 @@
 //
 // --with       components of manifests/components to include (comma-separated; `all` for every one,
 //              the opt-in ones too: coordinated-leader-election, node-pools; not out-of-service, which
-//              force-deletes the pods of a node a fence signal says is down and must be named on its
-//              own (with a warning), and not companion-evictions, which belongs to
-//              manifests/overlays/companion)
+//              force-deletes the pods of a node a fence signal says is down, nor second-opinion, which
+//              probes every node's kubelet and marks a node sooner when it does not answer: each must
+//              be named on its own (with a warning); and not companion-evictions, which belongs to
+//              manifests/overlays/companion). Rendered in the order of manifests/components, whatever
+//              the order asked (second-opinion adds its egress rule to networkpolicy's NetworkPolicy,
+//              so it must come after it)
 // --image      image repository (default: node-lifecycle-controller, no registry); the tag is always
 //              the version, so the file installs exactly the release it belongs to
 // --output     where to write (default dist/install/node-lifecycle-controller-<version>.yaml; - for
@@ -39,6 +42,8 @@ const OVERLAY_ONLY = ['companion-evictions'];
 const NAMED_ONLY = {
   'out-of-service':
     'out-of-service turns on --out-of-service: a node this controller marked lost that a fence signal says is down gets node.kubernetes.io/out-of-service=nodeshutdown:NoExecute, and kube-controller-manager then force-deletes its pods and detaches their volumes. Trust only the signals your platform really gives (--out-of-service-signals; docs/operations.md, "The out-of-service taint").',
+  'second-opinion':
+    'second-opinion turns on --second-opinion=kubelet: the controller probes the kubelet port (10250) of every silent node, marks one whose kubelet does not answer 20s in instead of at the grace, and holds the NoExecute taint of one that still answers. Its pods must reach the kubelet port of every node, or every silent node is marked sooner (docs/operations.md, "A second opinion").',
 };
 
 function parseArgs(argv) {
@@ -62,7 +67,9 @@ function parseArgs(argv) {
           fail(`no component ${JSON.stringify(c)} (accepted: ${available.join(', ')}, all)`);
         if (c in NAMED_ONLY) console.error(`render-install: warning: ${NAMED_ONLY[c]}`);
       }
-      opts.with = [...new Set([...opts.with, ...asked])];
+      // In the directory's order, whatever the order asked: a component that patches another's
+      // object (second-opinion, networkpolicy's NetworkPolicy) must come after it.
+      opts.with = available.filter((c) => opts.with.includes(c) || asked.includes(c));
     } else if (name === 'image') {
       if (
         !/^[a-z0-9]([a-z0-9._\-/:]*[a-z0-9])?$/.test(value) ||
