@@ -2,7 +2,7 @@ import type { ApiWriter, StillWanted, WriteOutcome } from '../apply/writer.js';
 import type { Clock } from '../clock/clock.js';
 import { formatDuration } from '../clock/duration.js';
 import { type DisruptionController, isExcludedFromDisruption, zoneKeyOf } from '../disruption/index.js';
-import type { EventRecord, NodeHealthTracker } from '../health/index.js';
+import { type EventRecord, type NodeHealthTracker, underMaintenance } from '../health/index.js';
 import type { KubeClient } from '../kube/client.js';
 import type { Node } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
@@ -52,7 +52,9 @@ export function observeZone(disruption: DisruptionController, policy: MarkingPol
     name: node.metadata.name,
     zone: zoneKeyOf(node.metadata.labels),
     ready: policy.zoneReady(node),
-    excluded: isExcludedFromDisruption(node.metadata.labels),
+    // A node taken out of service on purpose (KEP-5683's maintenance and drain conditions) does not
+    // count in its zone: its silence is planned, not the zone failing.
+    excluded: isExcludedFromDisruption(node.metadata.labels) || underMaintenance(node),
   });
 }
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Node, NodeCondition } from '../kube/types.js';
-import { findCondition, readyStatus, unknownConditionsDecision } from './conditions.js';
+import { findCondition, readyStatus, underMaintenance, unknownConditionsDecision } from './conditions.js';
 
 const CREATED = '2025-12-31T00:00:00Z';
 const WALL = Date.UTC(2026, 0, 1, 12, 0, 0, 700);
@@ -22,6 +22,27 @@ function node(conditions?: NodeCondition[]): Node {
     status: conditions ? { conditions } : {},
   };
 }
+
+describe("underMaintenance (KEP-5683's node lifecycle conditions)", () => {
+  const withCondition = (type: string, status: string) =>
+    ({
+      metadata: { name: 'n' },
+      status: {
+        conditions: [
+          { type: 'Ready', status: 'Unknown' },
+          { type, status },
+        ],
+      },
+    }) as Node;
+  it('MaintenanceInProgress, DrainInProgress or Drained True; not MaintenancePlanned, not False', () => {
+    for (const t of ['MaintenanceInProgress', 'DrainInProgress', 'Drained']) {
+      expect(underMaintenance(withCondition(t, 'True')), t).toBe(true);
+      expect(underMaintenance(withCondition(t, 'False')), t).toBe(false);
+    }
+    expect(underMaintenance(withCondition('MaintenancePlanned', 'True'))).toBe(false);
+    expect(underMaintenance({ metadata: { name: 'n' } } as Node)).toBe(false);
+  });
+});
 
 describe('unknownConditionsDecision (upstream timeout write)', () => {
   it('True/False -> Unknown with NodeStatusUnknown, heartbeat kept; NetworkUnavailable untouched', () => {

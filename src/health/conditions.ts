@@ -5,6 +5,7 @@ import {
   NodeConditionMessage,
   NodeConditionReason,
   NodeConditionType,
+  NodeLifecycleCondition,
 } from './reasons.js';
 import { formatTime } from './time.js';
 import type { EventRecord } from './types.js';
@@ -56,6 +57,25 @@ export function hasDuplicateTypes(list: readonly { type: string }[]): boolean {
 /** The Ready condition's status ('True' | 'False' | 'Unknown' | other), or undefined when absent. */
 export function readyStatus(node: Node): string | undefined {
   return findCondition(nodeConditions(node), NodeConditionType.Ready)?.status;
+}
+
+/** Whether condition `type` is on the node with status True. */
+export function conditionTrue(node: Node, type: string): boolean {
+  return findCondition(nodeConditions(node), type)?.status === ConditionStatusValue.True;
+}
+
+/**
+ * Taken out of service on purpose (KEP-5683: MaintenanceInProgress, DrainInProgress or Drained
+ * True): a silent node like this is marked as any other, but it does not count in its zone's
+ * disruption (planned maintenance of a zone is not a zone failing). MaintenancePlanned alone does
+ * not: the maintenance has not begun.
+ */
+export function underMaintenance(node: Node): boolean {
+  return (
+    conditionTrue(node, NodeLifecycleCondition.MaintenanceInProgress) ||
+    conditionTrue(node, NodeLifecycleCondition.DrainInProgress) ||
+    conditionTrue(node, NodeLifecycleCondition.Drained)
+  );
 }
 
 /** One entry of a strategic-merge patch of status.conditions (merge key: type). */

@@ -38,6 +38,19 @@ export const NodeConditionType = {
   NetworkUnavailable: 'NetworkUnavailable',
 } as const;
 
+/**
+ * KEP-5683's node lifecycle conditions (alpha in Kubernetes 1.37, feature gate
+ * NodeLifecycleConditions): set True by an admin or a maintenance controller, False or removed
+ * when over. GracefulNodeShutdownInProgress: the kubelet's graceful node shutdown is under way.
+ */
+export const NodeLifecycleCondition = {
+  GracefulNodeShutdownInProgress: 'GracefulNodeShutdownInProgress',
+  DrainInProgress: 'DrainInProgress',
+  Drained: 'Drained',
+  MaintenancePlanned: 'MaintenancePlanned',
+  MaintenanceInProgress: 'MaintenanceInProgress',
+} as const;
+
 /** Pod condition types. */
 export const PodConditionType = {
   Ready: 'Ready',

@@ -102,6 +102,19 @@ describe('OutOfServiceCore: applied only to a marked, silent, fenced node, after
     expect(c.signal(node())).toBeUndefined();
   });
 
+  it("kubelet-shutdown: KEP-5683's GracefulNodeShutdownInProgress=True counts as the announcement (False or absent does not)", () => {
+    const gnsip = (status: string): Node => ({
+      ...node(),
+      status: { conditions: [UNKNOWN, { type: 'GracefulNodeShutdownInProgress', status }] },
+    });
+    expect(announcesShutdown(gnsip('True'))).toBe(true);
+    expect(announcesShutdown(gnsip('False'))).toBe(false);
+    expect(announcesShutdown(node())).toBe(false);
+    const c = core(['kubelet-shutdown']);
+    c.observe(gnsip('True'));
+    expect(c.signal(node())).toBe('kubelet-shutdown');
+  });
+
   it('never on lease silence alone: a marked, silent node without a signal is never tainted', () => {
     const c = core();
     for (const t of [0, AFTER, 10 * AFTER, 1000 * AFTER]) {

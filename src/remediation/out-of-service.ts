@@ -1,9 +1,11 @@
 import {
   applyTaintChanges,
+  conditionTrue,
   findCondition,
   formatTime,
   hasTaintKey,
   isTaint,
+  NodeLifecycleCondition,
   nodeConditions,
   rawTaints,
   readyStatus,
@@ -142,10 +144,14 @@ export function ourTaintAddedAt(node: Node): string | undefined {
   return typeof t.timeAdded === 'string' ? t.timeAdded : undefined;
 }
 
-/** The kubelet announced a shutdown in this copy of the node (Ready=False with its message). */
+/**
+ * This copy of the node announces a shutdown: the kubelet's Ready=False with its message, or
+ * KEP-5683's GracefulNodeShutdownInProgress=True (the same fact, as its own condition).
+ */
 export function announcesShutdown(node: Node): boolean {
   const ready = findCondition(nodeConditions(node), 'Ready');
-  return ready?.status === 'False' && (ready.message ?? '').includes(KUBELET_SHUTDOWN_MESSAGE);
+  if (ready?.status === 'False' && (ready.message ?? '').includes(KUBELET_SHUTDOWN_MESSAGE)) return true;
+  return conditionTrue(node, NodeLifecycleCondition.GracefulNodeShutdownInProgress);
 }
 
 /**
