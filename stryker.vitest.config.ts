@@ -13,6 +13,7 @@ export default defineConfig({
       'src/election/**/*.test.ts',
       'src/controller/**/*.test.ts',
       'src/remediation/**/*.test.ts',
+      'src/second-opinion/**/*.test.ts',
     ],
     environment: 'node',
     testTimeout: 20_000,

@@ -97,6 +97,29 @@ describe('SecondOpinion', () => {
     expect(probe(o, moved, 61_000, 'refused')).toMatchObject({ kind: 'down' });
   });
 
+  it('a new silence starts over whichever call sees it first (started, nextProbe), not only plan', () => {
+    const o = new SecondOpinion(S);
+    const old = silent('a');
+    probe(o, old, 20_000, 'refused');
+    expect(probe(o, old, 23_000, 'refused')).toMatchObject({ kind: 'down' });
+    const renewed = silent('a', 30_000);
+    // Confirmed down was the old silence's: the new one is probed from its own confirm-after.
+    expect(o.nextProbe(renewed)).toBe(50_000);
+    // One failure of the new silence does not confirm it (the old ones do not count).
+    expect(probe(o, renewed, 50_000, 'refused')).toBeUndefined();
+    expect(o.opinion(renewed)).toEqual({ kind: 'none' });
+  });
+
+  it('confirmed down: later results of the same silence change nothing', () => {
+    const o = new SecondOpinion(S);
+    const n = silent('a');
+    probe(o, n, 20_000, 'refused');
+    probe(o, n, 23_000, 'refused');
+    expect(probe(o, n, 33_000, 'refused')).toBeUndefined();
+    expect(probe(o, n, 36_000, 'answers')).toBeUndefined();
+    expect(o.opinion(n)).toMatchObject({ kind: 'down', at: 23_000 });
+  });
+
   it('a result for a probe that is not the one on the wire is dropped', () => {
     const o = new SecondOpinion(S);
     const n = silent('a');
@@ -136,6 +159,11 @@ describe('SecondOpinion', () => {
     expect(o.plan([a, b, c], 30_000, 0)).toEqual([]);
     // Same due time: by name, so the order does not depend on the input's.
     expect(o.plan([silent('y'), silent('x')], 30_000, 1).map((n) => n.name)).toEqual(['x']);
+    expect(o.plan([silent('z'), silent('x'), silent('y')], 30_000, 3).map((n) => n.name)).toEqual([
+      'x',
+      'y',
+      'z',
+    ]);
   });
 
   describe('the hold (NoExecute for a kubelet that still answers)', () => {
