@@ -23,6 +23,9 @@
  *   --no-recover               leave failed nodes failed (default: recover after each wave)
  *   --preclean                 before the controller starts, remove the admission not-ready taint and
  *                              add the beta os/arch labels (a controller restart, not a first start)
+ *   --kubelet-endpoints        (fleet) each kubelet serves a TLS endpoint on loopback that the Node
+ *                              reports, for --ours-flags=--second-opinion=kubelet; a failed node's
+ *                              endpoint closes with its lease (the machine is down)
  *   --out DIR                  results folder [/tmp/nlc-compare/<stamp>]
  *   --json FILE                also write a small results record (bench/compare/record.ts) of the one
  *                              controller run (with --controller kcm or ours), e.g. into bench/results/
@@ -128,6 +131,7 @@ function parseArgs(argv: string[]): Options & { json: string | undefined } {
     'steady',
     'recover',
     'preclean',
+    'kubelet-endpoints',
     'out',
     'ours-entry',
     'ours-node-flags',
@@ -180,6 +184,7 @@ function parseArgs(argv: string[]): Options & { json: string | undefined } {
     recover: m.get('recover') !== 'false',
     waveUntil: until,
     preclean: m.get('preclean') === 'true',
+    kubeletEndpoints: m.get('kubelet-endpoints') === 'true',
     oursEntry: path.resolve(m.get('ours-entry') ?? OURS_ENTRY),
     // Default: the flags the image runs with (the Dockerfile's ENTRYPOINT); '' runs bare node.
     oursNodeFlags:
@@ -370,7 +375,14 @@ async function runOne(
     const observer = await Observer.start({ server: cp.server, caData, token: cp.adminToken });
     cleanups.push(() => observer.stop());
 
-    const simOpts = { cp, client: simClient, plan, renewIntervalMs: o.renewMs, workDir: dir };
+    const simOpts = {
+      cp,
+      client: simClient,
+      plan,
+      renewIntervalMs: o.renewMs,
+      workDir: dir,
+      ...(o.kubeletEndpoints ? { kubeletEndpoints: true } : {}),
+    };
     const sim: Simulator = o.simulator === 'fleet' ? new FleetSimulator(simOpts) : new KwokSimulator(simOpts);
     cleanups.push(() => sim.stop());
     const t0 = nowMs();

@@ -50,6 +50,8 @@ export interface SimulatorOptions {
   renewIntervalMs: number;
   /** Where kwok writes its logs and stage files. */
   workDir: string;
+  /** Fleet only: each kubelet serves a TLS endpoint on loopback; a failed node's closes too. */
+  kubeletEndpoints?: boolean;
 }
 
 // ------------------------------------------------------------------ fleet
@@ -74,6 +76,7 @@ export class FleetSimulator implements Simulator {
       nodes: specs,
       timing: { ...DEFAULT_TIMING, renewIntervalMs: this.opts.renewIntervalMs },
       startConcurrency: 32,
+      ...(this.opts.kubeletEndpoints ? { kubeletEndpoints: true } : {}),
     });
     await this.spreadPhases();
   }
@@ -94,9 +97,12 @@ export class FleetSimulator implements Simulator {
 
   async fail(group: string): Promise<void> {
     for (const n of this.members(group)) this.fleet?.node(n).pauseHeartbeats();
+    // The machine is down: its kubelet's port closes with its lease.
+    await Promise.all(this.members(group).map((n) => this.fleet?.node(n).endpoint?.close()));
   }
 
   async recover(group: string): Promise<void> {
+    await Promise.all(this.members(group).map((n) => this.fleet?.node(n).endpoint?.open()));
     for (const n of this.members(group)) this.fleet?.node(n).resumeHeartbeats();
   }
 

@@ -25,6 +25,11 @@ export interface Options {
   /** What a wave waits for: every lost node's NoExecute taint, or only marked (absent: noexecute). */
   waveUntil?: 'noexecute' | 'marked';
   preclean: boolean;
+  /**
+   * --kubelet-endpoints: the fleet's kubelets serve a TLS endpoint on loopback (for
+   * --second-opinion=kubelet); a failed node's endpoint closes with its lease (the machine is down).
+   */
+  kubeletEndpoints?: boolean;
   /** Our controller's entry script and the node flags it runs with. */
   oursEntry: string;
   oursNodeFlags: string[];
