@@ -8,6 +8,7 @@ import {
   type NodeHealthTracker,
   nodeRef,
 } from '../health/index.js';
+import { authorityOf } from '../kube/setup-timeout.js';
 import type { Node } from '../kube/types.js';
 import type { Logger } from '../log/logger.js';
 import type { SecondOpinion, SilentNode } from '../second-opinion/index.js';
@@ -256,5 +257,5 @@ export class SecondOpinionDriver {
 }
 
 function endpoint(t: KubeletTarget): string {
-  return t.host.includes(':') ? `[${t.host}]:${t.port}` : `${t.host}:${t.port}`;
+  return authorityOf(t.host, t.port);
 }

@@ -83,7 +83,10 @@ describe('cleanupPlan: only what this controller wrote', () => {
 
   it('malformed taints are skipped, never thrown on', () => {
     const n = { metadata: { name: 'n1' }, spec: { taints: [null, 7, { key: KEY, effect: 'NoSchedule' }] } };
-    expect(cleanupPlan(n as unknown as Node, o)?.taintsRemoved).toEqual([`${KEY}:NoSchedule`]);
+    const p = cleanupPlan(n as unknown as Node, o)!;
+    expect(p.taintsRemoved).toEqual([`${KEY}:NoSchedule`]);
+    // What it does not understand it leaves as it was.
+    expect(p.taints).toEqual([null, 7]);
     expect(
       cleanupPlan({ metadata: { name: 'n2' }, spec: { taints: 'x' } } as unknown as Node, o),
     ).toBeUndefined();

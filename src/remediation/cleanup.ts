@@ -1,4 +1,4 @@
-import { Companion, readyStatus, TaintKey } from '../health/index.js';
+import { Companion, isTaint, rawTaints, readyStatus, TaintKey } from '../health/index.js';
 import type { Node, Taint } from '../kube/types.js';
 import { APPLIED_ANNOTATION, OUT_OF_SERVICE_TAINT } from './out-of-service.js';
 
@@ -36,16 +36,10 @@ export interface NodeCleanup {
 
 const HEALTH_KEYS: readonly string[] = [TaintKey.Unreachable, TaintKey.NotReady];
 
-function taintsOf(node: Node): Taint[] {
-  const list: unknown = node.spec?.taints;
-  return Array.isArray(list)
-    ? list.filter((t): t is Taint => typeof t === 'object' && t !== null && typeof t.key === 'string')
-    : [];
-}
-
 /** What to take off `node` (undefined: nothing of ours on it). */
 export function cleanupPlan(node: Node, o: CleanupOptions): NodeCleanup | undefined {
-  const taints = taintsOf(node);
+  const all = rawTaints(node);
+  const taints = all.filter(isTaint);
   const ready = readyStatus(node) === 'True';
   const ourOutOfService = node.metadata.annotations?.[APPLIED_ANNOTATION] !== undefined;
   const removed: Taint[] = [];
@@ -66,7 +60,9 @@ export function cleanupPlan(node: Node, o: CleanupOptions): NodeCleanup | undefi
   if (removed.length === 0 && annotationsRemoved.length === 0 && conditionsRemoved.length === 0) {
     return kept.length === 0 ? undefined : plan(node, [], undefined, [], [], kept);
   }
-  const after = removed.length === 0 ? undefined : taints.filter((t) => !removed.includes(t));
+  // Every other entry stays as it was, a malformed one included.
+  const after =
+    removed.length === 0 ? undefined : (all.filter((t) => !removed.includes(t as Taint)) as Taint[]);
   return plan(node, removed, after, annotationsRemoved, conditionsRemoved, kept);
 }
 

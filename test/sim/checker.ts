@@ -47,7 +47,7 @@
  * - B1 each replica's work queue, the open watches and the pending timers stay within bounds.
  */
 import type { Landed, Obj, SimServer } from './api-server.js';
-import { ranThroughout, readyOf, runningAt, ZONE_LABEL } from './kubelet.js';
+import { ranThroughout, readyOf, ZONE_LABEL } from './kubelet.js';
 
 export const QUIET_MARK_MS = 100;
 /**
@@ -544,9 +544,7 @@ export class Checker {
   /** Whether a second opinion could have confirmed `node` down by `at`: its kubelet stopped at some moment of the CONFIRM_WINDOW_MS before. */
   private confirmedDown(node: string, at: number): boolean {
     if (!this.o.secondOpinion || !this.o.kubeletRuns) return false;
-    const runs = this.o.kubeletRuns(node);
-    for (let t = at - CONFIRM_WINDOW_MS; t <= at; t += 100) if (!runningAt(runs, t)) return true;
-    return false;
+    return !ranThroughout(this.o.kubeletRuns(node), at - CONFIRM_WINDOW_MS, at);
   }
 
   /** S6: a kubelet that ran (answering) since its node's last heartbeat keeps its pods, Ready, for the hold. */

@@ -286,11 +286,6 @@ export function kubeletAddress(node: string): string {
   return `127.0.1.${Number(node.slice('node-'.length)) + 1}`;
 }
 
-/** Whether a kubelet that ran in `runs` was running at `t`. */
-export function runningAt(runs: readonly { from: number; to: number | undefined }[], t: number): boolean {
-  return runs.some((r) => r.from <= t && (r.to === undefined || t < r.to));
-}
-
 /** Whether a kubelet that ran in `runs` ran throughout [from, to]. */
 export function ranThroughout(
   runs: readonly { from: number; to: number | undefined }[],
