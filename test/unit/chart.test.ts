@@ -275,10 +275,19 @@ describe('Helm chart', () => {
             }[k] ?? `${i + 1}s`
           }`,
       );
+    // outOfService on (as dry-run): the out-of-service settings are refused without it.
     const args = pod(
-      template(['--set', set.join(','), '--set', 'controller.extraArgs[0]=--watch-read-interval=100ms']),
+      template([
+        '--set',
+        set.join(','),
+        '--set',
+        'controller.outOfService=dry-run',
+        '--set',
+        'controller.extraArgs[0]=--watch-read-interval=100ms',
+      ]),
     ).containers[0]!.args;
-    const flags = args.slice(3, -1).map((a) => /^--([a-z0-9-]+)=/.exec(a)?.[1]);
+    expect(args[3]).toBe('--out-of-service=dry-run');
+    const flags = args.slice(4, -1).map((a) => /^--([a-z0-9-]+)=/.exec(a)?.[1]);
     expect(flags).toHaveLength(set.length);
     for (const f of flags)
       expect(
@@ -328,6 +337,16 @@ describe('Helm chart', () => {
     for (const args of [[], ['--set', 'controller.outOfService=true,controller.dryRun=true']]) {
       expect(rules(template(args)), args.join(' ')).not.toContain('volumeattachments');
     }
+    // "dry-run": the flag's dry-run value, and no volumeattachments rule (it taints nothing to report on).
+    const trial = template([
+      '--set',
+      'controller.outOfService=dry-run,controller.outOfServiceSignals=fence-annotation',
+    ]);
+    expect(pod(trial).containers[0]!.args).toEqual(
+      expect.arrayContaining(['--out-of-service=dry-run', '--out-of-service-signals=fence-annotation']),
+    );
+    expect(pod(trial).containers[0]!.args).not.toContain('--out-of-service');
+    expect(rules(trial)).not.toContain('volumeattachments');
     const tuned = pod(
       template([
         '--set',
@@ -440,6 +459,15 @@ describe('Helm chart', () => {
     expect(
       refused(['--set', 'controller.outOfService=true,controller.outOfServiceSignals=fence-annotation']),
     ).toBeUndefined();
+    expect(refused(['--set', 'controller.outOfService=maybe'])).toMatch(/outOfService/);
+    expect(
+      refused(['--set', 'controller.outOfService=dry-run,controller.outOfServiceAfter=2m']),
+    ).toBeUndefined();
+    // The out-of-service settings without the out-of-service step: refused, not ignored.
+    expect(refused(['--set', 'controller.outOfServiceSignals=fence-annotation'])).toMatch(
+      /outOfServiceSignals/,
+    );
+    expect(refused(['--set', 'controller.outOfServiceAfter=2m'])).toMatch(/outOfServiceAfter/);
     // Pool lists the controller's own parser accepts or refuses, and the schema likewise.
     const sel = { matchLabels: { pool: 'gpu' } };
     const cases: [string, unknown[], boolean][] = [
