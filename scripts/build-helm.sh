@@ -8,7 +8,7 @@
 # Prints the directory holding the binary on its last line. Reruns are instant when cached.
 set -euo pipefail
 
-HELM_VERSION="${HELM_VERSION:-v3.22.0}"
+HELM_VERSION="${HELM_VERSION:-v3.21.4}"
 CACHE_ROOT="${NLC_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/node-lifecycle-controller}"
 
 if ! [[ "$HELM_VERSION" =~ ^v3\.[0-9]+\.[0-9]+$ ]]; then

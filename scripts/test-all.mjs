@@ -158,6 +158,11 @@ step('tools', 'control-plane binaries', 'bash', [
 step('tools', 'helm binary', 'bash', ['scripts/build-helm.sh']);
 await settle([vitestAsync('unit')]);
 if (!skipE2e) step('tools', 'prometheus binaries', 'bash', ['scripts/build-prometheus.sh']);
+// The kind suite's release rehearsal: an OCI registry and cosign (scripts/release.sh).
+if (!skipKind) {
+  step('tools', 'registry binary', 'bash', ['scripts/build-registry.sh']);
+  step('tools', 'cosign binary', 'bash', ['scripts/build-cosign.sh']);
+}
 const e2eAndKind = Date.now();
 // The fault simulator (test/sim, docs/guarantees.md): its budget of seeds, then each safety guard
 // removed in turn, which must make its recorded seed find a violation. CPU-bound and judged in

@@ -246,6 +246,77 @@ export class KindCluster {
     });
   }
 
+  /**
+   * The API server's addresses as `node`'s kubelet dials them (its kubeconfig's server, resolved
+   * inside the node: a name may have an IPv4 and an IPv6 address): what a cut from the control
+   * plane drops.
+   */
+  private async apiServerSeenFrom(node: string): Promise<{ ips: string[]; port: string }> {
+    const conf = await this.t.docker(['exec', node, 'cat', '/etc/kubernetes/kubelet.conf']);
+    const server = /server:\s*https:\/\/(\[[^\]]+\]|[^:/\s]+):(\d+)/.exec(conf);
+    if (!server) throw new Error(`no API server address in ${node}'s /etc/kubernetes/kubelet.conf`);
+    const host = server[1]!.replace(/^\[|\]$/g, '');
+    const ips = /^[\d.]+$|:/.test(host)
+      ? [host]
+      : [
+          ...new Set(
+            (await this.t.docker(['exec', node, 'getent', 'ahosts', host]))
+              .split('\n')
+              .map((l) => l.trim().split(/\s+/)[0])
+              .filter((a): a is string => !!a),
+          ),
+        ];
+    if (ips.length === 0) throw new Error(`${node} cannot resolve the API server's name ${host}`);
+    return { ips, port: server[2]! };
+  }
+
+  /** The iptables rules that cut `node` from the API server, as commands without -I/-D. */
+  private async cutRules(node: string): Promise<[string, string[]][]> {
+    const { ips, port } = await this.apiServerSeenFrom(node);
+    return ips.map((ip) => [
+      ip.includes(':') ? 'ip6tables' : 'iptables',
+      [
+        'OUTPUT',
+        '-p',
+        'tcp',
+        '-d',
+        ip,
+        '--dport',
+        port,
+        '-m',
+        'comment',
+        '--comment',
+        'nlc-kind-cut',
+        '-j',
+        'DROP',
+      ],
+    ]);
+  }
+
+  /**
+   * Cuts `node` from the control plane only: rules in its container's OUTPUT chains drop what its
+   * own processes (the kubelet, kube-proxy, the CNI agent) send to the API server, on every address
+   * it resolves to. The node network stays up: pod traffic is forwarded (not OUTPUT), and the
+   * kubelet's port still answers.
+   */
+  async cutFromApiServer(node: string): Promise<void> {
+    for (const [cmd, rule] of await this.cutRules(node))
+      await this.t.docker(['exec', node, cmd, '-I', ...rule]);
+  }
+
+  /** Removes every cut rule from `node` (none there: nothing to do). */
+  async reconnect(node: string): Promise<void> {
+    for (const [cmd, rule] of await this.cutRules(node)) {
+      for (let i = 0; i < 10; i++) {
+        const removed = await this.t
+          .docker(['exec', node, cmd, '-D', ...rule])
+          .then(() => true)
+          .catch(() => false);
+        if (!removed) break;
+      }
+    }
+  }
+
   /** Both replicas Ready, on different nodes, one of them leading. */
   async steady(timeoutMs: number): Promise<{ leader: { pod: string; node: string }; standby: PodObj }> {
     const { value } = await waitFor('two Ready replicas on two nodes, one leading', timeoutMs, async () => {

@@ -13,7 +13,14 @@
  *   - a StatefulSet pod on a worker stopped and reported shut down by the cloud provider's taint:
  *     the out-of-service taint after the delay, the pod replaced and Running on the other worker;
  *   - the leader's own node killed (`docker kill`, a crash: no graceful release): the standby takes
- *     the lease once it expires and marks that node.
+ *     the lease once it expires and marks that node;
+ *   - a worker cut from the API server only (an iptables rule in its container; its kubelet still
+ *     runs and answers on the node network): marked at the grace, its pod not Ready and evicted, its
+ *     Service silent; the rule removed, the node comes back;
+ *   - the Helm chart instead, with --second-opinion=kubelet: a killed worker is marked at
+ *     --confirm-after (its kubelet's port gone), a pool grace reloaded in place by `helm upgrade`, and
+ *     the same cut as above marked at the pool grace but with no NoExecute: its pod stays Ready and
+ *     answers through its Service; the rule removed, all undone.
  * Timers start before `docker stop`, which takes seconds on a systemd node. At the end it removes
  * every install it made (the companion scenarios follow on the same cluster).
  *
@@ -69,6 +76,20 @@ const LEASE_S = 15;
 /** The test pod's toleration of the unreachable NoExecute taint. */
 const TOLERATION_S = 5;
 const VICTIM_POD = 'nlc-kind-victim';
+/** The cut-off cases' pod behind a Service (it answers with its name). */
+const WEB = 'nlc-kind-web';
+/** --confirm-after under the chart's install (its minimum; below the grace less 6 s). */
+const CONFIRM_AFTER_S = 10;
+/**
+ * L1' (docs/guarantees.md): a stopped kubelet is marked within --confirm-after + two 1 s ticks + the
+ * confirming probe's 3 s retry and 3 s timeout + 100 ms of its last heartbeat.
+ */
+const CONFIRM_BOUND_MS = CONFIRM_AFTER_S * 1000 + 8100;
+/**
+ * How long past the mark the cut-off cases watch the pod: four times its toleration, by when the
+ * install without a second opinion has evicted it.
+ */
+const HOLD_WATCH_S = 4 * TOLERATION_S;
 /** kube-controller-manager's pod garbage collector runs every 20 s (fixed). */
 const PODGC_PERIOD_S = 20;
 /** The kind overlay's --out-of-service-after; its signal is the cloud provider's shutdown taint. */
@@ -131,7 +152,115 @@ describe('kind cluster, controller from its image and manifests', () => {
     }
     return '?';
   };
+  /**
+   * Waits until `leaderPod` acts (leading, its watches healthy: its last such log line says so) and
+   * `nodeName` has renewed its lease since: a leader that starts to act gives every node a fresh
+   * grace, so a case timed from a node's last renewal starts after both.
+   */
+  const actingAndRenewed = async (leaderPod: string, nodeName: string) => {
+    await waitFor(`${leaderPod} acting`, 120_000, async () => {
+      const log = await t.kubectl(['-n', NS, 'logs', leaderPod]);
+      const acting = log.lastIndexOf('"Acting: watches healthy and leading"');
+      return acting >= 0 && acting > log.lastIndexOf('"Not leading') && acting > log.lastIndexOf('"Blind');
+    });
+    const since = performance.now();
+    await waitFor(
+      `a renewal of ${nodeName}'s lease`,
+      30_000,
+      async () => (observer.lastRenewalAt(nodeName) ?? 0) > since,
+    );
+  };
+  /** Nodes a case cut from the API server and has not reconnected. */
+  const cut = new Set<string>();
+  const cutNode = (name: string) => {
+    cut.add(name);
+    return cluster.cutFromApiServer(name);
+  };
+  const reconnectNode = async (name: string) => {
+    await cluster.reconnect(name);
+    cut.delete(name);
+  };
+  /**
+   * A pod serving HTTP on `nodeName` behind a Service (its name is what it answers), tolerating the
+   * NoExecute taints for TOLERATION_S as the stopped-worker case's pod does.
+   */
+  const startWeb = async (nodeName: string) => {
+    await removeWeb(); // one a failed case left behind
+    await t.kubectl(['apply', '-f', '-'], {
+      input: JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'List',
+        items: [
+          {
+            apiVersion: 'v1',
+            kind: 'Pod',
+            metadata: { name: WEB, namespace: 'default', labels: { app: WEB } },
+            spec: {
+              nodeName,
+              terminationGracePeriodSeconds: 1,
+              tolerations: [
+                {
+                  key: UNREACHABLE,
+                  operator: 'Exists',
+                  effect: 'NoExecute',
+                  tolerationSeconds: TOLERATION_S,
+                },
+                { key: NOT_READY, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: TOLERATION_S },
+              ],
+              containers: [
+                {
+                  name: 'web',
+                  image: IMAGE,
+                  imagePullPolicy: 'Never',
+                  command: [
+                    '/nodejs/bin/node',
+                    '-e',
+                    `require('node:http').createServer((q, r) => r.end('${WEB}')).listen(8080)`,
+                  ],
+                  ports: [{ containerPort: 8080 }],
+                  readinessProbe: { httpGet: { path: '/', port: 8080 }, periodSeconds: 1 },
+                },
+              ],
+            },
+          },
+          {
+            apiVersion: 'v1',
+            kind: 'Service',
+            metadata: { name: WEB, namespace: 'default' },
+            spec: { selector: { app: WEB }, ports: [{ port: 80, targetPort: 8080 }] },
+          },
+        ],
+      }),
+    });
+    await waitFor(`${WEB} Ready and answering through its Service`, 120_000, async () => {
+      const p = await pod(WEB);
+      return condition(p, 'Ready')?.status === 'True' && (await webAnswers()) ? p : undefined;
+    });
+  };
+  /**
+   * Whether the web pod answers through its Service: the API server's service proxy picks one of
+   * the Service's ready endpoints (none: 503), as kube-proxy does for a client in the cluster.
+   */
+  const webAnswers = async () =>
+    (
+      await t
+        .kubectl([
+          'get',
+          '--raw',
+          `/api/v1/namespaces/default/services/${WEB}:80/proxy/`,
+          '--request-timeout=3s',
+        ])
+        .catch(() => '')
+    ).trim() === WEB;
+  const removeWeb = () =>
+    t.kubectl(['-n', 'default', 'delete', 'pod,service', WEB, '--ignore-not-found', '--wait=true'], {
+      timeoutMs: 120_000,
+    });
   const bringBackAll = async () => {
+    for (const n of [...cut]) {
+      await cluster.reconnect(n).catch((err) => console.error(String(err)));
+      cut.delete(n);
+    }
     for (const n of [...down]) {
       await cluster.bringBack(n);
       down.delete(n);
@@ -681,7 +810,58 @@ describe('kind cluster, controller from its image and manifests', () => {
     );
   });
 
-  it('installed with the Helm chart instead of kustomize, node pools from its ConfigMap: a helm upgrade of the pools is reloaded in place, and a stopped worker is marked at its pool grace and recovers', async () => {
+  it('a worker cut from the API server only (iptables), no second opinion: marked, its pod not Ready then evicted, its Service stops answering; reconnected, the node comes back', async () => {
+    collectOnFailure('cut-off-without-second-opinion');
+    const { leader, standby } = await cluster.steady(180_000);
+    const victim = standby.spec.nodeName!;
+    await startWeb(victim);
+    await actingAndRenewed(leader.pod, victim);
+    const podKey = `default/${WEB}`;
+    const start = performance.now();
+    await cutNode(victim);
+    await waitFor(`${victim} Unknown with both unreachable taints`, (GRACE_S + 45) * 1000, async () => {
+      const n = await node(victim);
+      return condition(n, 'Ready')?.status === 'Unknown' &&
+        hasTaint(n, UNREACHABLE, 'NoSchedule') &&
+        hasTaint(n, UNREACHABLE, 'NoExecute')
+        ? n
+        : undefined;
+    });
+    await waitFor(`${WEB} no longer answers through its Service`, 30_000, async () => !(await webAnswers()));
+    const silentAt = performance.now();
+    const evicted = await waitFor(`${WEB} evicted`, (TOLERATION_S + 60) * 1000, async () =>
+      observer.podDeletedAt(podKey, start),
+    );
+    const lastRenewal = observer.lastRenewalAt(victim)!;
+    const unknownAt = observer.readyAt(victim, 'Unknown', lastRenewal)!;
+    const notReadyAt = observer.podReady.get(podKey)?.find((r) => r.at >= start && r.status === 'False')?.at;
+    // Its kubelet still runs and still answers on the node network: the controller cannot tell.
+    await t.docker(['exec', victim, 'systemctl', 'is-active', 'kubelet']);
+    pass(
+      `${victim} cut from the API server, no second opinion: Unknown ${Math.round(unknownAt - lastRenewal - GRACE_S * 1000)} ms past grace (${GRACE_S}s) after its last renewal; ${WEB} not Ready ${notReadyAt === undefined ? '?' : secs(notReadyAt - unknownAt)}s after the mark, not answering through its Service ${secs(silentAt - unknownAt)}s after the mark, evicted ${secs(evicted.value - unknownAt)}s after the mark (tolerationSeconds ${TOLERATION_S}), its kubelet running throughout`,
+    );
+    expect(unknownAt - lastRenewal).toBeGreaterThanOrEqual(GRACE_S * 1000 - 100);
+    expect(unknownAt - lastRenewal).toBeLessThanOrEqual(GRACE_S * 1000 + KIND_OVERHEAD_MS);
+    expect(notReadyAt).toBeDefined();
+    // L4 (docs/guarantees.md): the pods of a node marked Unknown are marked within 10 s.
+    expect(notReadyAt! - unknownAt).toBeLessThanOrEqual(10_000);
+    expect(silentAt - unknownAt).toBeLessThanOrEqual(10_000);
+
+    await reconnectNode(victim);
+    const back = await waitFor(`${victim} Ready=True with no health taints`, 180_000, async () => {
+      const x = await node(victim);
+      return condition(x, 'Ready')?.status === 'True' && healthTaints(x).length === 0;
+    });
+    // The kubelet, back in touch, finds its pod deleted and stops it.
+    await waitFor(`${WEB} gone`, 120_000, async () => observer.podGoneAt(podKey, start));
+    await removeWeb();
+    await cluster.steady(180_000);
+    pass(
+      `${victim} reconnected: Ready=True and untainted ${secs(back.ms)}s after the rule went; ${WEB} gone (evicted)`,
+    );
+  });
+
+  it('installed with the Helm chart, a second opinion on (--second-opinion=kubelet): a stopped worker is marked at confirm-after; node pools from its ConfigMap reloaded in place by a helm upgrade; a worker cut from the API server is marked at its pool grace but keeps its pod answering through its Service; reconnected, all undone', async () => {
     collectOnFailure('helm-chart');
     const removing = performance.now();
     await cluster.uninstall();
@@ -689,10 +869,17 @@ describe('kind cluster, controller from its image and manifests', () => {
     expect(await cluster.controllerPods()).toEqual([]);
     const installing = performance.now();
     // An empty pool list: the ConfigMap is mounted, every node has the default grace.
-    await cluster.installChart(['--set-json', 'nodePools=[]']);
-    const { leader, standby } = await cluster.steady(240_000);
+    await cluster.installChart([
+      '--set-json',
+      'nodePools=[]',
+      '--set',
+      'controller.secondOpinion=kubelet',
+      '--set',
+      `controller.confirmAfter=${CONFIRM_AFTER_S}s`,
+    ]);
+    const installed = await cluster.steady(240_000);
     pass(
-      `kustomize install removed in ${secs(removed)}s; chart installed (ci/kind-values.yaml) and steady ${secs(performance.now() - installing)}s later: leader ${leader.pod} on ${leader.node}`,
+      `kustomize install removed in ${secs(removed)}s; chart installed (ci/kind-values.yaml, --second-opinion=kubelet --confirm-after=${CONFIRM_AFTER_S}s) and steady ${secs(performance.now() - installing)}s later: leader ${installed.leader.pod} on ${installed.leader.node}`,
     );
     const dep = await t.getJson<{ metadata: { labels?: Record<string, string> } }>([
       '-n',
@@ -700,6 +887,37 @@ describe('kind cluster, controller from its image and manifests', () => {
       `deploy/${DEPLOYMENT}`,
     ]);
     expect(dep.metadata.labels?.['app.kubernetes.io/managed-by']).toBe('Helm');
+
+    // (a) A stopped worker (killed: its kubelet's port goes with it) is confirmed down by two failed
+    // probes and marked at --confirm-after, not at the grace.
+    const stopped = installed.standby.spec.nodeName!;
+    await actingAndRenewed(installed.leader.pod, stopped);
+    await stopNode(stopped, 'kill');
+    const confirmed = await waitFor(`${stopped} Unknown`, (GRACE_S + 45) * 1000, async () => {
+      const n = await node(stopped);
+      return condition(n, 'Ready')?.status === 'Unknown' && hasTaint(n, UNREACHABLE, 'NoExecute')
+        ? n
+        : undefined;
+    });
+    {
+      const lastRenewal = observer.lastRenewalAt(stopped)!;
+      const unknownAt = observer.readyAt(stopped, 'Unknown', lastRenewal)!;
+      const message = condition(confirmed.value, 'Ready')?.message ?? '';
+      pass(
+        `${stopped} killed under --second-opinion=kubelet: Unknown and tainted ${secs(unknownAt - lastRenewal)}s after its last renewal on the test's own watch (confirm-after ${CONFIRM_AFTER_S}s, bound ${secs(CONFIRM_BOUND_MS)}s; grace ${GRACE_S}s, where the kustomize install marked its stopped worker); Ready says "${message}"`,
+      );
+      expect(message).toContain('Kubelet stopped posting node status.');
+      expect(message).toContain('Confirmed down before the grace');
+      expect(unknownAt - lastRenewal).toBeGreaterThanOrEqual(CONFIRM_AFTER_S * 1000 - 100);
+      expect(unknownAt - lastRenewal).toBeLessThanOrEqual(CONFIRM_BOUND_MS + KIND_OVERHEAD_MS);
+    }
+    await startNode(stopped);
+    await waitFor(`${stopped} Ready=True with no health taints`, 180_000, async () => {
+      const x = await node(stopped);
+      return condition(x, 'Ready')?.status === 'True' && healthTaints(x).length === 0;
+    });
+    const { leader, standby } = await cluster.steady(240_000);
+
     const victim = standby.spec.nodeName!;
     expect(victim).not.toBe(leader.node);
     // The victim gets a pool of its own by `helm upgrade`: only the ConfigMap changes (no pod
@@ -734,33 +952,66 @@ describe('kind cluster, controller from its image and manifests', () => {
     pass(
       `helm upgrade of nodePools: the leader reloaded them ${secs(performance.now() - upgrading)}s after the upgrade began (kubelet volume update), same leader pod`,
     );
-    // The node-loss check of the kustomize install, judged the same way on the test's own watches,
-    // at the victim's pool grace instead of the default.
-    await new Promise((r) => setTimeout(r, 12_000)); // the leader sees a few renewals of every node
-    await stopNode(victim, 'stop');
-    await waitFor(`${victim} Unknown with both unreachable taints`, (GRACE_S + 45) * 1000, async () => {
+
+    // (b) The victim cut from the API server only, its kubelet answering on the node network: the
+    // kustomize install's case above, with a second opinion. Marked at its pool grace (the probes
+    // at confirm-after found its kubelet answering), NoSchedule, but no NoExecute and its pod kept
+    // Ready, so it keeps answering through its Service.
+    await startWeb(victim);
+    await actingAndRenewed(leader.pod, victim);
+    const podKey = `default/${WEB}`;
+    const webUid = (await pod(WEB)).metadata.uid;
+    const start = performance.now();
+    await cutNode(victim);
+    await waitFor(`${victim} Unknown and tainted unreachable:NoSchedule`, (GRACE_S + 45) * 1000, async () => {
       const n = await node(victim);
-      return condition(n, 'Ready')?.status === 'Unknown' &&
-        hasTaint(n, UNREACHABLE, 'NoSchedule') &&
-        hasTaint(n, UNREACHABLE, 'NoExecute')
+      return condition(n, 'Ready')?.status === 'Unknown' && hasTaint(n, UNREACHABLE, 'NoSchedule')
         ? n
         : undefined;
     });
     const lastRenewal = observer.lastRenewalAt(victim)!;
     const unknownAt = observer.readyAt(victim, 'Unknown', lastRenewal)!;
+    let asked = 0;
+    let answered = 0;
+    while (performance.now() < unknownAt + HOLD_WATCH_S * 1000) {
+      asked++;
+      if (await webAnswers()) answered++;
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    const held = await t.getJson<{ items: { reason: string; message: string }[] }>([
+      'events',
+      '-A',
+      '--field-selector',
+      `involvedObject.name=${victim},reason=KubeletStillAnswering`,
+    ]);
+    const added = observer.taintsAddedSince(victim, UNREACHABLE, start);
+    const podReady = (observer.podReady.get(podKey) ?? []).filter((r) => r.at >= start).map((r) => r.status);
     pass(
-      `${victim} stopped under the chart's install: Unknown ${Math.round(unknownAt - lastRenewal - POOL_GRACE_S * 1000)} ms past its pool grace (${POOL_GRACE_S}s, default ${GRACE_S}s) after its last renewal, on the test's own watch`,
+      `${victim} cut from the API server, second opinion on: Unknown ${Math.round(unknownAt - lastRenewal - POOL_GRACE_S * 1000)} ms past its pool grace (${POOL_GRACE_S}s, default ${GRACE_S}s) after its last renewal, on the test's own watch; taints added ${JSON.stringify(added)}; ${WEB} answered through its Service ${answered} of ${asked} times in the ${HOLD_WATCH_S}s after the mark (the install without a second opinion evicted it ${TOLERATION_S}s after its mark), Ready throughout; Event: ${held.items[0]?.message ?? 'none'}`,
     );
     expect(unknownAt - lastRenewal).toBeGreaterThanOrEqual(POOL_GRACE_S * 1000 - 100);
     expect(unknownAt - lastRenewal).toBeLessThanOrEqual(POOL_GRACE_S * 1000 + KIND_OVERHEAD_MS);
-    await startNode(victim);
+    expect(added).toEqual([`${UNREACHABLE}:NoSchedule`]);
+    expect(podReady).not.toContain('False');
+    expect(observer.podDeletedAt(podKey, start)).toBeUndefined();
+    expect(asked).toBeGreaterThanOrEqual(HOLD_WATCH_S / 2);
+    expect(answered).toBe(asked);
+    expect(held.items.length).toBeGreaterThan(0);
+    await t.docker(['exec', victim, 'systemctl', 'is-active', 'kubelet']);
+
+    await reconnectNode(victim);
     const back = await waitFor(`${victim} Ready=True with no health taints`, 180_000, async () => {
       const x = await node(victim);
       return condition(x, 'Ready')?.status === 'True' && healthTaints(x).length === 0;
     });
+    const webAfter = await pod(WEB);
+    expect(webAfter.metadata.uid).toBe(webUid);
+    expect(condition(webAfter, 'Ready')?.status).toBe('True');
+    expect(await webAnswers()).toBe(true);
+    await removeWeb();
     await cluster.steady(240_000);
     pass(
-      `${victim} started: Ready=True and untainted ${secs(back.ms)}s after docker start; both replicas back`,
+      `${victim} reconnected: Ready=True and untainted ${secs(back.ms)}s after the rule went; the same ${WEB} pod Ready and answering; both replicas steady`,
     );
   });
 });
