@@ -69,6 +69,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+# Files are named by the repository's last component: --image REGISTRY/PATH/node-lifecycle-controller
+# writes OUT/node-lifecycle-controller-... (not into OUT/REGISTRY/PATH/).
+stem="${image##*/}"
 version="$(node -p 'require("./package.json").version')"
 revision="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
 if [ "$revision" != unknown ] && [ -n "$(git status --porcelain --untracked-files=no)" ]; then revision="$revision-dirty"; fi
@@ -134,10 +137,10 @@ for platform in "${platforms[@]}"; do
   else
     log "warning: $base has no record: the SBOM names it but does not list its packages (RELEASE.md: scan the image)"
   fi
-  sbom="$out/$image-$version-linux-$arch.cdx.json"
+  sbom="$out/$stem-$version-linux-$arch.cdx.json"
   node scripts/image-sbom.mjs --bundle="$tmp/sbom-$arch/sbom.cdx.json" --image="$tag" --image-id="$(inspect "$tag" '{{.Id}}')" \
     --platform="$platform" --base="$base" --base-id="$base_id" "${record_arg[@]}" --out="$sbom"
-  archive="$out/$image-$version-linux-$arch.docker.tar"
+  archive="$out/$stem-$version-linux-$arch.docker.tar"
   timed "docker save $platform" "$DOCKER" save -o "$archive" "$tag"
   artifacts+=("$tag" "$sbom" "$archive")
 done
@@ -145,9 +148,9 @@ done
 if [ ${#platforms[@]} -gt 1 ]; then
   layout="$out/oci"
   archives=()
-  for platform in "${platforms[@]}"; do archives+=("$out/$image-$version-linux-${platform#linux/}.docker.tar"); done
+  for platform in "${platforms[@]}"; do archives+=("$out/$stem-$version-linux-${platform#linux/}.docker.tar"); done
   timed "OCI layout" node scripts/oci-layout.mjs --out="$layout" --ref="$version" "${archives[@]}"
-  tar -C "$layout" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf "$out/$image-$version.oci.tar" .
+  tar -C "$layout" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf "$out/$stem-$version.oci.tar" .
   command -v skopeo >/dev/null || die "skopeo is needed to check the OCI layout (Debian's skopeo; provision.sh bases-arm64 installs it)"
   check() {
     local platform arch got
@@ -162,7 +165,7 @@ if [ ${#platforms[@]} -gt 1 ]; then
     done
   }
   timed "OCI layout check (skopeo)" check
-  artifacts+=("$layout" "$out/$image-$version.oci.tar")
+  artifacts+=("$layout" "$out/$stem-$version.oci.tar")
 fi
 
 log "timings: $(IFS=,; echo "${timings[*]}" | sed 's/,/, /g')"

@@ -16,7 +16,9 @@
 //              the order asked (second-opinion adds its egress rule to networkpolicy's NetworkPolicy,
 //              so it must come after it)
 // --image      image repository (default: node-lifecycle-controller, no registry); the tag is always
-//              the version, so the file installs exactly the release it belongs to
+//              the version, so the file installs exactly the release it belongs to. Or
+//              <repository>@sha256:<digest>: the image pinned by digest instead of the tag, as
+//              scripts/release.sh renders a release's install.yaml (the digest it pushed)
 // --output     where to write (default dist/install/node-lifecycle-controller-<version>.yaml; - for
 //              standard output)
 // Checked by test/e2e/render-install.test.ts: every object server-side applied with dryRun=All
@@ -47,7 +49,7 @@ const NAMED_ONLY = {
 };
 
 function parseArgs(argv) {
-  const opts = { with: [], image: IMAGE_NAME, output: undefined };
+  const opts = { with: [], image: IMAGE_NAME, digest: undefined, output: undefined };
   // companion-evictions belongs to manifests/overlays/companion: on the base it adds a flag the
   // controller refuses without --mode=companion, so this file (the base) does not offer it.
   const available = readdirSync(COMPONENTS).filter(
@@ -71,12 +73,20 @@ function parseArgs(argv) {
       // object (second-opinion, networkpolicy's NetworkPolicy) must come after it.
       opts.with = available.filter((c) => opts.with.includes(c) || asked.includes(c));
     } else if (name === 'image') {
+      const at = value.indexOf('@');
+      const repository = at < 0 ? value : value.slice(0, at);
+      const digest = at < 0 ? undefined : value.slice(at + 1);
       if (
-        !/^[a-z0-9]([a-z0-9._\-/:]*[a-z0-9])?$/.test(value) ||
-        /:[^/]*$/.test(value.replace(/^[^/]*\//, ''))
+        !/^[a-z0-9]([a-z0-9._\-/:]*[a-z0-9])?$/.test(repository) ||
+        /:[^/]*$/.test(repository.replace(/^[^/]*\//, ''))
       )
-        fail(`--image=${value}: a repository without a tag (the tag is the version)`);
-      opts.image = value;
+        fail(
+          `--image=${value}: a repository without a tag (the tag is the version), or <repository>@sha256:<digest>`,
+        );
+      if (digest !== undefined && !/^sha256:[0-9a-f]{64}$/.test(digest))
+        fail(`--image=${value}: the digest must be sha256: and 64 lowercase hex digits`);
+      opts.image = repository;
+      opts.digest = digest;
     } else {
       opts.output = value;
     }
@@ -111,7 +121,7 @@ try {
     'images:',
     `  - name: ${IMAGE_NAME}`,
     `    newName: ${opts.image}`,
-    `    newTag: "${version}"`,
+    opts.digest ? `    digest: ${opts.digest}` : `    newTag: "${version}"`,
     '',
   ].join('\n');
   writeFileSync(join(dir, 'kustomization.yaml'), kustomization);
@@ -123,7 +133,7 @@ const kubectlVersion = execFileSync(kubectl, ['version', '--client', '-o', 'json
 const kustomizeVersion = JSON.parse(kubectlVersion).kustomizeVersion ?? 'unknown';
 const header = [
   `# node-lifecycle-controller ${version}: manifests/base${opts.with.map((c) => ` + components/${c}`).join('')},`,
-  `# image ${opts.image}:${version}. Rendered by scripts/render-install.mjs (kustomize ${kustomizeVersion}).`,
+  `# image ${opts.digest ? `${opts.image}@${opts.digest} (by digest)` : `${opts.image}:${version}`}. Rendered by scripts/render-install.mjs (kustomize ${kustomizeVersion}).`,
   '# Install: kubectl apply --server-side -f <this file>. Read docs/deploy.md first: hand the job over',
   "# from kube-controller-manager's node-lifecycle-controller, or start in dry-run.",
   '',

@@ -116,6 +116,15 @@ describe('npm run render-install: one YAML file, checked by a server-side dry ru
     expect(deployments.items).toEqual([]);
   });
 
+  it('--image=<repository>@sha256:<digest> (scripts/release.sh): the image pinned by digest, nothing else changes', () => {
+    const digest = `sha256:${'0123456789abcdef'.repeat(4)}`;
+    const { text, objects } = render([`--image=${IMAGE}@${digest}`]);
+    expect(text.split('\n')[1]).toContain(`# image ${IMAGE}@${digest} (by digest).`);
+    const byTag = JSON.stringify(expected([]));
+    expect(byTag).toContain(`"${IMAGE}:${version}"`);
+    expect(objects).toEqual(JSON.parse(byTag.replaceAll(`"${IMAGE}:${version}"`, `"${IMAGE}@${digest}"`)));
+  });
+
   it('--with=all: the components too; the Prometheus Operator kinds (no CRDs here) validate against its schemas', async () => {
     const { text, objects } = render(['--with=all', `--image=${IMAGE}`]);
     expect(text.split('\n')[0]).toBe(
@@ -160,6 +169,8 @@ describe('npm run render-install: one YAML file, checked by a server-side dry ru
         /no component "grafana" \(accepted: coordinated-leader-election, networkpolicy, node-pools, out-of-service, prometheusrule, second-opinion, servicemonitor, all\)/,
       ],
       [['--image=registry.example/nlc:1.0'], /a repository without a tag/],
+      [['--image=registry.example/nlc@sha256:abc'], /the digest must be sha256: and 64 lowercase hex digits/],
+      [[`--image=registry.example/nlc:1.0@sha256:${'0'.repeat(64)}`], /a repository without a tag/],
       [['--namespace'], /unknown argument/],
     ] as const) {
       const r = spawnSync(

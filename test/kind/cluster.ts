@@ -164,24 +164,37 @@ export class KindCluster {
     });
   }
 
-  /** The same install with the project's Helm and the chart's kind values (its ci/kind-values.yaml). */
-  /** `helm install` (or `upgrade --reuse-values`) of the chart with ci/kind-values.yaml and `extra` arguments. */
+  /**
+   * Where `installChart` takes the chart from: the repository's folder, or (the release
+   * rehearsal) a chart in an OCI registry, by version.
+   */
+  chartSource: { ref: string; version?: string; plainHttp?: boolean } = {
+    ref: path.join(REPO, 'charts', 'node-lifecycle-controller'),
+  };
+
+  /**
+   * `helm install` (or `upgrade --reuse-values`) of the chart (chartSource) with the project's Helm,
+   * the repository's ci/kind-values.yaml and `extra` arguments.
+   */
   async installChart(extra: string[] = [], verb: 'install' | 'upgrade' = 'install'): Promise<void> {
-    const chart = path.join(REPO, 'charts', 'node-lifecycle-controller');
+    const values = path.join(REPO, 'charts', 'node-lifecycle-controller', 'ci', 'kind-values.yaml');
+    const { ref, version, plainHttp } = this.chartSource;
     await this.t.sh(
       projectHelm(),
       [
         verb,
         ...(verb === 'upgrade' ? ['--reuse-values'] : []),
         DEPLOYMENT,
-        chart,
+        ref,
+        ...(version ? ['--version', version] : []),
+        ...(plainHttp ? ['--plain-http'] : []),
         '--kubeconfig',
         this.s.kubeconfig,
         '--namespace',
         NS,
         '--create-namespace',
         '-f',
-        path.join(chart, 'ci', 'kind-values.yaml'),
+        values,
         '--wait',
         '--timeout',
         '180s',

@@ -21,10 +21,13 @@ import { ClusterObserver } from '../support/observer.js';
 import { rawWatch } from '../support/raw-watch.js';
 import { type KindCluster, pass, sharedCluster, waitFor } from './cluster.js';
 import {
+  CLEANUP_POD_OVERRIDES,
   condition,
+  DEPLOYMENT,
   IMAGE,
   NOT_READY,
   type NodeObj,
+  NS,
   REPO,
   resolveKind,
   secs,
@@ -246,7 +249,7 @@ describe('kind: companion mode beside kube-controller-manager at its defaults', 
     }
   });
 
-  it('ours beside it: our taint at our grace, the endpoint leaves then, our eviction after the delay; an opted-out pod waits for the provider; a restart cleans both', async () => {
+  it('ours beside it: our taint at our grace, the endpoint leaves then, our eviction after the delay; an opted-out pod waits for the provider; uninstalled while the node is marked, the documented cleanup takes our taint and condition off', async () => {
     collectOnFailure('companion-beside');
     // manifests/overlays/companion with the evictions component, the kind image, workers only, a
     // shorter eviction delay (the last --companion-evict-after wins).
@@ -316,6 +319,43 @@ describe('kind: companion mode beside kube-controller-manager at its defaults', 
       async () => endpointGone('evicted-by-us', last) && endpointGone('opted-out', last),
     );
     const ourEviction = await evictedAt('evicted-by-us', last);
+    // Uninstalled while the node is marked (docs/deploy.md, "Uninstalling"): the controller
+    // stopped, `cleanup --yes` run from its image with its ServiceAccount, the install deleted. Our
+    // taint and condition leave the node that is still down; the provider's marks come by themselves.
+    const uninstalling = performance.now();
+    await t.kubectl(['-n', NS, 'scale', `deploy/${DEPLOYMENT}`, '--replicas=0']);
+    // The replica on the stopped worker cannot stop (nor write): its kubelet is gone.
+    await waitFor('the replicas on running nodes stopped', 120_000, async () =>
+      (await cluster.controllerPods()).every((p) => p.spec.nodeName === worker),
+    );
+    const cleanup = await t.kubectl(
+      [
+        '-n',
+        NS,
+        'run',
+        'nlc-cleanup',
+        '--rm',
+        '-i',
+        '--restart=Never',
+        `--image=${IMAGE}`,
+        '--image-pull-policy=Never',
+        '--override-type=strategic',
+        `--overrides=${JSON.stringify(CLEANUP_POD_OVERRIDES)}`,
+        '--',
+        'cleanup',
+        '--yes',
+      ],
+      { timeoutMs: 180_000 },
+    );
+    await t.kubectl(['delete', '-k', overlayDir, '--wait=false']);
+    const cleaned = await node(worker);
+    const ofOurs = (x: NodeObj) => (x.spec.taints ?? []).filter((taint) => taint.key === KEY);
+    expect(ofOurs(cleaned)).toEqual([]);
+    expect(condition(cleaned, Companion.ConditionType)).toBeUndefined();
+    for (const x of (await t.getJson<{ items: NodeObj[] }>(['nodes'])).items) expect(ofOurs(x)).toEqual([]);
+    pass(
+      `uninstalled while ${worker} was down and marked (docs/deploy.md "Uninstalling"): scaled to 0, cleanup --yes from the image, install deleted in ${secs(performance.now() - uninstalling)}s; ${KEY} and ${Companion.ConditionType} gone from every node; cleanup said: ${cleanup.trim().split('\n').slice(-3).join(' | ')}`,
+    );
     const unknown = await waitFor(`${worker} Ready=Unknown`, (PROVIDER_GRACE_S + 30) * 1000, async () =>
       observer.readyAt(worker, 'Unknown', last),
     );
@@ -339,12 +379,12 @@ describe('kind: companion mode beside kube-controller-manager at its defaults', 
     expect(ourEviction! - last).toBeLessThanOrEqual((GRACE_S + EVICT_AFTER_S) * 1000 + KIND_OVERHEAD_MS);
     expect(providerEviction! - last).toBeGreaterThanOrEqual((PROVIDER_GRACE_S + TOLERATION_S) * 1000 - 1000);
     expect(unknown.value - last).toBeGreaterThanOrEqual(PROVIDER_GRACE_S * 1000 - 100);
+    // Back, with no controller of ours: the provider lifts its own marks, nothing of ours returns.
     await startWorker(
       worker,
       (x) =>
         !(x.spec.taints ?? []).some((taint) => taint.key === UNREACHABLE || taint.key === KEY) &&
         condition(x, Companion.ConditionType) === undefined,
     );
-    await cluster.steady(180_000);
   });
 });

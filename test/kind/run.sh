@@ -39,5 +39,7 @@ done
 
 if [ "$offline" = 1 ]; then
   bash "$ROOT/test/kind/offline/provision.sh"
+  # The amd64 runtime base scripts/build-image.sh needs for the release rehearsal (scripts/release.sh).
+  bash "$ROOT/test/kind/offline/provision.sh" bases-amd64
 fi
 exec "$ROOT/dev" exec -- vitest run --project kind

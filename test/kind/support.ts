@@ -17,6 +17,24 @@ export const IMAGE = 'node-lifecycle-controller:dev';
 export const UNREACHABLE = 'node.kubernetes.io/unreachable';
 export const NOT_READY = 'node.kubernetes.io/not-ready';
 
+/**
+ * docs/deploy.md's `kubectl run ... --overrides` for `cleanup`: the controller's ServiceAccount, and
+ * what the namespace's Pod Security level (restricted) demands of a pod. test/unit/docs-commands.test.ts
+ * keeps the README's and docs/deploy.md's copies equal to it.
+ */
+export const CLEANUP_POD_OVERRIDES = {
+  spec: {
+    serviceAccountName: 'node-lifecycle-controller',
+    securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
+    containers: [
+      {
+        name: 'nlc-cleanup',
+        securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+      },
+    ],
+  },
+};
+
 export interface KindSettings {
   /** Environment for every tool: PATH with the provisioned tools first. */
   env: NodeJS.ProcessEnv;
@@ -214,8 +232,13 @@ export interface PodObj {
     deletionTimestamp?: string;
     creationTimestamp: string;
   };
-  spec: { nodeName?: string };
-  status: { phase?: string; podIP?: string; conditions?: Condition[] };
+  spec: { nodeName?: string; containers?: { name: string; image?: string }[] };
+  status: {
+    phase?: string;
+    podIP?: string;
+    conditions?: Condition[];
+    containerStatuses?: { name: string; image?: string; imageID?: string }[];
+  };
 }
 export interface LeaseObj {
   spec: {

