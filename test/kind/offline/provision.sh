@@ -122,8 +122,18 @@ step_workarounds() {
     return 0
   fi
   log "this machine cannot run privileged containers as is: registering runtime $RUNTIME"
+  # The real runc: the first on PATH that is not this shim folder's own (a shell that sourced the
+  # env file has it first, and linking the wrapper to itself breaks every container start).
+  local real="" d
+  local IFS=:
+  for d in $PATH; do
+    [ "$(readlink -f "$d" 2>/dev/null)" = "$(readlink -f "$W/shim")" ] && continue
+    if [ -x "$d/runc" ]; then real="$d/runc"; break; fi
+  done
+  unset IFS
+  [ -n "$real" ] || die "no runc on PATH (outside $W/shim) to wrap"
   install -m 0755 "$HERE/runc-wrapper.sh" "$W/shim/runc"
-  ln -sf "$(command -v runc)" "$W/shim/runc.real"
+  ln -sf "$real" "$W/shim/runc.real"
   if ! docker info --format '{{json .Runtimes}}' | grep -q "\"$RUNTIME\""; then
     local cfg=/etc/docker/daemon.json current='{}'
     mkdir -p /etc/docker
