@@ -132,4 +132,54 @@ describe('a second opinion before each verdict (real API server, 9 nodes, grace 
       await ctl.kill();
     }
   });
+
+  it('no false marks through a control-plane fault with the feature on: kube-apiserver SIGKILLed for longer than --confirm-after while every kubelet answers, then restarted', async () => {
+    // The first case's dead and cut-off nodes stay down: leave them out.
+    const healthy = fleet.names.filter((n) => observer.readyStatus(n) === 'True');
+    expect(healthy.length).toBeGreaterThanOrEqual(7);
+    const ctl = await startController([
+      `--kubeconfig=${cluster.cp.kubeconfigPath}`,
+      '--leader-elect=false',
+      `--node-monitor-grace-period=${GRACE_MS / 1000}s`,
+      '--node-startup-grace-period=30s',
+      '--watch-silence-threshold=3s',
+      '--node-eviction-rate=1',
+      '--second-opinion=kubelet',
+      `--confirm-after=${CONFIRM_AFTER_MS / 1000}s`,
+    ]);
+    onTestFailed(() => console.log(`controller log summary:\n${ctl.summary()}`));
+    try {
+      await ctl.waitForLog('Acting: watches healthy and leading', 20_000);
+      await sleep(3_000);
+      const start = performance.now();
+      // Every lease silent (nothing reaches the API server) for longer than --confirm-after: the
+      // probes run meanwhile and every kubelet answers them.
+      const answersBefore = await ctl.metric('nlc_second_opinion_probes_total', { outcome: 'answers' });
+      await cluster.cp.stopApiServer('SIGKILL');
+      await sleep(CONFIRM_AFTER_MS + 8_000);
+      // The probes did run while it was down, and found the kubelets answering.
+      const answered =
+        (await ctl.metric('nlc_second_opinion_probes_total', { outcome: 'answers' })) - answersBefore;
+      cluster.cp.startApiServer();
+      await cluster.cp.waitApiServerReady();
+      const back = performance.now();
+      // A grace and more after it came back: every deadline the outage could have moved has passed.
+      await sleep(GRACE_MS + 5_000);
+      for (const n of healthy) {
+        expect(observer.readyAt(n, 'Unknown', start), `${n} marked Unknown`).toBeUndefined();
+        expect(observer.taintsAddedSince(n, 'node.kubernetes.io/unreachable', start), n).toEqual([]);
+      }
+      expect(answered).toBeGreaterThanOrEqual(healthy.length);
+      // Only the first case's nodes (really down) may be confirmed down.
+      const confirmed = ctl.logs
+        .filter((l) => l.msg === 'Kubelet not answering: node confirmed down')
+        .map((l) => String(l.node));
+      expect(confirmed.filter((n) => healthy.includes(n))).toEqual([]);
+      console.log(
+        `kube-apiserver down ${Math.round(back - start)} ms (confirm-after ${CONFIRM_AFTER_MS} ms), ${answered} probes answered meanwhile; watched ${GRACE_MS + 5_000} ms after: none of ${healthy.length} healthy nodes marked`,
+      );
+    } finally {
+      await ctl.kill();
+    }
+  });
 });
