@@ -635,6 +635,37 @@ describe('assembleNodeHealth', () => {
     withPools.pools?.close();
   });
 
+  it('with --second-opinion=kubelet, a pool too short to confirm a node down before its grace is warned about', async () => {
+    const file = path.join(dir, 'short-pool.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        pools: [{ name: 'edge', selector: { matchLabels: { pool: 'edge' } }, nodeMonitorGracePeriod: '50s' }],
+      }),
+    );
+    const warned = async (flags: string[]) => {
+      const logger = memoryLogger();
+      const h = await assembleNodeHealth({
+        config: configOf([`--node-pool-config=${file}`, ...flags]),
+        clock,
+        logger,
+        metrics: createDisruptionMetrics(new Registry()),
+      });
+      h.pools?.close();
+      return logger.lines
+        .filter((l) => l.msg === 'Pool config warning')
+        .some((l) => String(l.warning).includes('the second opinion cannot confirm a node down'));
+    };
+    // --confirm-after 44s + 3s + 3s = 50s: at the pool's grace.
+    expect(
+      await warned(['--second-opinion=kubelet', '--confirm-after=44s', '--node-monitor-grace-period=1m']),
+    ).toBe(true);
+    expect(
+      await warned(['--second-opinion=kubelet', '--confirm-after=43s', '--node-monitor-grace-period=1m']),
+    ).toBe(false);
+    expect(await warned(['--node-monitor-grace-period=1m'])).toBe(false);
+  });
+
   it('a pool file that is missing or invalid at start is a usage error naming the flag, the file and the problem', async () => {
     const missing = path.join(dir, 'absent.json');
     await expect(health([`--node-pool-config=${missing}`])).rejects.toThrow(FlagError);

@@ -65,7 +65,8 @@ export interface NodeHealth {
 }
 
 export async function assembleNodeHealth(o: {
-  config: Pick<Config, 'health' | 'nodePoolConfigPath' | 'disruption'>;
+  config: Pick<Config, 'health' | 'nodePoolConfigPath' | 'disruption'> &
+    Partial<Pick<Config, 'secondOpinion'>>;
   clock: Pick<Clock, 'scheduler'>;
   logger: Logger;
   metrics: DisruptionMetrics;
@@ -78,7 +79,17 @@ export async function assembleNodeHealth(o: {
         scheduler: o.clock.scheduler,
         logger: o.logger,
         metrics: o.metrics,
-        graceBounds: { watchSilenceThresholdMs: health.watchSilenceThresholdMs },
+        graceBounds: {
+          watchSilenceThresholdMs: health.watchSilenceThresholdMs,
+          ...(o.config.secondOpinion
+            ? {
+                confirmDownMs:
+                  o.config.secondOpinion.confirmAfterMs +
+                  o.config.secondOpinion.retryMs +
+                  o.config.secondOpinion.timeoutMs,
+              }
+            : {}),
+        },
       })
     : undefined;
   if (pools) grace.setConfig(pools.current);

@@ -283,6 +283,22 @@ describe('validatePoolConfig', () => {
     expect(warnings({ nodeMonitorGracePeriod: '46s' })).toEqual([]);
   });
 
+  it('with the second opinion on, warns for a grace at or below --confirm-after + the confirming probe, not above it', () => {
+    const warnings = (grace: string, bounds: { confirmDownMs?: number }) =>
+      validatePoolConfig(
+        { pools: [{ name: 'a', selector: {}, nodeMonitorGracePeriod: grace, nodeStartupGracePeriod: '1h' }] },
+        bounds,
+      ).warnings.map((w) => w.text);
+    const tooShort =
+      'pools[0] "a": nodeMonitorGracePeriod: "1m6s": at or below 1m6s (--confirm-after and the confirming probe): ' +
+      'the second opinion cannot confirm a node down before this grace, so its nodes are marked at the grace ' +
+      '(their NoExecute still held while their kubelets answer)';
+    expect(warnings('1m6s', { confirmDownMs: 66_000 })).toEqual([tooShort]);
+    expect(warnings('1m7s', { confirmDownMs: 66_000 })).toEqual([]);
+    // Off: no such bound.
+    expect(warnings('1m6s', {})).toEqual([]);
+  });
+
   it('rejects duplicate names, naming both entries', () => {
     const errors = errorsOf({
       pools: [

@@ -47,6 +47,13 @@ export interface PoolGraceBounds {
    * --node-monitor-grace-period must (a blind watch is noticed before a grace can run out).
    */
   watchSilenceThresholdMs?: number;
+  /**
+   * With --second-opinion=kubelet: --confirm-after + the confirming probe's wait and timeout. A
+   * nodeMonitorGracePeriod at or below it leaves no time to confirm a node down before the grace
+   * (a warning: its nodes are marked at their grace, as without the second opinion, which can then
+   * only hold their NoExecute taints); --confirm-after itself is refused against the default grace.
+   */
+  confirmDownMs?: number;
 }
 
 /**
@@ -514,6 +521,20 @@ function validatePool(
       raw.nodeMonitorGracePeriod,
       `at or below ${formatDuration(HTTP2_HEALTH_CHECK_MS)}: client-go's HTTP/2 health check needs 30s + 15s ` +
         'to notice a dead connection, so nodes may flap NotReady (upstream default is 50s)',
+    );
+  }
+  if (
+    monitorGraceMs !== undefined &&
+    bounds.confirmDownMs !== undefined &&
+    monitorGraceMs <= bounds.confirmDownMs
+  ) {
+    c.warn(
+      `${base}.nodeMonitorGracePeriod`,
+      'nodeMonitorGracePeriod',
+      raw.nodeMonitorGracePeriod,
+      `at or below ${formatDuration(bounds.confirmDownMs)} (--confirm-after and the confirming probe): ` +
+        'the second opinion cannot confirm a node down before this grace, so its nodes are marked at ' +
+        'the grace (their NoExecute still held while their kubelets answer)',
     );
   }
   if (monitorGraceMs !== undefined && startupGraceMs !== undefined && startupGraceMs < monitorGraceMs) {
