@@ -419,6 +419,23 @@ describe('Helm chart', () => {
         to: [{ ipBlock: { cidr: '10.0.0.0/16' } }, { ipBlock: { cidr: 'fd00::/64' } }],
       },
     ]);
+    // Kubelets that listen elsewhere: networkPolicy.kubeletPorts.
+    const ports = (args: string[]) =>
+      (
+        template([
+          '--set',
+          'networkPolicy.enabled=true',
+          '--set',
+          'controller.secondOpinion=kubelet',
+          ...args,
+        ]).find((o) => o.kind === 'NetworkPolicy')!.spec as {
+          egress: { ports: { protocol: string; port: number }[] }[];
+        }
+      ).egress.at(-1)!.ports;
+    expect(ports(['--set', 'networkPolicy.kubeletPorts={10250,10255}'])).toEqual([
+      { protocol: 'TCP', port: 10250 },
+      { protocol: 'TCP', port: 10255 },
+    ]);
     // No NetworkPolicy at all unless enabled.
     expect(
       template(['--set', 'controller.secondOpinion=kubelet', ...cidrs]).some(
@@ -605,6 +622,8 @@ describe('Helm chart', () => {
       ['controller.secondOpinion=kubelet,controller.confirmAfter=soon', /\/controller\/confirmAfter/],
       ['controller.secondOpinion=kubelet,controller.cutOffHold=10min', /\/controller\/cutOffHold/],
       ['controller.secondOpinion=kubelet,networkPolicy.kubeletCIDRs[0]=', /\/networkPolicy\/kubeletCIDRs/],
+      ['networkPolicy.kubeletPorts[0]=0', /\/networkPolicy\/kubeletPorts/],
+      ['networkPolicy.kubeletPorts[0]=https', /\/networkPolicy\/kubeletPorts/],
     ];
     for (const [set, field] of bad) expect(refused(['--set', set]), set).toMatch(field);
     // A number for a duration: let through by the schema, refused by the template with what is wanted.
