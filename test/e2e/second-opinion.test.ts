@@ -38,6 +38,20 @@ beforeAll(async () => {
   observer = await ClusterObserver.start(cluster.admin);
 });
 
+/** The controller both cases run: grace 20 s, --second-opinion=kubelet, confirm-after 10 s, hold 10 m. */
+const startWithSecondOpinion = () =>
+  startController([
+    `--kubeconfig=${cluster.cp.kubeconfigPath}`,
+    '--leader-elect=false',
+    `--node-monitor-grace-period=${GRACE_MS / 1000}s`,
+    '--node-startup-grace-period=30s',
+    '--watch-silence-threshold=3s',
+    '--node-eviction-rate=1',
+    '--second-opinion=kubelet',
+    `--confirm-after=${CONFIRM_AFTER_MS / 1000}s`,
+    '--cut-off-hold=10m',
+  ]);
+
 afterAll(async () => {
   observer?.stop();
   fleet?.stop();
@@ -46,17 +60,7 @@ afterAll(async () => {
 
 describe('a second opinion before each verdict (real API server, 9 nodes, grace 20 s, confirm-after 10 s)', () => {
   it('a dead node is marked at confirm-after; a node cut off from the API server keeps its pods until its kubelet stops answering', async () => {
-    const ctl = await startController([
-      `--kubeconfig=${cluster.cp.kubeconfigPath}`,
-      '--leader-elect=false',
-      `--node-monitor-grace-period=${GRACE_MS / 1000}s`,
-      '--node-startup-grace-period=30s',
-      '--watch-silence-threshold=3s',
-      '--node-eviction-rate=1',
-      '--second-opinion=kubelet',
-      `--confirm-after=${CONFIRM_AFTER_MS / 1000}s`,
-      '--cut-off-hold=10m',
-    ]);
+    const ctl = await startWithSecondOpinion();
     onTestFailed(() => console.log(`controller log summary:\n${ctl.summary()}`));
     try {
       await ctl.waitForLog('Acting: watches healthy and leading', 20_000);
@@ -137,16 +141,7 @@ describe('a second opinion before each verdict (real API server, 9 nodes, grace 
     // The first case's dead and cut-off nodes stay down: leave them out.
     const healthy = fleet.names.filter((n) => observer.readyStatus(n) === 'True');
     expect(healthy.length).toBeGreaterThanOrEqual(7);
-    const ctl = await startController([
-      `--kubeconfig=${cluster.cp.kubeconfigPath}`,
-      '--leader-elect=false',
-      `--node-monitor-grace-period=${GRACE_MS / 1000}s`,
-      '--node-startup-grace-period=30s',
-      '--watch-silence-threshold=3s',
-      '--node-eviction-rate=1',
-      '--second-opinion=kubelet',
-      `--confirm-after=${CONFIRM_AFTER_MS / 1000}s`,
-    ]);
+    const ctl = await startWithSecondOpinion();
     onTestFailed(() => console.log(`controller log summary:\n${ctl.summary()}`));
     try {
       await ctl.waitForLog('Acting: watches healthy and leading', 20_000);

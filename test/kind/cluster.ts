@@ -23,6 +23,7 @@ import path from 'node:path';
 import { dump as dumpYaml, load as loadYaml } from 'js-yaml';
 import { projectHelm } from '../support/helm.js';
 import {
+  builtToolDir,
   condition,
   DEPLOYMENT,
   type DeploymentObj,
@@ -595,13 +596,7 @@ const CONTENT_LABEL = 'org.nlc.content-sha256';
  * the suite needs no registry.
  */
 export async function buildPrometheusImage(t: Tools): Promise<void> {
-  const dir = (
-    await t.sh('bash', [path.join(REPO, 'scripts', 'build-prometheus.sh')], { timeoutMs: 30 * 60_000 })
-  )
-    .trim()
-    .split('\n')
-    .at(-1);
-  if (!dir) throw new Error('scripts/build-prometheus.sh printed no directory');
+  const dir = await builtToolDir(t, 'build-prometheus.sh');
   // Cached by content: the image of this very binary is kept (re-importing it each run would only
   // leave the last one behind as a dangling image).
   const content = createHash('sha256')

@@ -12,15 +12,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { waitFor } from './cluster.js';
-import { REPO, type Tools } from './support.js';
-
-/** The last line a build script prints: the folder that holds its binary. */
-async function builtDir(t: Tools, script: string): Promise<string> {
-  const out = await t.sh('bash', [path.join(REPO, 'scripts', script)], { timeoutMs: 30 * 60_000 });
-  const dir = out.trim().split('\n').at(-1);
-  if (!dir) throw new Error(`scripts/${script} printed no directory`);
-  return dir;
-}
+import { builtToolDir, type Tools } from './support.js';
 
 /** A port the kernel says is free on `host` now. */
 function freePort(host: string): Promise<number> {
@@ -44,7 +36,7 @@ export class LoopbackRegistry {
   ) {}
 
   static async start(t: Tools, nodes: string[]): Promise<LoopbackRegistry> {
-    const bin = path.join(await builtDir(t, 'build-registry.sh'), 'registry');
+    const bin = path.join(await builtToolDir(t, 'build-registry.sh'), 'registry');
     const dir = mkdtempSync(path.join(os.tmpdir(), 'nlc-registry-'));
     const port = await freePort('127.0.0.1');
     const config = path.join(dir, 'config.yml');

@@ -206,6 +206,17 @@ export class Tools {
   }
 }
 
+/**
+ * Runs one of the project's build scripts (scripts/build-*.sh: built once into the cache, keyed by
+ * version; instant when cached) and returns the folder holding its binary, the last line it prints.
+ */
+export async function builtToolDir(t: Tools, script: string): Promise<string> {
+  const out = await t.sh('bash', [path.join(REPO, 'scripts', script)], { timeoutMs: 30 * 60_000 });
+  const dir = out.trim().split('\n').at(-1);
+  if (!dir) throw new Error(`scripts/${script} printed no directory`);
+  return dir;
+}
+
 // ------------------------------------------------------------------------------ typed readers
 
 export interface Condition {

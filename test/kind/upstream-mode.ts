@@ -48,6 +48,7 @@ import {
 } from './cluster.js';
 import { LoopbackRegistry } from './registry.js';
 import {
+  builtToolDir,
   condition,
   DEPLOYMENT,
   hasTaint,
@@ -912,10 +913,7 @@ describe('kind cluster, controller from its image and manifests', () => {
     expect(release.image).toMatch(
       new RegExp(`^${registry.host}/nlc/node-lifecycle-controller@sha256:[0-9a-f]{64}$`),
     );
-    const cosign = path.join(
-      (await t.sh('bash', [path.join(REPO, 'scripts', 'build-cosign.sh')])).trim().split('\n').at(-1)!,
-      'cosign',
-    );
+    const cosign = path.join(await builtToolDir(t, 'build-cosign.sh'), 'cosign');
     const chartByDigest = `${release.chart.ref.replace(/^oci:\/\//, '')}@${release.chart.digest}`;
     const verify = (key: string, what: string) =>
       t.sh(cosign, ['verify', '--key', key, '--insecure-ignore-tlog', '--allow-http-registry', what]);
